@@ -1,0 +1,111 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+// Enforce the module arrows: imports are internal unless marked `public`, so a C type
+// cannot leak into a wrapper's public API by accident (same settings as Hummingbird 2).
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "profile-service",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "profile-service", targets: ["profile-service"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+    ],
+    targets: [
+        // C modules: a modulemap and a header each; only these include C headers.
+        .systemLibrary(
+            name: "CLibPQ",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]
+        ),
+        .systemLibrary(
+            name: "CLibMemcached",
+            pkgConfig: "libmemcached",
+            providers: [.apt(["libmemcached-dev"])]
+        ),
+        .target(name: "CLinuxShims"),
+
+        // Pure HTTP/1.1: parser, encoder, request/response values. Standard library only.
+        .target(name: "HTTP1", swiftSettings: swiftSettings),
+        // Sockets, epoll loop, connection state machines, worker pool, Responder protocol.
+        .target(
+            name: "HTTPServer",
+            dependencies: [
+                "HTTP1", "CLinuxShims",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // Safe Swift over libpq.
+        .target(
+            name: "PostgresClient",
+            dependencies: ["CLibPQ", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings
+        ),
+        // Safe Swift over libmemcached.
+        .target(
+            name: "MemcachedClient",
+            dependencies: ["CLibMemcached", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings
+        ),
+        // The profile domain: model, store and cache protocols, cache protocol, routes.
+        .target(
+            name: "ProfileService",
+            dependencies: [
+                "HTTP1", "HTTPServer", "PostgresClient", "MemcachedClient",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "profile-service",
+            dependencies: [
+                "ProfileService", "HTTPServer", "PostgresClient", "MemcachedClient",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // Shared test helpers: environment of the local servers, loopback clients.
+        .target(
+            name: "TestSupport",
+            dependencies: ["HTTP1"],
+            swiftSettings: swiftSettings
+        ),
+
+        .testTarget(name: "HTTP1Tests", dependencies: ["HTTP1"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "HTTPServerTests",
+            dependencies: ["HTTPServer", "HTTP1", "TestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "PostgresClientTests",
+            dependencies: ["PostgresClient", "TestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "MemcachedClientTests",
+            dependencies: ["MemcachedClient", "TestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "ProfileServiceTests",
+            dependencies: ["ProfileService", "HTTP1", "TestSupport", "PostgresClient", "MemcachedClient"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "EndToEndTests",
+            dependencies: ["TestSupport", "PostgresClient", "MemcachedClient"],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

@@ -1,0 +1,1 @@
+// HTTP1: filled in by its issue.

@@ -1,0 +1,1 @@
+// HTTPServer: filled in by its issue.

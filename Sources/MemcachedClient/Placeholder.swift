@@ -1,0 +1,1 @@
+// MemcachedClient: filled in by its issue.

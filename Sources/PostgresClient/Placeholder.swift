@@ -1,0 +1,1 @@
+// PostgresClient: filled in by its issue.

@@ -1,0 +1,1 @@
+// ProfileService: filled in by its issue.

@@ -1,0 +1,1 @@
+// TestSupport: filled in by its issue.

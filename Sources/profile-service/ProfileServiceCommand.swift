@@ -1,0 +1,4 @@
+@main
+struct ProfileServiceCommand {
+    static func main() {}
+}
