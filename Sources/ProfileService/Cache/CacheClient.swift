@@ -1,0 +1,16 @@
+public import MemcachedClient
+
+/// The memcached operations the cache protocol uses, so tests can wrap the real client and
+/// inject faults. ``MemcachedConnection`` is the production conformance.
+///
+/// One value per worker thread, like the connection it wraps.
+public protocol CacheClient: AnyObject {
+    func get(_ key: String) -> MemcachedGetResult
+    func add(_ key: String, value: [UInt8], flags: UInt32, expiration: Int) -> MemcachedStoreResult
+    func cas(_ key: String, value: [UInt8], cas: UInt64, flags: UInt32, expiration: Int) -> MemcachedStoreResult
+    func delete(_ key: String) -> MemcachedDeleteResult
+    func server(forKey key: String) -> MemcachedServer?
+    func flush(server: MemcachedServer) -> MemcachedError?
+}
+
+extension MemcachedConnection: CacheClient {}

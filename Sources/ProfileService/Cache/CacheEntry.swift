@@ -1,0 +1,49 @@
+/// What the service stores under a profile's memcached key.
+///
+/// The format carries its own format number in the first byte, so a later release can change
+/// it without a cache migration: an entry that does not decode is a miss and gets replaced.
+///
+/// ```
+/// profile: 0xA1 'P' <version: UInt32 big-endian> <the profile's JSON body>
+/// lease:   0xA1 'L' <token: UInt64 big-endian>
+/// ```
+/// A hit answers with the stored JSON bytes as they are: no decode, no re-encode.
+enum CacheEntry: Equatable {
+    case profile(version: Int32, json: ArraySlice<UInt8>)
+    /// A reader's placeholder while it reads PostgreSQL (DESIGN.md §2).
+    case lease(token: UInt64)
+
+    static let formatMarker: UInt8 = 0xA1
+    private static let profileKind = UInt8(ascii: "P")
+    private static let leaseKind = UInt8(ascii: "L")
+
+    /// Decodes a stored value; `nil` for anything this release does not understand.
+    init?(decoding bytes: [UInt8]) {
+        guard bytes.count >= 6, bytes[0] == Self.formatMarker else { return nil }
+        switch bytes[1] {
+        case Self.profileKind:
+            let raw = bytes[2..<6].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+            guard raw >= 1, raw <= UInt32(Int32.max), bytes.count > 6 else { return nil }
+            self = .profile(version: Int32(raw), json: bytes[6...])
+        case Self.leaseKind:
+            guard bytes.count == 10 else { return nil }
+            self = .lease(token: bytes[2..<10].reduce(UInt64(0)) { $0 << 8 | UInt64($1) })
+        default:
+            return nil
+        }
+    }
+
+    static func encode(_ profile: Profile) -> [UInt8] {
+        let json = profile.jsonBytes
+        var bytes = [formatMarker, profileKind]
+        bytes.reserveCapacity(6 + json.count)
+        let version = UInt32(profile.version)
+        bytes.append(contentsOf: [24, 16, 8, 0].map { UInt8(truncatingIfNeeded: version >> $0) })
+        bytes.append(contentsOf: json)
+        return bytes
+    }
+
+    static func encodeLease(token: UInt64) -> [UInt8] {
+        [formatMarker, leaseKind] + stride(from: 56, through: 0, by: -8).map { UInt8(truncatingIfNeeded: token >> $0) }
+    }
+}

@@ -1,0 +1,88 @@
+import Dispatch
+import Synchronization
+
+/// Shares one PostgreSQL read among concurrent misses of one id in this process.
+///
+/// A follower that joined before the leader's read began may use its result as is: the read
+/// began after the follower's request did. A follower that joined later uses it only if the
+/// leader's populate landed, which proves no write-through touched the key since the lease was
+/// taken, and so no acknowledged write is newer than the row; otherwise it reads for itself.
+final class InFlightReads: Sendable {
+    enum Outcome: Sendable {
+        case found(Profile, populated: Bool)
+        case notFound
+        case failed(ProfileStoreError)
+    }
+
+    enum Role {
+        case leader(Flight)
+        case follower(Flight)
+    }
+
+    final class Flight: Sendable {
+        private struct State {
+            var readStarted = false
+            var outcome: Outcome?
+            var waiters: [DispatchSemaphore] = []
+        }
+
+        private let state = Mutex(State())
+
+        func markReadStarted() {
+            state.withLock { $0.readStarted = true }
+        }
+
+        fileprivate func finish(_ outcome: Outcome) {
+            let waiters = state.withLock { state in
+                state.outcome = outcome
+                defer { state.waiters = [] }
+                return state.waiters
+            }
+            for waiter in waiters { waiter.signal() }
+        }
+
+        /// Waits for the leader, at most `timeout`. Returns the outcome if the follower may use it.
+        func usableOutcome(timeout: Duration) -> Outcome? {
+            let semaphore = DispatchSemaphore(value: 0)
+            let (joinedBeforeRead, ready) = state.withLock { state in
+                if state.outcome == nil { state.waiters.append(semaphore) }
+                return (!state.readStarted, state.outcome)
+            }
+            let outcome: Outcome?
+            if let ready {
+                outcome = ready
+            } else {
+                let nanoseconds = Int(timeout.components.seconds) * 1_000_000_000
+                    + Int(timeout.components.attoseconds / 1_000_000_000)
+                guard semaphore.wait(timeout: .now() + .nanoseconds(nanoseconds)) == .success else { return nil }
+                outcome = state.withLock { $0.outcome }
+            }
+            switch outcome {
+            case .found(_, let populated)? where joinedBeforeRead || populated: return outcome
+            case .notFound? where joinedBeforeRead: return outcome
+            case .failed(.unavailable)?: return outcome
+            default: return nil
+            }
+        }
+    }
+
+    private let flights = Mutex<[Int64: Flight]>([:])
+
+    init() {}
+
+    func join(_ id: Int64) -> Role {
+        flights.withLock { flights in
+            if let flight = flights[id] { return .follower(flight) }
+            let flight = Flight()
+            flights[id] = flight
+            return .leader(flight)
+        }
+    }
+
+    func finish(_ id: Int64, flight: Flight, outcome: Outcome) {
+        flights.withLock { flights in
+            if flights[id] === flight { flights[id] = nil }
+        }
+        flight.finish(outcome)
+    }
+}

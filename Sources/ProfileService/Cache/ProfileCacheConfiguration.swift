@@ -1,0 +1,40 @@
+/// How profiles are kept in memcached.
+public struct ProfileCacheConfiguration: Sendable {
+    /// Prefix of every key; the id follows. Versioned so a new format can live beside the old.
+    public var keyPrefix = "profile-service:v1:"
+    /// Lifetime of an entry; each store picks a value within ±``ttlJitter`` of it so that
+    /// entries written together do not expire together.
+    public var ttl: Duration = .seconds(300)
+    public var ttlJitter = 0.1
+    /// Lifetime of a reader's lease: long enough for one PostgreSQL read, short enough that a
+    /// reader that died holding one delays nobody for long.
+    public var leaseTTL: Duration = .seconds(2)
+    /// How long a reader that finds another's lease waits before each new look; after the last
+    /// one it reads PostgreSQL without populating.
+    public var leaseWaits: [Duration] = [.milliseconds(2), .milliseconds(4), .milliseconds(8), .milliseconds(16)]
+    /// How often a write-through retries after a CAS conflict before it deletes the key.
+    public var writeThroughAttempts = 4
+    /// How long a coalesced reader waits for the leader's PostgreSQL read.
+    public var coalescedWait: Duration = .seconds(6)
+
+    public init() {}
+
+    func key(for id: Int64) -> String { keyPrefix + String(id) }
+
+    func jitteredTTLSeconds() -> Int {
+        let seconds = Double(ttl.components.seconds)
+        return max(1, Int((seconds * Double.random(in: (1 - ttlJitter)...(1 + ttlJitter))).rounded()))
+    }
+
+    var leaseTTLSeconds: Int { max(1, Int(leaseTTL.components.seconds)) }
+}
+
+/// Points where tests hold a request to replay a race deterministically. Empty in production.
+public struct ProfileCacheHooks: Sendable {
+    /// Called by a populating reader after its PostgreSQL read, before it stores the row.
+    public var afterDatabaseRead: (@Sendable (Int64) -> Void)?
+
+    public init(afterDatabaseRead: (@Sendable (Int64) -> Void)? = nil) {
+        self.afterDatabaseRead = afterDatabaseRead
+    }
+}

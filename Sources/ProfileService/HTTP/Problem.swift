@@ -1,0 +1,62 @@
+public import HTTP1
+
+/// An RFC 9457 problem document, the body of every error answer.
+///
+/// `type` is a tag URI (RFC 4151) per kind of problem, stable across releases, so clients can
+/// switch on it; `title` is the HTTP reason; `detail` says what to change. `field` names the
+/// offending input and `current` carries the current profile where that helps the client (409).
+public struct Problem: Error, Sendable {
+    public var status: HTTPStatus
+    public var kind: String
+    public var detail: String
+    public var field: String?
+    public var current: Profile?
+    public var headers: HTTPHeaders
+
+    public init(
+        _ status: HTTPStatus, kind: String, detail: String, field: String? = nil, current: Profile? = nil,
+        headers: HTTPHeaders = [:]
+    ) {
+        self.status = status
+        self.kind = kind
+        self.detail = detail
+        self.field = field
+        self.current = current
+        self.headers = headers
+    }
+
+    public var typeURI: String { "tag:profile-service,2026:\(kind)" }
+
+    public var response: HTTPResponse {
+        var json = JSONWriter(capacity: 256)
+        json.beginObject()
+        json.key("type"); json.string(typeURI)
+        json.key("title"); json.string(status.reasonPhrase)
+        json.key("status"); json.integer(Int64(status.code))
+        json.key("detail"); json.string(detail)
+        if let field { json.key("field"); json.string(field) }
+        if let current { json.key("current"); json.raw(current.jsonBytes) }
+        json.endObject()
+        var headers = self.headers
+        headers.replaceOrAdd(name: "Content-Type", value: "application/problem+json")
+        if let current { headers.replaceOrAdd(name: "ETag", value: current.entityTag) }
+        return HTTPResponse(status: status, headers: headers, body: json.bytes)
+    }
+}
+
+extension Problem {
+    static func notFound(_ id: Int64) -> Problem {
+        Problem(.notFound, kind: "profile-not-found", detail: "no profile with id \(id)")
+    }
+
+    static func databaseUnavailable() -> Problem {
+        Problem(
+            .serviceUnavailable, kind: "database-unavailable",
+            detail: "the profile database is unavailable; retry shortly",
+            headers: ["Retry-After": "1"])
+    }
+
+    static func internalError() -> Problem {
+        Problem(.internalServerError, kind: "internal-error", detail: "the request failed unexpectedly")
+    }
+}

@@ -1,0 +1,166 @@
+import HTTP1
+
+extension ProfileResponder {
+    /// `GET /users/profile/{id}[?min_version=N]`, honouring `If-None-Match`.
+    func getProfile(_ request: HTTPRequest, worker: ProfileWorker) throws(Problem) -> HTTPResponse {
+        let id = try Self.profileID(from: request.path)
+        let minVersion = try Self.minVersion(from: request)
+        let representation: ProfileRepository.Representation?
+        do {
+            representation = try worker.repository.read(id: id, minVersion: minVersion)
+        } catch {
+            throw Self.problem(for: error)
+        }
+        guard let representation else { throw .notFound(id) }
+        var headers: HTTPHeaders = [
+            "ETag": representation.entityTag,
+            "Cache-Control": "no-cache",
+            "X-Cache": representation.cacheOutcome.rawValue,
+        ]
+        if let condition = request.headers["If-None-Match"],
+            Self.entityTags(condition, contain: representation.entityTag)
+        {
+            return HTTPResponse(status: .notModified, headers: headers)
+        }
+        headers.add(name: "Content-Type", value: "application/json")
+        return HTTPResponse(status: .ok, headers: headers, body: representation.json)
+    }
+
+    /// `PUT /users/profile/{id}`: an optimistic update, or a creation with `If-None-Match: *`
+    /// or `"version": 0`.
+    func putProfile(_ request: HTTPRequest, worker: ProfileWorker) throws(Problem) -> HTTPResponse {
+        let id = try Self.profileID(from: request.path)
+        if let contentType = request.headers["Content-Type"], !Self.isJSON(contentType) {
+            throw Problem(
+                .unsupportedMediaType, kind: "unsupported-media-type", detail: "send the body as application/json")
+        }
+        if request.body.count > ProfileWriteRequest.maximumBodyBytes {
+            throw Problem(
+                .contentTooLarge, kind: "body-too-large",
+                detail: "a profile write is at most \(ProfileWriteRequest.maximumBodyBytes) bytes")
+        }
+        let write: ProfileWriteRequest
+        do {
+            write = try ProfileWriteRequest.parse(
+                body: request.body,
+                ifMatchVersion: try Self.ifMatchVersion(request.headers["If-Match"]),
+                ifNoneMatchAny: request.headers["If-None-Match"].map { $0.trimmed == "*" } ?? false)
+        } catch {
+            throw error.problem
+        }
+        do {
+            switch write {
+            case .update(let displayName, let expectedVersion):
+                switch try worker.repository.updateDisplayName(
+                    id: id, to: displayName, expectedVersion: expectedVersion)
+                {
+                case .updated(let profile):
+                    return Self.profileResponse(.ok, profile)
+                case .versionMismatch(let current):
+                    throw Problem(
+                        .conflict, kind: "version-conflict",
+                        detail: "the profile is at version \(current.version), not \(expectedVersion)",
+                        field: "version", current: current)
+                case .notFound:
+                    throw Problem.notFound(id)
+                }
+            case .create(let username, let displayName):
+                let profile = try worker.repository.create(id: id, username: username, displayName: displayName)
+                var response = Self.profileResponse(.created, profile)
+                response.headers.add(name: "Location", value: Self.profilePathPrefix + String(id))
+                return response
+            }
+        } catch let error as Problem {
+            throw error
+        } catch let error as ProfileStoreError {
+            throw Self.problem(for: error)
+        } catch {
+            throw .internalError()
+        }
+    }
+
+    // MARK: Input
+
+    /// A positive 64-bit id in canonical decimal form (no sign, no leading zeros).
+    static func profileID(from path: String) throws(Problem) -> Int64 {
+        let text = path.dropFirst(profilePathPrefix.count)
+        guard let first = text.utf8.first, first != UInt8(ascii: "0"),
+            text.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }),
+            let id = Int64(text), id > 0
+        else {
+            if text.contains("/") || text.isEmpty {
+                throw Problem(.notFound, kind: "no-such-route", detail: "no route for \(path.prefix(200))")
+            }
+            throw Problem(
+                .badRequest, kind: "invalid-id", detail: "the profile id must be a positive 64-bit integer",
+                field: "id")
+        }
+        return id
+    }
+
+    static func minVersion(from request: HTTPRequest) throws(Problem) -> Int32? {
+        guard let text = request.queryValue(for: "min_version") else { return nil }
+        guard let value = Int32(text), value >= 1 else {
+            throw Problem(
+                .badRequest, kind: "invalid-min-version",
+                detail: "min_version must be an integer from 1 to 2147483647", field: "min_version")
+        }
+        return value
+    }
+
+    /// `If-Match: "N"` (strong tag of one version) → N.
+    static func ifMatchVersion(_ header: String?) throws(ProfileRequestError) -> Int32? {
+        guard let header else { return nil }
+        let tag = header.trimmed
+        guard tag.count >= 3, tag.first == "\"", tag.last == "\"",
+            let version = Int32(tag.dropFirst().dropLast()), version >= 1
+        else {
+            throw .malformed(field: "If-Match", "If-Match must be one entity tag such as \"3\"")
+        }
+        return version
+    }
+
+    /// Weak comparison of an `If-None-Match` list with a tag (RFC 9110 §13.1.2).
+    static func entityTags(_ list: String, contain tag: String) -> Bool {
+        list.split(separator: ",").contains { candidate in
+            var candidate = Substring(candidate.trimmed)
+            if candidate == "*" { return true }
+            if candidate.hasPrefix("W/") { candidate = candidate.dropFirst(2) }
+            return candidate == tag
+        }
+    }
+
+    static func isJSON(_ contentType: String) -> Bool {
+        let mediaType = contentType.split(separator: ";", maxSplits: 1).first.map { $0.trimmed.lowercased() } ?? ""
+        return mediaType == "application/json" || (mediaType.hasPrefix("application/") && mediaType.hasSuffix("+json"))
+    }
+
+    // MARK: Output
+
+    static func profileResponse(_ status: HTTPStatus, _ profile: Profile) -> HTTPResponse {
+        HTTPResponse(
+            status: status,
+            headers: ["Content-Type": "application/json", "ETag": profile.entityTag, "Cache-Control": "no-cache"],
+            body: profile.jsonBytes)
+    }
+
+    static func problem(for error: ProfileStoreError) -> Problem {
+        switch error {
+        case .unavailable:
+            return .databaseUnavailable()
+        case .idTaken(let current):
+            return Problem(
+                .conflict, kind: "profile-exists", detail: "a profile with this id exists already", current: current)
+        case .usernameTaken:
+            return Problem(.conflict, kind: "username-taken", detail: "this username is taken", field: "username")
+        case .unexpected:
+            return .internalError()
+        }
+    }
+}
+
+extension StringProtocol {
+    var trimmed: String {
+        String(drop(while: { $0 == " " || $0 == "\t" }).reversed().drop(while: { $0 == " " || $0 == "\t" }).reversed())
+    }
+}

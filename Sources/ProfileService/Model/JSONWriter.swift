@@ -1,0 +1,66 @@
+/// A minimal, allocation-light JSON writer for the service's small fixed documents
+/// (profiles and RFC 9457 problem documents).
+struct JSONWriter {
+    private(set) var bytes: [UInt8] = []
+    private var needsComma = false
+
+    init(capacity: Int = 160) {
+        bytes.reserveCapacity(capacity)
+    }
+
+    mutating func beginObject() {
+        separate()
+        bytes.append(UInt8(ascii: "{"))
+        needsComma = false
+    }
+
+    mutating func endObject() {
+        bytes.append(UInt8(ascii: "}"))
+        needsComma = true
+    }
+
+    mutating func key(_ name: String) {
+        string(name)
+        bytes.append(UInt8(ascii: ":"))
+        needsComma = false
+    }
+
+    mutating func integer(_ value: Int64) {
+        separate()
+        bytes.append(contentsOf: String(value).utf8)
+        needsComma = true
+    }
+
+    /// Embeds an already-encoded JSON value (for example a profile inside a problem document).
+    mutating func raw(_ json: [UInt8]) {
+        separate()
+        bytes.append(contentsOf: json)
+        needsComma = true
+    }
+
+    mutating func string(_ value: String) {
+        separate()
+        bytes.append(UInt8(ascii: "\""))
+        for byte in value.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
+            case UInt8(ascii: "\\"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
+            case UInt8(ascii: "\n"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
+            case UInt8(ascii: "\r"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
+            case UInt8(ascii: "\t"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
+            case 0..<0x20, 0x7F:
+                let hex = Array("0123456789abcdef".utf8)
+                bytes.append(contentsOf: Array("\\u00".utf8))
+                bytes.append(hex[Int(byte >> 4)])
+                bytes.append(hex[Int(byte & 0xF)])
+            default: bytes.append(byte)
+            }
+        }
+        bytes.append(UInt8(ascii: "\""))
+        needsComma = true
+    }
+
+    private mutating func separate() {
+        if needsComma { bytes.append(UInt8(ascii: ",")) }
+    }
+}

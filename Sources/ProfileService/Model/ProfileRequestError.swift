@@ -1,0 +1,22 @@
+import HTTP1
+
+/// Why a request's input was refused. Nothing has been written when one is thrown.
+public enum ProfileRequestError: Error, Sendable, Equatable {
+    /// The body is not JSON, not an object, or a field has the wrong JSON type (400).
+    case malformed(field: String?, String)
+    /// A required field is absent (422).
+    case missingField(String)
+    /// A field is present but breaks a rule (422).
+    case invalidField(String, String)
+
+    var problem: Problem {
+        switch self {
+        case .malformed(let field, let detail):
+            Problem(.badRequest, kind: "malformed-request", detail: detail, field: field)
+        case .missingField(let field):
+            Problem(.unprocessableContent, kind: "missing-field", detail: "\(field) is required", field: field)
+        case .invalidField(let field, let rule):
+            Problem(.unprocessableContent, kind: "invalid-field", detail: "\(field) \(rule)", field: field)
+        }
+    }
+}

@@ -1,0 +1,44 @@
+import Foundation
+
+/// The field rules of the API. Every violation names the field it is about.
+enum ProfileValidation {
+    static let displayNameLength = 1...64
+    static let usernameLength = 3...32
+
+    /// Returns the display name in Unicode NFC, or the reason it is not acceptable.
+    static func validDisplayName(_ raw: String) throws(ProfileRequestError) -> String {
+        let normalized = raw.precomposedStringWithCanonicalMapping
+        if normalized.unicodeScalars.contains(where: isForbiddenScalar) {
+            throw .invalidField("display_name", "must not contain control characters")
+        }
+        guard displayNameLength.contains(normalized.count) else {
+            throw .invalidField("display_name", "must be 1 to 64 characters long")
+        }
+        if normalized.allSatisfy(\.isWhitespace) {
+            throw .invalidField("display_name", "must not be blank")
+        }
+        return normalized
+    }
+
+    static func validUsername(_ raw: String) throws(ProfileRequestError) -> String {
+        guard usernameLength.contains(raw.utf8.count),
+            raw.utf8.allSatisfy({ byte in
+                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
+                    || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+                    || byte == UInt8(ascii: "_") || byte == UInt8(ascii: ".")
+            })
+        else {
+            throw .invalidField("username", "must be 3 to 32 characters of a-z, 0-9, '_' and '.'")
+        }
+        return raw
+    }
+
+    /// C0 and C1 controls, DEL, line and paragraph separators, and bidirectional overrides,
+    /// which can disguise a name when shown next to other text.
+    private static func isForbiddenScalar(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.properties.generalCategory {
+        case .control, .lineSeparator, .paragraphSeparator: return true
+        default: return (0x202A...0x202E).contains(scalar.value) || (0x2066...0x2069).contains(scalar.value)
+        }
+    }
+}

@@ -1,0 +1,78 @@
+import Foundation
+
+/// A validated `PUT /users/profile/{id}` body: either an optimistic update or a creation.
+enum ProfileWriteRequest: Equatable {
+    case update(displayName: String, expectedVersion: Int32)
+    case create(username: String, displayName: String)
+
+    /// The largest body a profile write may have; profile documents are tiny.
+    static let maximumBodyBytes = 4 * 1024
+
+    /// Parses and validates a write.
+    ///
+    /// - Parameters:
+    ///   - body: the JSON body: `{"display_name": …, "version": N}` to update, or
+    ///     `{"username": …, "display_name": …}` with `version` 0 or `ifNoneMatchAny` to create.
+    ///   - ifMatchVersion: the version from an `If-Match: "N"` header, if any.
+    ///   - ifNoneMatchAny: whether the request carried `If-None-Match: *` (create only).
+    static func parse(body: [UInt8], ifMatchVersion: Int32?, ifNoneMatchAny: Bool) throws(ProfileRequestError)
+        -> ProfileWriteRequest
+    {
+        let fields = try decodeFields(body)
+        let bodyVersion: Int32?
+        switch fields.version {
+        case nil: bodyVersion = nil
+        case let value? where value == 0: bodyVersion = 0
+        case let value? where (1...Int64(Int32.max)).contains(value): bodyVersion = Int32(value)
+        default: throw .invalidField("version", "must be an integer from 1 to 2147483647 (0 to create)")
+        }
+        guard let rawDisplayName = fields.displayName else { throw .missingField("display_name") }
+        let displayName = try ProfileValidation.validDisplayName(rawDisplayName)
+
+        if ifNoneMatchAny || bodyVersion == 0 {
+            if ifMatchVersion != nil {
+                throw .malformed(field: nil, "If-Match and a create (If-None-Match: * or version 0) exclude each other")
+            }
+            guard let rawUsername = fields.username else { throw .missingField("username") }
+            return .create(username: try ProfileValidation.validUsername(rawUsername), displayName: displayName)
+        }
+        if fields.username != nil {
+            throw .invalidField("username", "cannot be changed; send only display_name and version")
+        }
+        switch (bodyVersion, ifMatchVersion) {
+        case (let body?, let header?) where body != header:
+            throw .invalidField("version", "disagrees with If-Match")
+        case (let version?, _), (nil, let version?):
+            return .update(displayName: displayName, expectedVersion: version)
+        case (nil, nil):
+            throw .missingField("version")
+        }
+    }
+
+    private struct Fields: Decodable {
+        var displayName: String?
+        var username: String?
+        var version: Int64?
+
+        enum CodingKeys: String, CodingKey {
+            case displayName = "display_name", username, version
+        }
+    }
+
+    private static func decodeFields(_ body: [UInt8]) throws(ProfileRequestError) -> Fields {
+        guard !body.isEmpty else { throw .malformed(field: nil, "the request needs a JSON object body") }
+        guard body.count <= maximumBodyBytes else {
+            throw .malformed(field: nil, "the body is larger than \(maximumBodyBytes) bytes")
+        }
+        do {
+            return try JSONDecoder().decode(Fields.self, from: Data(body))
+        } catch let DecodingError.typeMismatch(_, context), let DecodingError.dataCorrupted(context) {
+            if let field = context.codingPath.last?.stringValue {
+                throw .malformed(field: field, "\(field) has the wrong type or value")
+            }
+            throw .malformed(field: nil, "the body is not a valid JSON object")
+        } catch {
+            throw .malformed(field: nil, "the body is not a valid JSON object")
+        }
+    }
+}

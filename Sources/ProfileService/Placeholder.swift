@@ -1,1 +1,0 @@
-// ProfileService: filled in by its issue.

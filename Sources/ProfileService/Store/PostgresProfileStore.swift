@@ -1,0 +1,109 @@
+public import Logging
+public import PostgresClient
+
+/// ``ProfileStore`` over one ``PostgresConnection``: optimistic updates in one statement.
+public final class PostgresProfileStore: ProfileStore {
+    private let connection: PostgresConnection
+    private let logger: Logger
+
+    /// The statements this store uses; declare them on the connection that you pass in.
+    public static let statements: [PostgresStatement] = [
+        Statements.select, Statements.update, Statements.insert,
+    ]
+
+    public init(connection: PostgresConnection, logger: Logger) {
+        self.connection = connection
+        self.logger = logger
+    }
+
+    private enum Statements {
+        static let columns = """
+            id, username, display_name, version,
+            to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS updated_at
+            """
+        static let select = PostgresStatement(
+            name: "profile_select",
+            sql: "SELECT \(columns) FROM user_profiles WHERE id = $1",
+            isIdempotent: true)
+        /// The optimistic update: it changes the row only if nobody changed it since `version`.
+        static let update = PostgresStatement(
+            name: "profile_update",
+            sql: """
+                UPDATE user_profiles SET display_name = $3, version = version + 1, updated_at = now()
+                WHERE id = $1 AND version = $2 RETURNING \(columns)
+                """,
+            isIdempotent: false)
+        static let insert = PostgresStatement(
+            name: "profile_insert",
+            sql: """
+                INSERT INTO user_profiles (id, username, display_name, version, created_at, updated_at)
+                VALUES ($1, $2, $3, 1, now(), now()) RETURNING \(columns)
+                """,
+            isIdempotent: false)
+    }
+
+    public func profile(id: Int64) throws(ProfileStoreError) -> Profile? {
+        try run { try connection.execute(Statements.select, [id]).rows.first.map(Self.decode) }
+    }
+
+    public func updateDisplayName(id: Int64, to displayName: String, expectedVersion: Int32)
+        throws(ProfileStoreError) -> ProfileUpdateOutcome
+    {
+        if let updated = try run({
+            try connection.execute(Statements.update, [id, expectedVersion, displayName]).rows.first.map(Self.decode)
+        }) {
+            return .updated(updated)
+        }
+        // Nothing matched: tell "gone" from "changed since" with one more read.
+        guard let current = try profile(id: id) else { return .notFound }
+        return .versionMismatch(current: current)
+    }
+
+    public func create(id: Int64, username: String, displayName: String) throws(ProfileStoreError) -> Profile {
+        do {
+            guard let row = try connection.execute(Statements.insert, [id, username, displayName]).rows.first else {
+                throw ProfileStoreError.unexpected("INSERT … RETURNING returned no row")
+            }
+            return try Self.decode(row)
+        } catch let error as PostgresError where error.kind == .uniqueViolation {
+            if error.constraint == "user_profiles_username_key" { throw .usernameTaken }
+            throw .idTaken(current: try? profile(id: id))
+        } catch {
+            throw map(error)
+        }
+    }
+
+    public func isHealthy() -> Bool {
+        connection.checkHealth()
+    }
+
+    private static func decode(_ row: PostgresRow) throws -> Profile {
+        Profile(
+            id: try row.decode("id"),
+            username: try row.decode("username"),
+            displayName: try row.decode("display_name"),
+            version: try row.decode("version"),
+            updatedAt: try row.decode("updated_at"))
+    }
+
+    private func run<T>(_ body: () throws -> T) throws(ProfileStoreError) -> T {
+        do {
+            return try body()
+        } catch {
+            throw map(error)
+        }
+    }
+
+    private func map(_ error: any Error) -> ProfileStoreError {
+        if let error = error as? ProfileStoreError { return error }
+        if let error = error as? PostgresError, error.isUnavailable || error.isRetryable {
+            logger.warning("database unavailable", metadata: ["error": "\(error)"])
+            return .unavailable
+        }
+        logger.error("database error", metadata: ["error": "\(error)"])
+        return .unexpected("\(error)")
+    }
+}
+
+@available(*, unavailable, message: "owns a PostgresConnection, which belongs to one thread")
+extension PostgresProfileStore: Sendable {}

@@ -1,0 +1,35 @@
+import ArgumentParser
+import Foundation
+import Synchronization
+
+/// Defaults for options from `PROFILE_*` environment variables.
+///
+/// ArgumentParser has no environment binding, so each option's default is read here; `--help`
+/// then shows the value in force. A malformed value is remembered and reported by
+/// ``validate()`` as a usage error, rather than silently replaced by the built-in default.
+enum EnvironmentDefaults {
+    private static let problems = Mutex<[String]>([])
+
+    static func string(_ name: String, _ fallback: String) -> String {
+        value(name) ?? fallback
+    }
+
+    static func int(_ name: String, _ fallback: Int) -> Int {
+        guard let text = value(name) else { return fallback }
+        guard let number = Int(text) else {
+            problems.withLock { $0.append("\(name)=\(text) is not an integer") }
+            return fallback
+        }
+        return number
+    }
+
+    /// Throws the first malformed environment value as a usage error.
+    static func validate() throws {
+        if let problem = problems.withLock({ $0.first }) { throw ValidationError(problem) }
+    }
+
+    private static func value(_ name: String) -> String? {
+        guard let text = ProcessInfo.processInfo.environment[name], !text.isEmpty else { return nil }
+        return text
+    }
+}

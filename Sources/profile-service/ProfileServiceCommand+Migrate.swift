@@ -1,0 +1,47 @@
+import ArgumentParser
+import Logging
+import PostgresClient
+import ProfileService
+
+extension ProfileServiceCommand {
+    struct Migrate: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Apply pending SQL migrations, in name order, each in its own transaction.",
+            discussion: "Idempotent; replicas may run it together (an advisory lock serializes them).")
+
+        @OptionGroup var database: DatabaseOptions
+
+        @Option(help: "Folder of *.sql migrations. [PROFILE_MIGRATIONS_DIR]")
+        var migrationsDirectory: String = EnvironmentDefaults.string("PROFILE_MIGRATIONS_DIR", "migrations")
+
+        @Option(help: "Log level: trace, debug, info, notice, warning, error, critical. [PROFILE_LOG_LEVEL]")
+        var logLevel: String = EnvironmentDefaults.string("PROFILE_LOG_LEVEL", "info")
+
+        func validate() throws {
+            _ = try parseLogLevel(logLevel)
+        }
+
+        func run() throws {
+            bootstrapLogging(level: try parseLogLevel(logLevel))
+            let logger = Logger(label: "profile-service.migrate")
+            let migrations: [Migration]
+            do {
+                migrations = try Migration.load(from: migrationsDirectory)
+            } catch {
+                throw RuntimeFailure(description: "cannot read migrations from \(migrationsDirectory): \(error)")
+            }
+            let connection = PostgresConnection(
+                configuration: try database.postgresConfiguration(), statements: Migrator.statements, logger: logger)
+            defer { connection.close() }
+            do {
+                try connection.connect()
+                let applied = try Migrator(connection: connection, logger: logger).migrate(migrations)
+                logger.info(
+                    applied.isEmpty ? "schema up to date" : "migrations applied",
+                    metadata: ["applied": "\(applied.count)", "total": "\(migrations.count)"])
+            } catch {
+                throw RuntimeFailure(description: "migrate failed: \(error)")
+            }
+        }
+    }
+}

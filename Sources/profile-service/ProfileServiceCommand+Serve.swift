@@ -1,0 +1,162 @@
+import ArgumentParser
+import Dispatch
+import Glibc
+import HTTPServer
+import Logging
+import MemcachedClient
+import PostgresClient
+import ProfileService
+
+extension ProfileServiceCommand {
+    struct Serve: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Run the HTTP service.",
+            discussion: """
+                Stops gracefully on SIGTERM or SIGINT: /readyz turns 503 at once, new connections are
+                refused after --shutdown-delay, in-flight requests finish within --drain-timeout.
+                """)
+
+        @Option(help: "Address to listen on. [PROFILE_HOST]")
+        var host: String = EnvironmentDefaults.string("PROFILE_HOST", "127.0.0.1")
+
+        @Option(help: "TCP port to listen on (0 picks a free one). [PROFILE_PORT]")
+        var port: Int = EnvironmentDefaults.int("PROFILE_PORT", 8080)
+
+        @OptionGroup var database: DatabaseOptions
+
+        @Option(help: "memcached cluster as host:port,host:port. [PROFILE_MEMCACHED]")
+        var memcached: String = EnvironmentDefaults.string("PROFILE_MEMCACHED", "127.0.0.1:21211,127.0.0.1:21212")
+
+        @Option(help: "memcached connect and poll timeout in milliseconds. [PROFILE_MEMCACHED_TIMEOUT_MS]")
+        var memcachedTimeoutMs: Int = EnvironmentDefaults.int("PROFILE_MEMCACHED_TIMEOUT_MS", 100)
+
+        @Option(help: "Seconds a failing memcached node is skipped before it is tried again. [PROFILE_MEMCACHED_RETRY_S]")
+        var memcachedRetryS: Int = EnvironmentDefaults.int("PROFILE_MEMCACHED_RETRY_S", 2)
+
+        @Option(help: "Cache entry lifetime in seconds (±10% jitter). [PROFILE_CACHE_TTL_S]")
+        var cacheTtlS: Int = EnvironmentDefaults.int("PROFILE_CACHE_TTL_S", 300)
+
+        @Option(help: "Worker threads; each owns one PostgreSQL and one memcached connection. [PROFILE_WORKERS]")
+        var workers: Int = EnvironmentDefaults.int("PROFILE_WORKERS", 16)
+
+        @Option(help: "Requests that may wait for a worker; beyond that 503 at once. [PROFILE_QUEUE_CAPACITY]")
+        var queueCapacity: Int = EnvironmentDefaults.int("PROFILE_QUEUE_CAPACITY", 1024)
+
+        @Option(help: "Open connections at most. [PROFILE_MAX_CONNECTIONS]")
+        var maxConnections: Int = EnvironmentDefaults.int("PROFILE_MAX_CONNECTIONS", 10_000)
+
+        @Option(help: "Idle keep-alive timeout in seconds (keep it above the gateway's). [PROFILE_IDLE_TIMEOUT_S]")
+        var idleTimeoutS: Int = EnvironmentDefaults.int("PROFILE_IDLE_TIMEOUT_S", 75)
+
+        @Option(help: "Seconds a client has to send a request head. [PROFILE_HEAD_TIMEOUT_S]")
+        var headTimeoutS: Int = EnvironmentDefaults.int("PROFILE_HEAD_TIMEOUT_S", 10)
+
+        @Option(help: "Seconds between SIGTERM and refusing new connections. [PROFILE_SHUTDOWN_DELAY_S]")
+        var shutdownDelayS: Int = EnvironmentDefaults.int("PROFILE_SHUTDOWN_DELAY_S", 0)
+
+        @Option(help: "Seconds in-flight requests get to finish on shutdown. [PROFILE_DRAIN_TIMEOUT_S]")
+        var drainTimeoutS: Int = EnvironmentDefaults.int("PROFILE_DRAIN_TIMEOUT_S", 10)
+
+        @Option(help: "Log level: trace, debug, info, notice, warning, error, critical. [PROFILE_LOG_LEVEL]")
+        var logLevel: String = EnvironmentDefaults.string("PROFILE_LOG_LEVEL", "info")
+
+        func validate() throws {
+            try EnvironmentDefaults.validate()
+            _ = try parseLogLevel(logLevel)
+            try require(port, in: 0...65_535, "--port")
+            try require(workers, in: 1...1024, "--workers")
+            try require(queueCapacity, in: 1...1_000_000, "--queue-capacity")
+            try require(maxConnections, in: 1...1_000_000, "--max-connections")
+            try require(memcachedTimeoutMs, in: 1...60_000, "--memcached-timeout-ms")
+            try require(memcachedRetryS, in: 0...3600, "--memcached-retry-s")
+            try require(cacheTtlS, in: 1...2_592_000, "--cache-ttl-s")
+            try require(idleTimeoutS, in: 1...3600, "--idle-timeout-s")
+            try require(headTimeoutS, in: 1...3600, "--head-timeout-s")
+            try require(shutdownDelayS, in: 0...3600, "--shutdown-delay-s")
+            try require(drainTimeoutS, in: 0...3600, "--drain-timeout-s")
+            guard !host.isEmpty else { throw ValidationError("--host must not be empty") }
+            _ = try memcachedConfiguration()
+        }
+
+        func run() throws {
+            bootstrapLogging(level: try parseLogLevel(logLevel))
+            let logger = Logger(label: "profile-service")
+            let postgres = try database.postgresConfiguration()
+            let memcached = try memcachedConfiguration()
+            var cache = ProfileCacheConfiguration()
+            cache.ttl = .seconds(cacheTtlS)
+            let shared = ProfileCacheShared(configuration: cache)
+            let lifecycle = ServiceLifecycle()
+            let responder = ProfileResponder(lifecycle: lifecycle, logger: logger) { _ in
+                try ProfileWorker.connecting(postgres: postgres, memcached: memcached, shared: shared, logger: logger)
+            }
+            let server = HTTPServer(configuration: serverConfiguration(), responder: responder, logger: logger)
+            do {
+                _ = try server.start()
+            } catch {
+                throw RuntimeFailure(description: "cannot start the server on \(host):\(port): \(error)")
+            }
+            let signals = ShutdownSignals { signalName in
+                logger.notice("draining", metadata: ["signal": "\(signalName)"])
+                lifecycle.beginDraining()
+                DispatchQueue(label: "profile-service.shutdown").asyncAfter(
+                    deadline: .now() + .seconds(shutdownDelayS)
+                ) {
+                    server.shutdown()
+                }
+            }
+            server.waitUntilStopped()
+            signals.cancel()
+            logger.notice("stopped")
+        }
+
+        private func serverConfiguration() -> HTTPServerConfiguration {
+            var configuration = HTTPServerConfiguration()
+            configuration.host = host
+            configuration.port = port
+            configuration.workerCount = workers
+            configuration.queueCapacity = queueCapacity
+            configuration.maxConnections = maxConnections
+            configuration.idleTimeout = .seconds(idleTimeoutS)
+            configuration.headDeadline = .seconds(headTimeoutS)
+            configuration.drainTimeout = .seconds(drainTimeoutS)
+            return configuration
+        }
+
+        private func memcachedConfiguration() throws -> MemcachedConfiguration {
+            do {
+                return try MemcachedConfiguration(
+                    servers: memcached, connectTimeout: .milliseconds(memcachedTimeoutMs),
+                    pollTimeout: .milliseconds(memcachedTimeoutMs), retryTimeout: .seconds(memcachedRetryS))
+            } catch let error as MemcachedError {
+                throw ValidationError("--memcached: \(error.message)")
+            }
+        }
+
+        private func require(_ value: Int, in range: ClosedRange<Int>, _ flag: String) throws {
+            guard range.contains(value) else {
+                throw ValidationError("\(flag) must be \(range.lowerBound)…\(range.upperBound), got \(value)")
+            }
+        }
+    }
+}
+
+/// Turns SIGTERM and SIGINT into one call of `onSignal`, on a queue of its own.
+final class ShutdownSignals {
+    private let sources: [any DispatchSourceSignal]
+
+    init(onSignal: @escaping @Sendable (String) -> Void) {
+        let queue = DispatchQueue(label: "profile-service.signals")
+        sources = [(SIGTERM, "SIGTERM"), (SIGINT, "SIGINT")].map { number, name in
+            signal(number, SIG_IGN)  // let the dispatch source, not the default action, see it
+            let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
+            source.setEventHandler { onSignal(name) }
+            source.resume()
+            return source
+        }
+    }
+
+    func cancel() {
+        for source in sources { source.cancel() }
+    }
+}
