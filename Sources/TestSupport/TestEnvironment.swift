@@ -76,6 +76,10 @@ public enum TestEnvironment {
 
     public struct MissingServer: Error, CustomStringConvertible {
         public let description: String
+
+        public init(description: String) {
+            self.description = description
+        }
     }
 
     /// Throws (failing the test) unless PostgreSQL answers on its port.

@@ -1,0 +1,100 @@
+import Foundation
+import MemcachedClient
+import Synchronization
+import Testing
+
+@testable import ProfileService
+
+/// The stale-set race of DESIGN.md §2, replayed deterministically: a reader is held between its
+/// PostgreSQL read and its populate while a writer commits and writes through.
+@Suite(.serialized) struct ProfileRepositoryRaceTests {
+    /// Runs a reader of `profile` up to its pause, then `whilePaused`, then lets it finish and
+    /// returns what the reader answered.
+    private func withPausedReader(
+        of profile: Profile, shared: ProfileCacheShared, gate: ReaderGate, whilePaused: () -> Void
+    ) -> ProfileRepository.Representation? {
+        let result = Mutex<ProfileRepository.Representation?>(nil)
+        gate.arm(profile.id)
+        let reader = TestThread {
+            let backends = try! IntegrationBackends()
+            let read = try? backends.repository(shared).read(id: profile.id)
+            result.withLock { $0 = read }
+        }
+        gate.waitUntilPaused()
+        whilePaused()
+        gate.release()
+        reader.join()
+        return result.withLock { $0 }
+    }
+
+    @Test func lateReaderDoesNotOverwriteTheWritersVersion() throws {
+        let gate = ReaderGate()
+        let shared = ProfileCacheShared(hooks: .init(afterDatabaseRead: gate.afterDatabaseRead))
+        let backends = try IntegrationBackends()
+        let profile = try backends.seed()
+        let writer = backends.repository(shared)
+
+        let readerSaw = withPausedReader(of: profile, shared: shared, gate: gate) {
+            let outcome = try? writer.updateDisplayName(id: profile.id, to: "Writer", expectedVersion: 1)
+            guard case .updated(let updated)? = outcome else {
+                Issue.record("update failed: \(String(describing: outcome))")
+                return
+            }
+            #expect(updated.version == 2)
+            #expect(backends.cachedVersion(profile.id, shared: shared) == 2, "the write-through replaced the lease")
+        }
+
+        #expect(readerSaw?.version == 1, "the reader began before the write, so version 1 is a fair answer")
+        #expect(backends.cachedVersion(profile.id, shared: shared) == 2, "the late populate must not land")
+        #expect(shared.statistics.count(.populateLost) == 1)
+        #expect(shared.statistics.count(.populateStored) == 0)
+    }
+
+    @Test func lateReaderDoesNotFillAnEvictedSlot() throws {
+        let gate = ReaderGate()
+        let shared = ProfileCacheShared(hooks: .init(afterDatabaseRead: gate.afterDatabaseRead))
+        let backends = try IntegrationBackends()
+        let profile = try backends.seed()
+        let writer = backends.repository(shared)
+
+        _ = withPausedReader(of: profile, shared: shared, gate: gate) {
+            _ = try? writer.updateDisplayName(id: profile.id, to: "Writer", expectedVersion: 1)
+            #expect(backends.cachedVersion(profile.id, shared: shared) == 2)
+            // Evicted between the writer's write-through and the reader's populate.
+            _ = backends.cache.delete(shared.configuration.key(for: profile.id))
+        }
+        #expect(backends.cachedVersion(profile.id, shared: shared) == nil, "version 1 must not land in the empty slot")
+        #expect(shared.statistics.count(.populateLost) == 1)
+        // The next read repopulates with the current row.
+        #expect(try backends.repository(shared).read(id: profile.id)?.version == 2)
+        #expect(backends.cachedVersion(profile.id, shared: shared) == 2)
+    }
+
+    @Test func writeThroughThatCannotStoreDeletesAndTheLateReaderLoses() throws {
+        let gate = ReaderGate()
+        let shared = ProfileCacheShared(hooks: .init(afterDatabaseRead: gate.afterDatabaseRead))
+        let backends = try IntegrationBackends()
+        let profile = try backends.seed()
+        let writer = backends.repository(shared, cache: ConflictingCache(backends.cache))
+
+        _ = withPausedReader(of: profile, shared: shared, gate: gate) {
+            _ = try? writer.updateDisplayName(id: profile.id, to: "Writer", expectedVersion: 1)
+        }
+        #expect(shared.statistics.count(.writeThroughDeleted) == 1)
+        #expect(shared.statistics.count(.writeThroughCASConflict) == shared.configuration.writeThroughAttempts)
+        #expect(backends.cachedVersion(profile.id, shared: shared) == nil)
+        #expect(shared.statistics.count(.populateLost) == 1)
+    }
+
+    @Test func guardedWriteThroughNeverMovesTheCacheBackwards() throws {
+        let shared = ProfileCacheShared()
+        let backends = try IntegrationBackends()
+        let profile = try backends.seed()
+        let repository = backends.repository(shared)
+        var newer = profile
+        newer.version = 5
+        #expect(repository.writeThrough(newer) == .stored)
+        #expect(repository.writeThrough(profile) == .skippedNewer)
+        #expect(backends.cachedVersion(profile.id, shared: shared) == 5)
+    }
+}

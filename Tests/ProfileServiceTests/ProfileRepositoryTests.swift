@@ -1,0 +1,98 @@
+import Foundation
+import MemcachedClient
+import Synchronization
+import Testing
+
+@testable import ProfileService
+
+@Suite(.serialized) struct ProfileRepositoryTests {
+    @Test func missPopulatesUnderALeaseThenHits() throws {
+        let shared = ProfileCacheShared()
+        let backends = try IntegrationBackends()
+        let profile = try backends.seed()
+        let repository = backends.repository(shared)
+
+        let first = try #require(try repository.read(id: profile.id))
+        #expect(first.cacheOutcome == .miss)
+        #expect(first.json == profile.jsonBytes)
+        #expect(backends.cachedVersion(profile.id, shared: shared) == 1)
+        let second = try #require(try repository.read(id: profile.id))
+        #expect(second.cacheOutcome == .hit)
+        #expect(second.json == profile.jsonBytes)
+        #expect(shared.statistics.count(.databaseRead) == 1)
+        #expect(shared.statistics.count(.populateStored) == 1)
+    }
+
+    @Test func absentProfileIsNilAndLeavesNoLease() throws {
+        let shared = ProfileCacheShared()
+        let backends = try IntegrationBackends()
+        let id = Int64.random(in: 9_100_000_000_000_000...9_200_000_000_000_000)
+        #expect(try backends.repository(shared).read(id: id) == nil)
+        guard case .miss = backends.cache.get(shared.configuration.key(for: id)) else {
+            Issue.record("a lease or entry was left behind for an absent profile")
+            return
+        }
+    }
+
+    @Test func minVersionBypassesAStaleEntryAndRepairsIt() throws {
+        let shared = ProfileCacheShared()
+        let backends = try IntegrationBackends()
+        let profile = try backends.seed()
+        let repository = backends.repository(shared)
+        guard case .updated(let updated) = try backends.store.updateDisplayName(
+            id: profile.id, to: "New", expectedVersion: 1)
+        else {
+            Issue.record("update failed")
+            return
+        }
+        // memcached holds version 1 behind the service's back (a stale entry).
+        _ = backends.cache.set(shared.configuration.key(for: profile.id), value: CacheEntry.encode(profile))
+
+        #expect(try repository.read(id: profile.id)?.version == 1, "without a token, the stale entry is served")
+        let fresh = try #require(try repository.read(id: profile.id, minVersion: 2))
+        #expect(fresh.version == 2)
+        #expect(fresh.cacheOutcome == .bypass)
+        #expect(fresh.json == updated.jsonBytes)
+        #expect(backends.cachedVersion(profile.id, shared: shared) == 2, "the bypass repaired the entry")
+        #expect(try repository.read(id: profile.id)?.cacheOutcome == .hit)
+    }
+
+    @Test func undecodableEntryIsAMissAndIsReplaced() throws {
+        let shared = ProfileCacheShared()
+        let backends = try IntegrationBackends()
+        let profile = try backends.seed()
+        _ = backends.cache.set(shared.configuration.key(for: profile.id), value: Array(#"{"legacy":true}"#.utf8))
+        let read = try #require(try backends.repository(shared).read(id: profile.id))
+        #expect(read.cacheOutcome == .miss)
+        #expect(read.version == 1)
+        #expect(backends.cachedVersion(profile.id, shared: shared) == 1)
+    }
+
+    @Test func concurrentMissesShareOnePostgreSQLRead() throws {
+        // Slow the leader's read so that the others arrive while it is in flight.
+        let shared = ProfileCacheShared(hooks: .init(afterDatabaseRead: { _ in usleep(50_000) }))
+        let seeding = try IntegrationBackends()
+        let profile = try seeding.seed()
+        let threads = 16, readsPerThread = 7  // 112 concurrent GETs of a cold id
+        let versions = Mutex<[Int32]>([])
+        let start = DispatchSemaphore(value: 0)
+        let workers = (0..<threads).map { _ in
+            TestThread {
+                let backends = try! IntegrationBackends()
+                let repository = backends.repository(shared)
+                start.wait()
+                for _ in 0..<readsPerThread {
+                    let version = (try? repository.read(id: profile.id))?.version ?? -1
+                    versions.withLock { $0.append(version) }
+                }
+            }
+        }
+        usleep(300_000)  // let every thread connect before the gun
+        for _ in 0..<threads { start.signal() }
+        workers.forEach { $0.join() }
+
+        #expect(versions.withLock { $0.count } == threads * readsPerThread)
+        #expect(versions.withLock { $0.allSatisfy { $0 == 1 } })
+        #expect(shared.statistics.count(.databaseRead) == 1, "\(shared.statistics.snapshot)")
+    }
+}

@@ -1,0 +1,113 @@
+import Foundation
+import Testing
+
+@testable import ProfileService
+
+@Suite struct ProfileWriteRequestTests {
+    private func parse(_ json: String, ifMatch: Int32? = nil, create: Bool = false) throws(ProfileRequestError)
+        -> ProfileWriteRequest
+    {
+        try ProfileWriteRequest.parse(body: Array(json.utf8), ifMatchVersion: ifMatch, ifNoneMatchAny: create)
+    }
+
+    private func error(_ json: String, ifMatch: Int32? = nil, create: Bool = false) -> ProfileRequestError? {
+        do {
+            _ = try parse(json, ifMatch: ifMatch, create: create)
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    @Test func updateWithVersionInBody() throws {
+        #expect(try parse(#"{"display_name":"Ada","version":3}"#) == .update(displayName: "Ada", expectedVersion: 3))
+    }
+
+    @Test func updateWithIfMatch() throws {
+        #expect(try parse(#"{"display_name":"Ada"}"#, ifMatch: 7) == .update(displayName: "Ada", expectedVersion: 7))
+    }
+
+    @Test func bodyVersionMustAgreeWithIfMatch() {
+        #expect(error(#"{"display_name":"Ada","version":3}"#, ifMatch: 4) == .invalidField("version", "disagrees with If-Match"))
+    }
+
+    @Test func createWithVersionZeroOrIfNoneMatch() throws {
+        #expect(try parse(#"{"username":"ada","display_name":"Ada","version":0}"#) == .create(username: "ada", displayName: "Ada"))
+        #expect(try parse(#"{"username":"ada","display_name":"Ada"}"#, create: true) == .create(username: "ada", displayName: "Ada"))
+    }
+
+    @Test func missingFieldsAreNamed() {
+        #expect(error(#"{"version":3}"#) == .missingField("display_name"))
+        #expect(error(#"{"display_name":"Ada"}"#) == .missingField("version"))
+        #expect(error(#"{"display_name":"Ada","version":0}"#) == .missingField("username"))
+    }
+
+    @Test(arguments: [
+        #"{"display_name":5,"version":1}"#, #"{"display_name":"Ada","version":"1"}"#,
+        #"{"display_name":"Ada","version":1.5}"#, #"{"display_name":null,"version":true}"#,
+    ])
+    func wrongTypesAreMalformedAndNamed(json: String) {
+        guard case .malformed(let field?, _)? = error(json) else {
+            Issue.record("expected a malformed error naming a field for \(json)")
+            return
+        }
+        #expect(["display_name", "version"].contains(field))
+    }
+
+    @Test(arguments: ["", "{", "[]", "\"text\"", "{\"display_name\":\"Ada\",}", "null"])
+    func malformedBodies(json: String) {
+        guard case .malformed? = error(json) else {
+            Issue.record("expected malformed for \(json)")
+            return
+        }
+    }
+
+    @Test(arguments: [Int64(-1), 2_147_483_648, 99_999_999_999])
+    func versionOutOfRange(version: Int64) {
+        guard case .invalidField("version", _)? = error(#"{"display_name":"Ada","version":\#(version)}"#) else {
+            Issue.record("expected invalid version for \(version)")
+            return
+        }
+    }
+
+    @Test func displayNameIsNormalizedToNFCAndCountedInCharacters() throws {
+        // "é" as e + combining acute: two scalars, one character, normalized to U+00E9.
+        let decomposed = "Ren\u{65}\u{301}e"
+        let request = try parse(#"{"display_name":"\#(decomposed)","version":1}"#)
+        #expect(request == .update(displayName: "Ren\u{E9}e", expectedVersion: 1))
+        let sixtyFour = String(repeating: "\u{65}\u{301}", count: 64)
+        #expect(throws: Never.self) { try parse(#"{"display_name":"\#(sixtyFour)","version":1}"#) }
+    }
+
+    @Test(arguments: ["", "   ", String(repeating: "x", count: 65), "a\\u0000b", "line\\nbreak", "tab\\tname", "bidi\u{202E}x"])
+    func invalidDisplayNames(name: String) {
+        guard case .invalidField("display_name", _)? = error(#"{"display_name":"\#(name)","version":1}"#) else {
+            Issue.record("expected display_name to be refused: \(name.debugDescription)")
+            return
+        }
+    }
+
+    @Test(arguments: ["ab", String(repeating: "a", count: 33), "Ada", "ada-l", "ad a", "ädä"])
+    func invalidUsernames(username: String) {
+        guard case .invalidField("username", _)? = error(#"{"username":"\#(username)","display_name":"A","version":0}"#)
+        else {
+            Issue.record("expected username to be refused: \(username)")
+            return
+        }
+    }
+
+    @Test func usernameCannotChangeOnUpdate() {
+        guard case .invalidField("username", _)? = error(#"{"username":"ada","display_name":"A","version":2}"#) else {
+            Issue.record("expected username to be refused on update")
+            return
+        }
+    }
+
+    @Test func oversizedBodyIsRefused() {
+        let big = #"{"display_name":"\#(String(repeating: "a", count: 5000))","version":1}"#
+        guard case .malformed? = error(big) else {
+            Issue.record("expected an oversized body to be refused")
+            return
+        }
+    }
+}

@@ -1,0 +1,56 @@
+import HTTP1
+import Testing
+
+@testable import ProfileService
+
+@Suite struct RoutingInputTests {
+    @Test(arguments: [("/users/profile/1", Int64(1)), ("/users/profile/9223372036854775807", Int64.max)])
+    func validIDs(path: String, id: Int64) throws {
+        #expect(try ProfileResponder.profileID(from: path) == id)
+    }
+
+    @Test(arguments: ["0", "-1", "+1", "01", "1.0", "abc", "9223372036854775808", "1%20", " 1"])
+    func invalidIDsAre400(text: String) {
+        do {
+            _ = try ProfileResponder.profileID(from: "/users/profile/" + text)
+            Issue.record("accepted \(text)")
+        } catch {
+            #expect(error.status.code == 400)
+            #expect(error.field == "id")
+        }
+    }
+
+    @Test(arguments: ["/users/profile/", "/users/profile/1/", "/users/profile/1/extra"])
+    func otherPathsAre404(path: String) {
+        do {
+            _ = try ProfileResponder.profileID(from: path)
+            Issue.record("accepted \(path)")
+        } catch {
+            #expect(error.status.code == 404)
+        }
+    }
+
+    @Test func ifNoneMatchUsesWeakComparison() {
+        #expect(ProfileResponder.entityTags(#""3""#, contain: #""3""#))
+        #expect(ProfileResponder.entityTags(#"W/"3""#, contain: #""3""#))
+        #expect(ProfileResponder.entityTags(#""1", "3""#, contain: #""3""#))
+        #expect(ProfileResponder.entityTags("*", contain: #""3""#))
+        #expect(!ProfileResponder.entityTags(#""4""#, contain: #""3""#))
+    }
+
+    @Test func ifMatchTakesOneStrongTag() throws {
+        #expect(try ProfileResponder.ifMatchVersion(#""12""#) == 12)
+        #expect(try ProfileResponder.ifMatchVersion(nil) == nil)
+        for bad in ["12", #"W/"12""#, #""0""#, #""a""#, #""1", "2""#] {
+            #expect(throws: ProfileRequestError.self) { try ProfileResponder.ifMatchVersion(bad) }
+        }
+    }
+
+    @Test func jsonMediaTypes() {
+        #expect(ProfileResponder.isJSON("application/json"))
+        #expect(ProfileResponder.isJSON("application/json; charset=utf-8"))
+        #expect(ProfileResponder.isJSON("application/merge-patch+json"))
+        #expect(!ProfileResponder.isJSON("text/plain"))
+        #expect(!ProfileResponder.isJSON("application/x-www-form-urlencoded"))
+    }
+}
