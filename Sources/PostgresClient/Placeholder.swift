@@ -1,1 +1,0 @@
-// PostgresClient: filled in by its issue.
