@@ -1,1 +1,0 @@
-// MemcachedClient: filled in by its issue.
