@@ -31,8 +31,8 @@ typealias MemcachedHandle = UnsafeMutablePointer<memcached_st>
 public final class MemcachedConnection {
     /// The owned `memcached_st`; nil once closed.
     private var handle: MemcachedHandle?
-    /// The owned `memcached_result_st` reused by every `get` (its value buffer is reused, so
-    /// values are copied out before the next call).
+    /// The owned `memcached_result_st` storage reused by every `get` (its value buffer is reused,
+    /// so values are copied out before the next call).
     private var result: UnsafeMutablePointer<memcached_result_st>?
     /// The thread of the first operation.
     private var owner: pthread_t?
@@ -48,9 +48,13 @@ public final class MemcachedConnection {
         self.configuration = configuration
         self.logger = logger
         self.handle = try Self.makeHandle(configuration.configurationString, configuration: configuration)
-        // "This function will dynamically allocate a result structure for you if you do not
-        // pass one" (memcached_result_create): it is freed by memcached_result_free in close().
-        guard let result = memcached_result_create(handle, nil) else {
+        // Our own storage, initialised by memcached_result_create: a result that libmemcached
+        // allocated itself is freed by memcached_fetch_result when a fetch ends ("We have
+        // completed reading data": `if (memcached_is_allocated(result)) memcached_result_free(result)`,
+        // src/libmemcached/fetch.cc), so reusing one would be a double free.
+        let result = UnsafeMutablePointer<memcached_result_st>.allocate(capacity: 1)
+        guard memcached_result_create(handle, result) != nil else {
+            result.deallocate()
             memcached_free(handle)
             handle = nil
             throw MemcachedError(
@@ -86,7 +90,10 @@ public final class MemcachedConnection {
 
     deinit {
         assert(handle == nil, "leak of open MemcachedConnection: call close()")
-        if let result { memcached_result_free(result) }
+        if let result {
+            memcached_result_free(result)
+            result.deallocate()
+        }
         if let handle { memcached_free(handle) }
     }
 
@@ -94,7 +101,11 @@ public final class MemcachedConnection {
     /// than the owner once no other thread uses the connection (e.g. after joining the worker);
     /// any operation after it is a programming error.
     public func close() {
-        if let result { memcached_result_free(result) }
+        if let result {
+            // Frees the value buffer only: the struct is ours (not "allocated" by libmemcached).
+            memcached_result_free(result)
+            result.deallocate()
+        }
         if let handle { memcached_free(handle) }
         result = nil
         handle = nil
