@@ -1,0 +1,107 @@
+internal import CLibMemcached
+internal import Logging
+
+// Per-node operations: which node owns a key, and `flush_all` / `stats` on one node.
+extension MemcachedConnection {
+    /// The node that owns `key` under the cluster's consistent hashing, or nil for an invalid key.
+    ///
+    /// No network I/O: `memcached_server_by_key` only hashes the key onto the ring. A node in
+    /// timeout still owns its keys (failed servers are never removed), so the answer is stable.
+    ///
+    /// Related libmemcached documentation:
+    /// <https://awesomized.github.io/libmemcached/libmemcached/memcached_server_st.html>
+    public func server(forKey key: String) -> MemcachedServer? {
+        let handle = ownedHandle()
+        guard Self.validate(key) == nil else { return nil }
+        var key = key
+        var rc = MEMCACHED_SUCCESS
+        let instance = key.withUTF8 { keyBytes in
+            keyBytes.withMemoryRebound(to: CChar.self) { memcached_server_by_key(handle, $0.baseAddress, $0.count, &rc) }
+        }
+        guard let instance, let name = memcached_server_name(instance) else { return nil }
+        return MemcachedServer(host: String(cString: name), port: Int(memcached_server_port(instance)))
+    }
+
+    /// Sends `flush_all` to one node only, invalidating every item on it.
+    ///
+    /// For a node that missed writes while unreachable: its stale items must not be served once
+    /// it is back. `memcached_flush` flushes every server of a handle, so this uses a short-lived
+    /// handle with the same options and only `server`.
+    ///
+    /// - Returns: nil on success, else the error (``MemcachedError/Code/invalidConfiguration`` if
+    ///   `server` is not part of the configuration).
+    ///
+    /// Related libmemcached documentation:
+    /// <https://awesomized.github.io/libmemcached/libmemcached/memcached_flush.html>
+    public func flush(server: MemcachedServer) -> MemcachedError? {
+        _ = ownedHandle()
+        let node: MemcachedHandle
+        switch nodeHandle(server) {
+        case .success(let handle): node = handle
+        case .failure(let error): return error
+        }
+        defer { memcached_free(node) }
+        let rc = memcached_flush(node, 0)
+        guard rc == MEMCACHED_SUCCESS else {
+            let error = Self.error(rc, handle: node)
+            logger.warning(
+                "memcached flush_all failed",
+                metadata: ["memcached.server": "\(server)", "memcached.code": "\(error.code)",
+                    "memcached.message": "\(error.message)"])
+            return error
+        }
+        logger.info("memcached flush_all", metadata: ["memcached.server": "\(server)"])
+        return nil
+    }
+
+    /// The general-purpose `stats` of one node as name → value (e.g. `"curr_items"`, `"cmd_get"`),
+    /// or nil if the node cannot be reached or is not part of the configuration.
+    ///
+    /// Uses `memcached_stat_execute`, which "executes a "stat" command on each server" of a
+    /// short-lived handle holding only `server`, and hands each pair to a callback.
+    ///
+    /// Related libmemcached documentation:
+    /// <https://awesomized.github.io/libmemcached/libmemcached/memcached_stats.html>
+    public func stats(server: MemcachedServer) -> [String: String]? {
+        _ = ownedHandle()
+        guard case .success(let node) = nodeHandle(server) else { return nil }
+        defer { memcached_free(node) }
+        var stats: [String: String] = [:]
+        let rc = withUnsafeMutablePointer(to: &stats) { statsPointer in
+            memcached_stat_execute(
+                node, nil,
+                { _, key, keyLength, value, valueLength, context in
+                    // Copy out: key and value point into libmemcached's read buffer.
+                    guard let key, let context else { return MEMCACHED_SUCCESS }
+                    let name = String(decoding: UnsafeRawBufferPointer(start: key, count: keyLength), as: UTF8.self)
+                    let text =
+                        value.map {
+                            String(decoding: UnsafeRawBufferPointer(start: $0, count: valueLength), as: UTF8.self)
+                        } ?? ""
+                    context.assumingMemoryBound(to: [String: String].self).pointee[name] = text
+                    return MEMCACHED_SUCCESS
+                }, statsPointer)
+        }
+        guard rc == MEMCACHED_SUCCESS else {
+            let error = Self.error(rc, handle: node)
+            logger.debug(
+                "memcached stats failed",
+                metadata: ["memcached.server": "\(server)", "memcached.code": "\(error.code)",
+                    "memcached.message": "\(error.message)"])
+            return nil
+        }
+        return stats
+    }
+
+    /// A new handle over `server` alone with the cluster's options; the caller frees it.
+    private func nodeHandle(_ server: MemcachedServer) -> Result<MemcachedHandle, MemcachedError> {
+        guard configuration.servers.contains(server) else {
+            return .failure(.invalidConfiguration("memcached server \(server) is not part of this configuration"))
+        }
+        do {
+            return .success(try Self.makeHandle(configuration.configurationString(for: server), configuration: configuration))
+        } catch {
+            return .failure(error)
+        }
+    }
+}

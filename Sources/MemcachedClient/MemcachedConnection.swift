@@ -1,0 +1,306 @@
+internal import CLibMemcached
+internal import Glibc
+public import Logging
+
+/// The `memcached_st` owned by one ``MemcachedConnection`` (GRDB names its `sqlite3` pointer the same way).
+typealias MemcachedHandle = UnsafeMutablePointer<memcached_st>
+
+/// One libmemcached handle (`memcached_st`) over the whole cluster, hashing each key to its node
+/// with consistent hashing.
+///
+/// A connection belongs to one thread: the first operation records the calling thread, and every
+/// later operation checks it (`precondition`). libmemcached(3), "Threads and processes": "it is
+/// important to keep one instance of memcached_st per process or thread. Without creating your
+/// own locking structures you can not share a single memcached_st." Give each worker thread its
+/// own connection.
+///
+/// Operations never throw: each returns an outcome enum whose `failure` case carries a
+/// ``MemcachedError`` with libmemcached's message. A node that fails is put in timeout for
+/// ``MemcachedConfiguration/retryTimeout`` and its keys fail fast (``MemcachedError/Code/serverMarkedDead``)
+/// until then; it is never removed from the ring, and the same connection uses it again once
+/// it is back.
+///
+/// Call ``close()`` when done; `deinit` asserts that it was called.
+///
+/// Related libmemcached documentation:
+/// <https://awesomized.github.io/libmemcached/libmemcached/memcached_create.html>,
+/// <https://awesomized.github.io/libmemcached/libmemcached/memcached_get.html>,
+/// <https://awesomized.github.io/libmemcached/libmemcached/memcached_set.html>,
+/// <https://awesomized.github.io/libmemcached/libmemcached/memcached_cas.html>,
+/// <https://awesomized.github.io/libmemcached/libmemcached/memcached_delete.html>
+public final class MemcachedConnection {
+    /// The owned `memcached_st`; nil once closed.
+    private var handle: MemcachedHandle?
+    /// The owned `memcached_result_st` storage reused by every `get` (its value buffer is reused,
+    /// so values are copied out before the next call).
+    private var result: UnsafeMutablePointer<memcached_result_st>?
+    /// The thread of the first operation.
+    private var owner: pthread_t?
+    let configuration: MemcachedConfiguration
+    let logger: Logger
+
+    /// Creates the handle from ``MemcachedConfiguration/configurationString``. No network I/O:
+    /// libmemcached connects to each node on first use.
+    ///
+    /// - Throws: ``MemcachedError`` (``MemcachedError/Code/invalidConfiguration``) if
+    ///   `memcached()` returns NULL.
+    public init(configuration: MemcachedConfiguration, logger: Logger) throws {
+        self.configuration = configuration
+        self.logger = logger
+        self.handle = try Self.makeHandle(configuration.configurationString, configuration: configuration)
+        // Our own storage, initialised by memcached_result_create: a result that libmemcached
+        // allocated itself is freed by memcached_fetch_result when a fetch ends ("We have
+        // completed reading data": `if (memcached_is_allocated(result)) memcached_result_free(result)`,
+        // src/libmemcached/fetch.cc), so reusing one would be a double free.
+        let result = UnsafeMutablePointer<memcached_result_st>.allocate(capacity: 1)
+        guard memcached_result_create(handle, result) != nil else {
+            result.deallocate()
+            memcached_free(handle)
+            handle = nil
+            throw MemcachedError(
+                code: .serverError, message: "memcached_result_create failed",
+                returnCode: Int32(MEMCACHED_MEMORY_ALLOCATION_FAILURE.rawValue))
+        }
+        self.result = result
+    }
+
+    /// Creates a handle from a configuration string (`memcached()` "parses the configuration
+    /// string and returns a new handle, or NULL") and sets what the string cannot say.
+    static func makeHandle(
+        _ configurationString: String, configuration: MemcachedConfiguration
+    ) throws(MemcachedError) -> MemcachedHandle {
+        let handle = configurationString.withCString { memcached($0, configurationString.utf8.count) }
+        guard let handle else {
+            throw MemcachedError(
+                code: .invalidConfiguration, message: "memcached() returned NULL for '\(configurationString)'",
+                returnCode: Int32(MEMCACHED_PARSE_ERROR.rawValue))
+        }
+        // Not expressible in libmemcached 1.1.4's configuration language (see
+        // MemcachedConfiguration.serverFailureLimit). Without REMOVE_FAILED_SERVERS, a node that
+        // reaches the limit is put in timeout for RETRY_TIMEOUT seconds and stays on the ring.
+        let rc = memcached_behavior_set(
+            handle, MEMCACHED_BEHAVIOR_SERVER_FAILURE_LIMIT, UInt64(configuration.serverFailureLimit))
+        guard rc == MEMCACHED_SUCCESS else {
+            let error = MemcachedConnection.error(rc, handle: handle)
+            memcached_free(handle)
+            throw MemcachedError(code: .invalidConfiguration, message: error.message, returnCode: error.returnCode)
+        }
+        return handle
+    }
+
+    deinit {
+        assert(handle == nil, "leak of open MemcachedConnection: call close()")
+        if let result {
+            memcached_result_free(result)
+            result.deallocate()
+        }
+        if let handle { memcached_free(handle) }
+    }
+
+    /// Frees the handle and closes its sockets. Idempotent. May be called from a thread other
+    /// than the owner once no other thread uses the connection (e.g. after joining the worker);
+    /// any operation after it is a programming error.
+    public func close() {
+        if let result {
+            // Frees the value buffer only: the struct is ours (not "allocated" by libmemcached).
+            memcached_result_free(result)
+            result.deallocate()
+        }
+        if let handle { memcached_free(handle) }
+        result = nil
+        handle = nil
+    }
+
+    /// Checks the owner thread (recording it on first use) and returns the open handle.
+    @inline(__always)
+    func ownedHandle() -> MemcachedHandle {
+        let current = pthread_self()
+        if let owner {
+            precondition(pthread_equal(owner, current) != 0, "MemcachedConnection used from a second thread")
+        } else {
+            owner = current
+        }
+        guard let handle else { preconditionFailure("MemcachedConnection used after close()") }
+        return handle
+    }
+
+    // MARK: - Operations
+
+    /// Reads a key with `gets`: value, flags and CAS unique in one round trip.
+    ///
+    /// Implemented as `memcached_mget` of one key and `memcached_fetch_result` until NULL: "You
+    /// should continue to call this function until it returns a NULL (i.e. no more values)";
+    /// "MEMCACHED_END is returned by the *error value when all objects that have been found have
+    /// been returned", "MEMCACHED_NOTFOUND will be returned if no keys at all were found."
+    public func get(_ key: String) -> MemcachedGetResult {
+        let handle = ownedHandle()
+        if let error = Self.validate(key) { return .failure(error) }
+        var key = key
+        return key.withUTF8 { keyBytes in
+            keyBytes.withMemoryRebound(to: CChar.self) { keyChars in
+                var keyPointer: UnsafePointer<CChar>? = keyChars.baseAddress
+                var keyLength = keyChars.count
+                let rc = memcached_mget(handle, &keyPointer, &keyLength, 1)
+                guard rc == MEMCACHED_SUCCESS else { return .failure(self.error(rc, "get")) }
+                var item: MemcachedItem?
+                var fetchRC = MEMCACHED_SUCCESS
+                while let fetched = memcached_fetch_result(handle, self.result, &fetchRC) {
+                    // Copy out now: the result's buffer is reused by the next fetch.
+                    let length = memcached_result_length(fetched)
+                    let value: [UInt8]
+                    if length == 0 {
+                        value = []
+                    } else {
+                        let bytes = UnsafeRawPointer(memcached_result_value(fetched)!)
+                        value = [UInt8](UnsafeRawBufferPointer(start: bytes, count: length))
+                    }
+                    item = MemcachedItem(
+                        value: value, flags: memcached_result_flags(fetched), cas: memcached_result_cas(fetched))
+                }
+                switch fetchRC {
+                case MEMCACHED_END, MEMCACHED_NOTFOUND, MEMCACHED_SUCCESS:
+                    return item.map { .hit($0) } ?? .miss
+                default:
+                    return .failure(self.error(fetchRC, "get"))
+                }
+            }
+        }
+    }
+
+    /// Stores a value only if the key does not exist (`add`); ``MemcachedStoreResult/notStored``
+    /// if it does (ASCII protocol: `MEMCACHED_NOTSTORED`).
+    public func add(
+        _ key: String, value: [UInt8], flags: UInt32 = 0, expiration: Int = 0
+    ) -> MemcachedStoreResult {
+        store("add", key, value) { handle, key, keyLength, value, valueLength in
+            memcached_add(handle, key, keyLength, value, valueLength, expiration, flags)
+        }
+    }
+
+    /// Stores a value unconditionally (`set`).
+    ///
+    /// - Parameter expiration: seconds to live (memcached relative TTL); 0 for no expiry.
+    public func set(
+        _ key: String, value: [UInt8], flags: UInt32 = 0, expiration: Int = 0
+    ) -> MemcachedStoreResult {
+        store("set", key, value) { handle, key, keyLength, value, valueLength in
+            memcached_set(handle, key, keyLength, value, valueLength, expiration, flags)
+        }
+    }
+
+    /// Stores a value only if the item still has the CAS unique read by ``get(_:)``.
+    ///
+    /// ``MemcachedStoreResult/exists`` if it changed since (`MEMCACHED_DATA_EXISTS`),
+    /// ``MemcachedStoreResult/notFound`` if it is gone (`MEMCACHED_NOTFOUND`).
+    public func cas(
+        _ key: String, value: [UInt8], cas: UInt64, flags: UInt32 = 0, expiration: Int = 0
+    ) -> MemcachedStoreResult {
+        store("cas", key, value) { handle, key, keyLength, value, valueLength in
+            memcached_cas(handle, key, keyLength, value, valueLength, expiration, flags, cas)
+        }
+    }
+
+    /// Deletes a key.
+    public func delete(_ key: String) -> MemcachedDeleteResult {
+        let handle = ownedHandle()
+        if let error = Self.validate(key) { return .failure(error) }
+        var key = key
+        let rc = key.withUTF8 { keyBytes in
+            keyBytes.withMemoryRebound(to: CChar.self) { memcached_delete(handle, $0.baseAddress, $0.count, 0) }
+        }
+        switch rc {
+        case MEMCACHED_SUCCESS, MEMCACHED_DELETED: return .deleted
+        case MEMCACHED_NOTFOUND: return .notFound
+        default: return .failure(error(rc, "delete"))
+        }
+    }
+
+    private func store(
+        _ operation: StaticString,
+        _ key: String,
+        _ value: [UInt8],
+        _ call: (MemcachedHandle, UnsafePointer<CChar>?, Int, UnsafePointer<CChar>?, Int) -> memcached_return_t
+    ) -> MemcachedStoreResult {
+        let handle = ownedHandle()
+        if let error = Self.validate(key) { return .failure(error) }
+        var key = key
+        let rc = key.withUTF8 { keyBytes in
+            keyBytes.withMemoryRebound(to: CChar.self) { keyChars in
+                value.withUnsafeBytes { valueBytes in
+                    // An empty array may have no storage: pass a valid pointer with length 0.
+                    let valuePointer = valueBytes.baseAddress ?? UnsafeRawPointer(keyChars.baseAddress!)
+                    return call(
+                        handle, keyChars.baseAddress, keyChars.count,
+                        valuePointer.assumingMemoryBound(to: CChar.self), valueBytes.count)
+                }
+            }
+        }
+        switch rc {
+        case MEMCACHED_SUCCESS, MEMCACHED_STORED: return .stored
+        case MEMCACHED_NOTSTORED: return .notStored
+        case MEMCACHED_DATA_EXISTS: return .exists
+        case MEMCACHED_NOTFOUND: return .notFound
+        default: return .failure(error(rc, operation))
+        }
+    }
+
+    // MARK: - Errors
+
+    /// Builds the error for a failing return code with libmemcached's last error message
+    /// (which names the server and the system error), and logs it at debug level (never the key
+    /// or the value).
+    func error(_ rc: memcached_return_t, _ operation: StaticString) -> MemcachedError {
+        let error = Self.error(rc, handle: handle)
+        logger.debug(
+            "memcached \(operation) failed",
+            metadata: ["memcached.code": "\(error.code)", "memcached.rc": "\(error.returnCode)",
+                "memcached.message": "\(error.message)"])
+        return error
+    }
+
+    static func error(_ rc: memcached_return_t, handle: MemcachedHandle?) -> MemcachedError {
+        // memcached_mget reports a send failure on some server as MEMCACHED_SOME_ERRORS (or
+        // MEMCACHED_FAILURE); the cause is the handle's last error.
+        var code = rc
+        if rc == MEMCACHED_SOME_ERRORS || rc == MEMCACHED_FAILURE, let handle {
+            let last = memcached_last_error(handle)
+            if last != MEMCACHED_SUCCESS { code = last }
+        }
+        var message = ""
+        if let handle, memcached_last_error(handle) != MEMCACHED_SUCCESS,
+            let text = memcached_last_error_message(handle)
+        {
+            message = String(cString: text)
+        }
+        if message.isEmpty, let text = memcached_strerror(handle, code) {
+            message = String(cString: text)
+        }
+        return MemcachedError(code: MemcachedError.Code(code), message: message, returnCode: Int32(code.rawValue))
+    }
+
+    // MARK: - Keys
+
+    /// memcached's ASCII protocol: "the key must not include control characters or whitespace",
+    /// and "Currently the length limit of a key is set at 250 characters" (protocol.txt).
+    static func validate(_ key: String) -> MemcachedError? {
+        var count = 0
+        for byte in key.utf8 {
+            if byte <= 0x20 || byte == 0x7F {
+                return invalidKey("memcached key contains whitespace or a control character")
+            }
+            count += 1
+        }
+        if count == 0 { return invalidKey("memcached key is empty") }
+        if count > 250 { return invalidKey("memcached key is \(count) bytes, more than 250") }
+        return nil
+    }
+
+    private static func invalidKey(_ message: String) -> MemcachedError {
+        MemcachedError(code: .invalidKey, message: message, returnCode: Int32(MEMCACHED_BAD_KEY_PROVIDED.rawValue))
+    }
+}
+
+/// Not Sendable: it owns a `memcached_st`, which libmemcached does not allow two threads to use.
+/// Give each thread its own connection.
+@available(*, unavailable)
+extension MemcachedConnection: Sendable {}

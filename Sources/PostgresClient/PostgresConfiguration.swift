@@ -1,0 +1,151 @@
+internal import CLibPQ
+
+/// Where and how to connect: a parsed connection string with the service's safe defaults added.
+///
+/// Accepts a `postgres://` or `postgresql://` URL or a `key=value` conninfo, parsed by libpq's own
+/// `PQconninfoParse`, and adds each of these unless the string already sets it:
+///
+/// | keyword | default |
+/// | --- | --- |
+/// | `connect_timeout` | `connectTimeout`, in whole seconds (3) |
+/// | `keepalives`, `keepalives_idle`, `keepalives_interval`, `keepalives_count` | 1, 30, 10, 3 |
+/// | `tcp_user_timeout` | 10000 (ms) |
+/// | `application_name` | `applicationName` |
+/// | `options` | `-c statement_timeout=5000 -c lock_timeout=2000`, each added only if absent |
+///
+/// ```swift
+/// let configuration = try PostgresConfiguration(url: "postgres://postgres@127.0.0.1:5432/profiles")
+/// ```
+///
+/// ``description`` prints the conninfo with any password replaced by `********`.
+///
+/// Related libpq documentation: <https://www.postgresql.org/docs/15/libpq-connect.html#LIBPQ-CONNSTRING>
+public struct PostgresConfiguration: Sendable, CustomStringConvertible {
+    /// Keyword/value pairs in the order given, then the defaults added.
+    let parameters: [(keyword: String, value: String)]
+
+    /// Parses `url` and adds the defaults it does not set.
+    ///
+    /// - Parameters:
+    ///   - url: A `postgres://` / `postgresql://` URL or a `key=value` conninfo.
+    ///   - applicationName: `application_name`, shown in `pg_stat_activity`.
+    ///   - statementTimeout: `statement_timeout`, in milliseconds on the server.
+    ///   - lockTimeout: `lock_timeout`, in milliseconds on the server.
+    ///   - connectTimeout: `connect_timeout`, rounded up to whole seconds. libpq: "The minimum
+    ///     allowed timeout is 2 seconds, therefore a value of 1 is interpreted as 2."
+    /// - Throws: ``PostgresError`` of kind ``PostgresError/Kind/invalidConfiguration`` when libpq
+    ///   cannot parse `url`.
+    public init(
+        url: String, applicationName: String = "profile-service", statementTimeout: Duration = .seconds(5),
+        lockTimeout: Duration = .seconds(2), connectTimeout: Duration = .seconds(3)
+    ) throws {
+        var parameters = try Self.parse(url)
+        func addIfAbsent(_ keyword: String, _ value: String) {
+            if !parameters.contains(where: { $0.keyword == keyword }) { parameters.append((keyword, value)) }
+        }
+        let connectSeconds = max(1, (connectTimeout.milliseconds + 999) / 1000)
+        addIfAbsent("connect_timeout", String(connectSeconds))
+        addIfAbsent("keepalives", "1")
+        addIfAbsent("keepalives_idle", "30")
+        addIfAbsent("keepalives_interval", "10")
+        addIfAbsent("keepalives_count", "3")
+        addIfAbsent("tcp_user_timeout", "10000")
+        addIfAbsent("application_name", applicationName)
+
+        var settings: [String] = []
+        let userOptions = parameters.first(where: { $0.keyword == "options" })?.value ?? ""
+        if !userOptions.contains("statement_timeout") {
+            settings.append("-c statement_timeout=\(statementTimeout.milliseconds)")
+        }
+        if !userOptions.contains("lock_timeout") {
+            settings.append("-c lock_timeout=\(lockTimeout.milliseconds)")
+        }
+        if !settings.isEmpty {
+            if let index = parameters.firstIndex(where: { $0.keyword == "options" }) {
+                let merged = ([userOptions] + settings).filter { !$0.isEmpty }.joined(separator: " ")
+                parameters[index].value = merged
+            } else {
+                parameters.append(("options", settings.joined(separator: " ")))
+            }
+        }
+        self.parameters = parameters
+    }
+
+    /// The value of a conninfo keyword after parsing and defaults, e.g. `value(for: "connect_timeout")`.
+    public func value(for keyword: String) -> String? {
+        parameters.first(where: { $0.keyword == keyword })?.value
+    }
+
+    /// The conninfo with any password redacted.
+    public var description: String {
+        Self.conninfo(parameters, redactingPassword: true)
+    }
+
+    /// The full conninfo handed to `PQconnectdb`; contains the password.
+    var conninfo: String {
+        Self.conninfo(parameters, redactingPassword: false)
+    }
+
+    private static func conninfo(_ parameters: [(keyword: String, value: String)], redactingPassword: Bool) -> String {
+        parameters.map { keyword, value in
+            let shown = redactingPassword && keyword == "password" ? "********" : value
+            return "\(keyword)=\(quote(shown))"
+        }.joined(separator: " ")
+    }
+
+    /// Quotes a conninfo value: "To write an empty value, or a value containing spaces, surround it
+    /// with single quotes … Single quotes and backslashes within a value must be escaped with a
+    /// backslash" (libpq, 34.1.1.1).
+    private static func quote(_ value: String) -> String {
+        let needsQuotes = value.isEmpty || value.contains { $0 == " " || $0 == "'" || $0 == "\\" || $0.isNewline }
+        guard needsQuotes else { return value }
+        var quoted = "'"
+        for character in value {
+            if character == "'" || character == "\\" { quoted.append("\\") }
+            quoted.append(character)
+        }
+        return quoted + "'"
+    }
+
+    /// Runs `PQconninfoParse`, which "returns parsed connection options from the provided
+    /// connection string … If errmsg is not NULL, then *errmsg is set to NULL on success, else to
+    /// a malloc'd error string explaining the problem" (freed with `PQfreemem`); the option array
+    /// is freed with `PQconninfoFree`. Options the string did not set have a NULL `val`.
+    private static func parse(_ url: String) throws -> [(keyword: String, value: String)] {
+        var errorMessage: UnsafeMutablePointer<CChar>? = nil
+        guard let options = PQconninfoParse(url, &errorMessage) else {
+            var message = "out of memory parsing the connection string"
+            if let errorMessage {
+                message = String(cString: errorMessage).trimmingTrailingNewlines()
+                PQfreemem(errorMessage)
+            }
+            throw PostgresError(kind: .invalidConfiguration, message: message)
+        }
+        defer { PQconninfoFree(options) }
+        var parameters: [(keyword: String, value: String)] = []
+        var option = options
+        while let keyword = option.pointee.keyword {
+            if let value = option.pointee.val {
+                parameters.append((String(cString: keyword), String(cString: value)))
+            }
+            option += 1
+        }
+        return parameters
+    }
+}
+
+extension Duration {
+    /// Whole milliseconds, rounded down.
+    var milliseconds: Int64 {
+        let (seconds, attoseconds) = components
+        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
+    }
+}
+
+extension String {
+    func trimmingTrailingNewlines() -> String {
+        var text = self
+        while text.last?.isNewline == true { text.removeLast() }
+        return text
+    }
+}

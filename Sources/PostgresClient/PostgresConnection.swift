@@ -1,0 +1,362 @@
+internal import CLibPQ
+public import Logging
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// One libpq connection, owned by one thread.
+///
+/// libpq's connections are not thread-safe ("One thread restriction is that no two threads
+/// attempt to manipulate the same PGconn object at the same time", libpq 34.19), so each worker
+/// thread owns its own `PostgresConnection`. The connection records the thread of its first use
+/// and every later call checks it with `precondition`. Calls block that thread: libpq runs in
+/// blocking mode, which is the design (a fixed set of worker threads, DESIGN §3).
+///
+/// It connects lazily (or on ``connect()``) and prepares every declared ``PostgresStatement`` on
+/// each new session. When the connection is lost (`PQstatus` is `CONNECTION_BAD`) it is
+/// dropped with `PQfinish`; the next call reconnects. A failed connect starts an exponential
+/// backoff (50 ms doubling to 2 s): while it lasts, calls fail at once with
+/// ``PostgresError/Kind/connectionUnavailable`` instead of waiting for another `connect_timeout`.
+///
+/// ```swift
+/// let connection = PostgresConnection(configuration: configuration, statements: [.selectProfile], logger: logger)
+/// defer { connection.close() }
+/// let result = try connection.execute(.selectProfile, [userID])
+/// ```
+///
+/// - Important: Call ``close()`` on the owning thread when done. `deinit` treats a connection
+///   still open as a leak: it fails an assertion in debug builds and closes it in release builds.
+///
+/// Related libpq documentation: <https://www.postgresql.org/docs/15/libpq-connect.html>
+public final class PostgresConnection {
+    private let configuration: PostgresConfiguration
+    private let statements: [PostgresStatement]
+    private let logger: Logger
+
+    /// The libpq connection, `nil` when not connected. Only this class touches it.
+    private var pgConnection: OpaquePointer?
+    /// SQL of the statements prepared on the current session, by name.
+    private var preparedSQL: [String: String] = [:]
+    /// The thread of the first call; every later call must come from it.
+    private var owner: pthread_t?
+    private var backoff = ReconnectBackoff()
+    /// How many sessions were lost; tells a lost connection apart from a failed connect.
+    private var lostConnections = 0
+    private var transaction = TransactionState.none
+    private var isClosed = false
+
+    private enum TransactionState {
+        case none
+        case active
+        /// The session broke inside ``withTransaction(_:)``: no reconnecting until it returns,
+        /// or the rest of the body would run outside the transaction.
+        case lost
+    }
+
+    /// Creates a connection; nothing is sent until the first call or ``connect()``.
+    ///
+    /// - Parameters:
+    ///   - configuration: Where to connect, with timeouts.
+    ///   - statements: Statements to prepare on every new session.
+    ///   - logger: Receives connects, losses and failures with SQLSTATE and statement name, never
+    ///     parameter values.
+    public init(configuration: PostgresConfiguration, statements: [PostgresStatement], logger: Logger) {
+        self.configuration = configuration
+        self.statements = statements
+        self.logger = logger
+    }
+
+    deinit {
+        if let pgConnection {
+            assertionFailure("leak of an open PostgresConnection: call close() on its owner thread")
+            PQfinish(pgConnection)
+        }
+    }
+
+    /// Connects now (unless connected) and prepares all declared statements.
+    ///
+    /// A statement that fails to prepare (say its table does not exist yet) is logged and
+    /// prepared again when first executed, so that a connection can run migrations.
+    ///
+    /// - Throws: ``PostgresError`` of kind ``PostgresError/Kind/connectionUnavailable`` when the
+    ///   server cannot be reached or the connection is in backoff.
+    public func connect() throws {
+        checkOwner()
+        _ = try connection()
+    }
+
+    /// Whether a session is open and libpq reports it `CONNECTION_OK`.
+    public var isConnected: Bool {
+        checkOwner()
+        guard let pgConnection else { return false }
+        return PQstatus(pgConnection) == CONNECTION_OK
+    }
+
+    /// Executes a declared statement with text-format parameters; `nil` is SQL `NULL`.
+    ///
+    /// Prepares the statement first if this session has not (and again if the server answers
+    /// SQLSTATE 26000 outside a transaction). If the connection is lost during the call, it
+    /// reconnects and runs the statement once more, only when `statement.isIdempotent` and no
+    /// transaction was open: a write may have committed before the connection broke.
+    ///
+    /// - Throws: ``PostgresError``.
+    public func execute(_ statement: PostgresStatement, _ parameters: [(any PostgresEncodable)?]) throws
+        -> PostgresQueryResult
+    {
+        checkOwner()
+        let wasInTransaction = transaction != .none || isInServerTransaction
+        let lostBefore = lostConnections
+        do {
+            return try executeOnce(statement, parameters)
+        } catch let error as PostgresError
+            where error.kind == .connectionUnavailable && lostConnections != lostBefore
+            && statement.isIdempotent && !wasInTransaction
+        {
+            logger.notice(
+                "PostgreSQL connection lost; retrying the idempotent statement once",
+                metadata: ["postgres.statement": "\(statement.name)"])
+            return try executeOnce(statement, parameters)
+        }
+    }
+
+    /// Runs SQL with the simple-query protocol (`PQexec`): several statements separated by `;`,
+    /// no parameters, never retried. Returns the last statement's result.
+    ///
+    /// libpq: "If the query string contains multiple SQL commands, PQexec returns the result of
+    /// the last command … the commands are executed as a single transaction, unless there are
+    /// explicit BEGIN/COMMIT commands". `COPY` is not supported.
+    ///
+    /// - Throws: ``PostgresError``.
+    @discardableResult
+    public func simpleQuery(_ sql: String) throws -> PostgresQueryResult {
+        checkOwner()
+        let pgConnection = try connection()
+        return try check(PQexec(pgConnection, sql), on: pgConnection, statementName: nil).copyOut()
+    }
+
+    /// Runs `body` between `BEGIN` and `COMMIT`; `ROLLBACK` if it throws.
+    ///
+    /// If a statement in `body` failed but `body` returned anyway, the server has already aborted
+    /// the transaction (`COMMIT` would silently roll back), so this rolls back and throws
+    /// SQLSTATE 25P02. If the connection is lost inside, later calls in `body` fail with
+    /// ``PostgresError/Kind/connectionUnavailable`` rather than reconnect outside the transaction.
+    /// Transactions do not nest.
+    ///
+    /// - Throws: What `body` throws, or ``PostgresError``.
+    public func withTransaction<T>(_ body: (PostgresConnection) throws -> T) throws -> T {
+        checkOwner()
+        precondition(transaction == .none, "PostgresConnection.withTransaction does not nest")
+        try simpleQuery("BEGIN")
+        transaction = .active
+        defer { transaction = .none }
+        let value: T
+        do {
+            value = try body(self)
+        } catch {
+            rollbackIfOpen()
+            throw error
+        }
+        if let pgConnection, PQtransactionStatus(pgConnection) == PQTRANS_INERROR {
+            rollbackIfOpen()
+            throw PostgresError(
+                kind: .other, sqlState: .inFailedSQLTransaction,
+                message: "the transaction was aborted by an earlier error and has been rolled back")
+        }
+        try simpleQuery("COMMIT")
+        return value
+    }
+
+    /// Runs `SELECT 1` (bounded by `statement_timeout`); `false` on any failure, including backoff.
+    /// For readiness checks.
+    public func checkHealth() -> Bool {
+        checkOwner()
+        guard let result = try? simpleQuery("SELECT 1") else { return false }
+        return result.rows.first?.values.first == "1"
+    }
+
+    /// Closes the session (`PQfinish`). Later calls fail with
+    /// ``PostgresError/Kind/connectionUnavailable``. Calling it twice is harmless.
+    public func close() {
+        checkOwner()
+        if let pgConnection {
+            PQfinish(pgConnection)
+            self.pgConnection = nil
+            preparedSQL = [:]
+            logger.debug("PostgreSQL connection closed")
+        }
+        isClosed = true
+    }
+}
+
+// Owns a libpq PGconn, which must be used by one thread at a time.
+@available(*, unavailable)
+extension PostgresConnection: Sendable {}
+
+extension PostgresConnection {
+    private func checkOwner() {
+        let current = pthread_self()
+        if let owner {
+            precondition(pthread_equal(owner, current) != 0, "PostgresConnection used off its owner thread")
+        } else {
+            owner = current
+        }
+    }
+
+    private var isInServerTransaction: Bool {
+        guard let pgConnection else { return false }
+        return PQtransactionStatus(pgConnection) != PQTRANS_IDLE
+    }
+
+    /// The open session, connecting first if there is none.
+    private func connection() throws -> OpaquePointer {
+        if let pgConnection { return pgConnection }
+        if isClosed {
+            throw PostgresError(kind: .connectionUnavailable, message: "the connection was closed")
+        }
+        if transaction == .lost {
+            throw PostgresError(kind: .connectionUnavailable, message: "the connection was lost inside a transaction")
+        }
+        let now = ContinuousClock.now
+        if backoff.isWaiting(at: now) {
+            throw PostgresError(kind: .connectionUnavailable, message: "reconnecting to PostgreSQL is in backoff")
+        }
+        // libpq: "Note that when PQconnectdb … returns a non-null pointer, you must call PQfinish
+        // when you are finished with it, in order to dispose of the structure and any associated
+        // memory blocks. This must be done even if the connection attempt fails or is abandoned."
+        guard let newConnection = PQconnectdb(configuration.conninfo) else {
+            backoff.recordFailure(at: .now)
+            throw PostgresError(kind: .connectionUnavailable, message: "libpq could not allocate a connection")
+        }
+        guard PQstatus(newConnection) == CONNECTION_OK else {
+            let message = Self.errorMessage(of: newConnection)
+            PQfinish(newConnection)
+            let delay = backoff.recordFailure(at: .now)
+            logger.warning(
+                "PostgreSQL connection failed", metadata: ["postgres.retry_in_ms": "\(delay.milliseconds)"])
+            throw PostgresError(kind: .connectionUnavailable, message: message)
+        }
+        // Notices (e.g. "there is no transaction in progress") would go to stderr by default.
+        _ = PQsetNoticeProcessor(newConnection, { _, _ in }, nil)
+        pgConnection = newConnection
+        preparedSQL = [:]
+        backoff.reset()
+        logger.info("PostgreSQL connected", metadata: ["postgres.statements": "\(statements.count)"])
+        for statement in statements {
+            do {
+                try prepare(statement, on: newConnection)
+            } catch let error as PostgresError where error.kind != .connectionUnavailable {
+                logger.warning(
+                    "PostgreSQL statement not prepared; will prepare on first use",
+                    metadata: [
+                        "postgres.statement": "\(statement.name)",
+                        "postgres.sqlstate": "\(error.sqlState?.rawValue ?? "none")",
+                    ])
+            }
+        }
+        guard let pgConnection else {
+            throw PostgresError(kind: .connectionUnavailable, message: "the connection was lost while preparing")
+        }
+        return pgConnection
+    }
+
+    private func prepare(_ statement: PostgresStatement, on pgConnection: OpaquePointer) throws {
+        if let sql = preparedSQL[statement.name] {
+            precondition(sql == statement.sql, "two PostgresStatements are named \"\(statement.name)\"")
+            return
+        }
+        _ = try check(
+            PQprepare(pgConnection, statement.name, statement.sql, 0, nil), on: pgConnection,
+            statementName: statement.name)
+        preparedSQL[statement.name] = statement.sql
+    }
+
+    private func executeOnce(_ statement: PostgresStatement, _ parameters: [(any PostgresEncodable)?]) throws
+        -> PostgresQueryResult
+    {
+        let pgConnection = try connection()
+        try prepare(statement, on: pgConnection)
+        do {
+            return try executePrepared(statement, parameters, on: pgConnection).copyOut()
+        } catch let error as PostgresError
+            where error.sqlState == .invalidSQLStatementName && self.pgConnection != nil && !isInServerTransaction
+        {
+            // The session lost its prepared statements (DEALLOCATE, a pooler, a reset): nothing ran,
+            // so prepare again and run it once more. Inside a transaction the error has already
+            // aborted it, so it is thrown instead.
+            logger.notice(
+                "PostgreSQL prepared statement missing (26000); preparing again",
+                metadata: ["postgres.statement": "\(statement.name)"])
+            preparedSQL[statement.name] = nil
+            try prepare(statement, on: pgConnection)
+            return try executePrepared(statement, parameters, on: pgConnection).copyOut()
+        }
+    }
+
+    private func executePrepared(
+        _ statement: PostgresStatement, _ parameters: [(any PostgresEncodable)?], on pgConnection: OpaquePointer
+    ) throws -> PostgresResultHandle {
+        // Text parameters as NUL-terminated copies, freed after the call; NULL for SQL NULL.
+        let copies: [UnsafeMutablePointer<CChar>?] = parameters.map { $0.map { strdup($0.postgresText) } }
+        defer { for copy in copies { free(copy) } }
+        let values: [UnsafePointer<CChar>?] = copies.map { $0.map { UnsafePointer($0) } }
+        let result = PQexecPrepared(
+            pgConnection, statement.name, Int32(parameters.count), values, nil, nil, 0)
+        return try check(result, on: pgConnection, statementName: statement.name)
+    }
+
+    /// Wraps a result, throwing its error; drops the session if libpq reports it `CONNECTION_BAD`.
+    ///
+    /// libpq: PQexec and friends return "a null pointer … in out-of-memory conditions or serious
+    /// errors such as inability to send the command to the server".
+    private func check(_ result: OpaquePointer?, on pgConnection: OpaquePointer, statementName: String?) throws
+        -> PostgresResultHandle
+    {
+        let handle = result.map(PostgresResultHandle.init)
+        if let handle, handle.isSuccess { return handle }
+        var error =
+            handle?.error(statementName: statementName)
+            ?? PostgresError(kind: .other, message: Self.errorMessage(of: pgConnection), statementName: statementName)
+        if PQstatus(pgConnection) == CONNECTION_BAD {
+            error = PostgresError(
+                kind: .connectionUnavailable, sqlState: error.sqlState, message: error.message, detail: error.detail,
+                constraint: error.constraint, statementName: statementName)
+            dropConnection()
+        }
+        logger.debug(
+            "PostgreSQL statement failed",
+            metadata: [
+                "postgres.statement": "\(statementName ?? "simple query")",
+                "postgres.sqlstate": "\(error.sqlState?.rawValue ?? "none")", "postgres.error": "\(error.kind)",
+            ])
+        throw error
+    }
+
+    /// Forgets a broken session: `PQfinish`, and the next call reconnects.
+    private func dropConnection() {
+        guard let pgConnection else { return }
+        PQfinish(pgConnection)
+        self.pgConnection = nil
+        preparedSQL = [:]
+        lostConnections += 1
+        if transaction == .active { transaction = .lost }
+        logger.warning("PostgreSQL connection lost")
+    }
+
+    private func rollbackIfOpen() {
+        guard let pgConnection, PQtransactionStatus(pgConnection) != PQTRANS_IDLE else { return }
+        do {
+            _ = try check(PQexec(pgConnection, "ROLLBACK"), on: pgConnection, statementName: nil)
+        } catch {
+            logger.warning("PostgreSQL ROLLBACK failed", metadata: ["postgres.error": "\(error)"])
+        }
+    }
+
+    private static func errorMessage(of pgConnection: OpaquePointer) -> String {
+        guard let message = PQerrorMessage(pgConnection) else { return "unknown libpq error" }
+        let text = String(cString: message).trimmingTrailingNewlines()
+        return text.isEmpty ? "unknown libpq error" : text
+    }
+}
