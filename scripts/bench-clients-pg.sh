@@ -20,6 +20,7 @@ out=${BENCH_DIR:-$here/.build-bench}
 mkdir -p "$out"
 
 psql -q "$url" <<'SQL'
+SET client_min_messages = warning;
 DROP TABLE IF EXISTS bench_profiles;
 CREATE TABLE bench_profiles (
     id BIGINT PRIMARY KEY, username TEXT NOT NULL UNIQUE, display_name TEXT NOT NULL,

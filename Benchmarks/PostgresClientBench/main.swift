@@ -30,7 +30,7 @@ func report(_ name: String, _ latencies: inout [Duration], total: Duration) {
         Double(d.components.seconds) * 1e6 + Double(d.components.attoseconds) / 1e12
     }
     let rate = Double(latencies.count) / (us(total) / 1e6)
-    let line = "\(name + String(repeating: " ", count: max(0, 28 - name.count))) \(Int(rate)) ops/s  "
+    let line = "\(name + String(repeating: " ", count: max(0, 28 - name.count))) \(String(repeating: " ", count: max(0, 9 - String(Int(rate)).count)))\(Int(rate)) ops/s  "
         + "p50 \((us(latencies[latencies.count / 2]) * 10).rounded() / 10) us  "
         + "p99 \((us(latencies[Int(Double(latencies.count) * 0.99)]) * 10).rounded() / 10) us"
     print(line)
