@@ -140,6 +140,55 @@ extension LiveMemcachedTests {
             for key in alive { if case .hit = connection.get(key) {} else { Issue.record("live key lost") } }
         }
 
+        /// A node that accepts connections but never answers (SIGSTOP): each operation on its keys
+        /// times out after the poll timeout. libmemcached 1.1.4 does not put a node in timeout for
+        /// poll timeouts (only for connect failures), so every one waits the poll timeout.
+        /// SIGCONT brings it back at once.
+        @Test func aHungNodeTimesOutWithinThePollTimeout() throws {
+            let connection = try LiveMemcachedTests.connection(retryTimeout: .seconds(1))
+            defer { connection.close() }
+            let servers = try LiveMemcachedTests.configuration().servers
+            let (alive, hung) = try keys(on: servers, connection, count: 6)
+            for key in alive + hung { #expect(connection.set(key, value: [1]) == .stored) }
+
+            let stateDirectory =
+                TestEnvironment.variable("PROFILE_STATE_DIR") ?? TestEnvironment.repositoryRoot.appendingPathComponent(".state").path
+            let pidText = try String(contentsOfFile: "\(stateDirectory)/memcached-\(servers[1].port).pid", encoding: .utf8)
+            let pid = try #require(pid_t(pidText.trimmingCharacters(in: .whitespacesAndNewlines)))
+            try #require(kill(pid, SIGSTOP) == 0)
+            var continued = false
+            defer { if !continued { kill(pid, SIGCONT) } }
+
+            let clock = ContinuousClock()
+            var codes: [MemcachedError.Code] = []
+            for key in hung {
+                var code: MemcachedError.Code?
+                let elapsed = clock.measure {
+                    if case .failure(let error) = connection.get(key) { code = error.code }
+                }
+                print("hung node: get failed in \(elapsed) with \(code.map { "\($0)" } ?? "no error")")
+                #expect(code != nil)
+                #expect(elapsed < .seconds(2))
+                if let code { codes.append(code) }
+            }
+            #expect(codes == Array(repeating: .timeout, count: hung.count))
+            for key in alive { if case .hit = connection.get(key) {} else { Issue.record("live key failed") } }
+
+            kill(pid, SIGCONT)
+            continued = true
+            let resumed = clock.now
+            var recovered: Duration?
+            while clock.now - resumed < .seconds(10) {
+                if case .hit = connection.get(hung[0]) {
+                    recovered = clock.now - resumed
+                    break
+                }
+                Thread.sleep(forTimeInterval: 0.05)
+            }
+            print("hung node: recovered \(recovered.map { "\($0)" } ?? "never") after SIGCONT (retryTimeout 1 s)")
+            #expect(recovered != nil)
+        }
+
         /// `count` keys owned by each of the first two servers.
         private func keys(
             on servers: [MemcachedServer], _ connection: MemcachedConnection, count: Int
