@@ -74,6 +74,14 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Prints memcached get/set figures: MemcachedConnection vs the same libmemcached calls.
+        // Not a test; scripts/bench-clients-mc.sh builds it in release and runs it.
+        .executableTarget(
+            name: "MemcachedBenchmark",
+            dependencies: ["MemcachedClient", "CLibMemcached", .product(name: "Logging", package: "swift-log")],
+            path: "Benchmarks/MemcachedBenchmark",
+            swiftSettings: swiftSettings
+        ),
         // Shared test helpers: environment of the local servers, loopback clients.
         .target(
             name: "TestSupport",

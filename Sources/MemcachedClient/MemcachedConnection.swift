@@ -20,6 +20,11 @@ typealias MemcachedHandle = UnsafeMutablePointer<memcached_st>
 /// until then; it is never removed from the ring, and the same connection uses it again once
 /// it is back.
 ///
+/// - Important: that skip follows connection failures only. A node that accepts connections but
+///   never answers (a stopped process) costs every operation on its keys the full poll timeout
+///   and returns ``MemcachedError/Code/timeout``: libmemcached 1.1.4 closes the socket on a poll
+///   timeout but does not put the node in timeout (measured in `MemcachedClusterTests`).
+///
 /// Call ``close()`` when done; `deinit` asserts that it was called.
 ///
 /// Related libmemcached documentation:

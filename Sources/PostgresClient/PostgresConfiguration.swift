@@ -21,7 +21,7 @@ internal import CLibPQ
 ///
 /// Related libpq documentation: <https://www.postgresql.org/docs/15/libpq-connect.html#LIBPQ-CONNSTRING>
 public struct PostgresConfiguration: Sendable, CustomStringConvertible {
-    /// Keyword/value pairs in the order given, then the defaults added.
+    /// Keyword/value pairs as `PQconninfoParse` lists them, then the defaults added.
     let parameters: [(keyword: String, value: String)]
 
     /// Parses `url` and adds the defaults it does not set.

@@ -1,0 +1,78 @@
+import PostgresClient
+import TestSupport
+import Testing
+
+extension PostgresServerTests {
+    /// Stops and starts the test cluster with `scripts/deps.sh` (honouring `PROFILE_PG_PORT` and
+    /// `PROFILE_STATE_DIR`), so it runs serialized with every other server test.
+    @Suite struct PostgresRestartTests {
+        @Test func callsFailFastWhileDownAndRecoverWithStatementsPreparedAgain() throws {
+            let table = Table("restart")
+            let connection = try PostgresServerTests.connection(statements: table.statements)
+            defer { connection.close(); table.drop() }
+            try table.create(on: connection)
+            _ = try connection.execute(table.insert, [1, "alice", nil, 1, true])
+            let pidBefore = try backendPID(connection)
+
+            #expect(try PostgresServerTests.deps("stop-postgres") == 0)
+            var restarted = false
+            defer { if !restarted { _ = try? PostgresServerTests.deps("start-postgres") } }
+
+            // The first call finds the session dead, tries one reconnect (refused), and fails.
+            let (first, firstElapsed) = PostgresServerTests.elapsed {
+                #expect(throws: PostgresError.self) { try connection.execute(table.select, [1]) }
+            }
+            #expect(first?.kind == .connectionUnavailable)
+            #expect(first?.isUnavailable == true)
+            #expect(firstElapsed < .milliseconds(500))
+            // Later calls fail fast: in backoff, or refused at once.
+            for _ in 0..<20 {
+                let (error, elapsed) = PostgresServerTests.elapsed {
+                    #expect(throws: PostgresError.self) { try connection.execute(table.updateBio, [1, "down"]) }
+                }
+                #expect(error?.kind == .connectionUnavailable)
+                #expect(elapsed < .milliseconds(100))
+                PostgresServerTests.sleep(.milliseconds(20))
+            }
+            #expect(!connection.checkHealth())
+            #expect(!connection.isConnected)
+
+            #expect(try PostgresServerTests.deps("start-postgres") == 0)
+            restarted = true
+            PostgresServerTests.sleep(.milliseconds(2100))  // longer than the longest backoff (2 s)
+
+            // The next query succeeds on a new session with its statements prepared again.
+            let row = try #require(try connection.execute(table.select, [1]).rows.first)
+            #expect(try row.decode("username", as: String.self) == "alice")
+            #expect(try connection.execute(table.updateBio, [1, "back"]).affectedRows == 1)
+            #expect(try backendPID(connection) != pidBefore)
+            #expect(try preparedNames(connection) == ["insert_person", "select_person", "update_bio"])
+            #expect(connection.checkHealth())
+        }
+
+        @Test func idleSessionAcrossARestartIsReplacedTransparentlyForReads() throws {
+            let table = Table("idle_restart")
+            let connection = try PostgresServerTests.connection(statements: table.statements)
+            defer { connection.close(); table.drop() }
+            try table.create(on: connection)
+            _ = try connection.execute(table.insert, [1, "alice", nil, 1, true])
+
+            #expect(try PostgresServerTests.deps("stop-postgres") == 0)
+            #expect(try PostgresServerTests.deps("start-postgres") == 0)
+
+            // The idle session died with the old server; the idempotent select reconnects and retries.
+            #expect(try connection.execute(table.select, [1]).rows.count == 1)
+            #expect(try preparedNames(connection) == ["insert_person", "select_person", "update_bio"])
+        }
+
+        private func backendPID(_ connection: PostgresConnection) throws -> Int {
+            try #require(try connection.simpleQuery("SELECT pg_backend_pid() AS pid").rows.first)
+                .decode("pid", as: Int.self)
+        }
+
+        private func preparedNames(_ connection: PostgresConnection) throws -> [String] {
+            try connection.simpleQuery("SELECT name FROM pg_prepared_statements ORDER BY name")
+                .rows.map { try $0.decode("name", as: String.self) }
+        }
+    }
+}

@@ -1,0 +1,119 @@
+import Foundation
+import Logging
+import PostgresClient
+import TestSupport
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Every test that talks to the real PostgreSQL, one at a time: one of them restarts the server.
+/// Nested suites inherit `.serialized`.
+@Suite(.serialized) enum PostgresServerTests {
+    static func configuration(
+        url: String = TestEnvironment.databaseURL, statementTimeout: Duration = .seconds(5),
+        lockTimeout: Duration = .seconds(2)
+    ) throws -> PostgresConfiguration {
+        try PostgresConfiguration(
+            url: url, applicationName: "postgres-client-tests", statementTimeout: statementTimeout,
+            lockTimeout: lockTimeout)
+    }
+
+    static func connection(
+        statements: [PostgresStatement] = [], statementTimeout: Duration = .seconds(5),
+        lockTimeout: Duration = .seconds(2)
+    ) throws -> PostgresConnection {
+        try TestEnvironment.requirePostgres()
+        return PostgresConnection(
+            configuration: try configuration(statementTimeout: statementTimeout, lockTimeout: lockTimeout),
+            statements: statements, logger: logger)
+    }
+
+    /// Errors only: tests create their tables after connecting, so eager prepares log warnings.
+    static var logger: Logger {
+        var logger = Logger(label: "PostgresClientTests")
+        logger.logLevel = .error
+        return logger
+    }
+
+    /// A table of its own for each test, named `pgclient_<test>_<random>`.
+    struct Table {
+        let name: String
+        let insert: PostgresStatement
+        let select: PostgresStatement
+        let updateBio: PostgresStatement
+        var statements: [PostgresStatement] { [insert, select, updateBio] }
+
+        init(_ test: String) {
+            name = "pgclient_\(test)_\(UInt32.random(in: 0...UInt32.max))"
+            insert = PostgresStatement(
+                name: "insert_person",
+                sql: "INSERT INTO \(name) (id, username, bio, age, active) VALUES ($1, $2, $3, $4, $5)",
+                isIdempotent: false)
+            select = PostgresStatement(
+                name: "select_person", sql: "SELECT id, username, bio, age, active FROM \(name) WHERE id = $1",
+                isIdempotent: true)
+            updateBio = PostgresStatement(
+                name: "update_bio", sql: "UPDATE \(name) SET bio = $2 WHERE id = $1", isIdempotent: false)
+        }
+
+        func create(on connection: PostgresConnection) throws {
+            try connection.simpleQuery(
+                """
+                CREATE TABLE \(name) (
+                    id BIGINT PRIMARY KEY, username TEXT NOT NULL UNIQUE, bio TEXT,
+                    age INTEGER CHECK (age >= 0), active BOOLEAN NOT NULL DEFAULT true)
+                """)
+        }
+
+        func drop() {
+            guard let connection = try? PostgresServerTests.connection() else { return }
+            _ = try? connection.simpleQuery("DROP TABLE IF EXISTS \(name)")
+            connection.close()
+        }
+    }
+
+    static func sleep(_ duration: Duration) {
+        usleep(UInt32(duration.components.seconds * 1_000_000 + duration.components.attoseconds / 1_000_000_000_000))
+    }
+
+    static func elapsed<T>(_ body: () throws -> T) rethrows -> (T, Duration) {
+        let start = ContinuousClock.now
+        let value = try body()
+        return (value, ContinuousClock.now - start)
+    }
+}
+
+struct TestFailure: Error {}
+
+extension PostgresServerTests {
+    /// Runs `scripts/deps.sh <command>` with this process's environment and waits for it.
+    ///
+    /// Not `TestEnvironment.deps`: Foundation's `Process` on Linux hands the child a socket that
+    /// `pg_ctl`'s daemonised postmaster inherits, and `waitUntilExit()` then never returns after
+    /// `start-postgres` (seen here: deps.sh left defunct, the test hung). This closes every
+    /// descriptor above stderr in a shell before running the script, and reaps it with `waitpid`.
+    static func deps(_ command: String) throws -> Int32 {
+        let path = TestEnvironment.repositoryRoot.appendingPathComponent("scripts/deps.sh").path
+        let script = #"for fd in $(ls /proc/$$/fd); do [ "$fd" -gt 2 ] && eval "exec $fd>&-"; done; exec "$0" "$1""#
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        let words: [String] = ["/bin/bash", "-c", script, path, command]
+        let arguments: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
+        defer { for argument in arguments { free(argument) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, "/bin/bash", &actions, nil, arguments, environ)
+        guard spawned == 0 else { throw DepsFailure(command: command, status: spawned) }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+        return (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+    }
+
+    struct DepsFailure: Error {
+        let command: String
+        let status: Int32
+    }
+}
