@@ -90,27 +90,29 @@ extension LiveMemcachedTests {
             #expect(!TestEnvironment.isListening(host: servers[1].host, port: servers[1].port))
 
             // Operations on the dead node's keys fail, and fast.
-            var timings: [(String, Duration, MemcachedError.Code?)] = []
+            var timings: [(String, Duration, MemcachedError?)] = []
             let clock = ContinuousClock()
             for (index, key) in doomed.enumerated() {
-                var outcome: MemcachedError.Code?
+                var outcome: MemcachedError?
                 let elapsed = clock.measure {
                     switch index % 3 {
                     case 0:
-                        if case .failure(let error) = connection.get(key) { outcome = error.code }
+                        if case .failure(let error) = connection.get(key) { outcome = error }
                     case 1:
-                        if case .failure(let error) = connection.set(key, value: [2]) { outcome = error.code }
+                        if case .failure(let error) = connection.set(key, value: [2]) { outcome = error }
                     default:
-                        if case .failure(let error) = connection.delete(key) { outcome = error.code }
+                        if case .failure(let error) = connection.delete(key) { outcome = error }
                     }
                 }
                 timings.append((["get", "set", "delete"][index % 3], elapsed, outcome))
                 #expect(outcome != nil, "operation \(index) on a dead node's key did not fail")
                 #expect(elapsed < .seconds(2))
             }
-            for (operation, elapsed, code) in timings {
-                print("dead node: \(operation) failed in \(elapsed) with \(code.map { "\($0)" } ?? "no error")")
+            for (operation, elapsed, error) in timings {
+                print("dead node: \(operation) failed in \(elapsed) with \(error.map { "\($0)" } ?? "no error")")
             }
+            #expect(timings.first?.2?.code == .connectionFailure)
+            #expect(timings.last?.2?.code == .serverMarkedDead)
             // The other node keeps working, and the ring does not move keys.
             for key in alive {
                 if case .hit = connection.get(key) {} else { Issue.record("key on the live node did not hit") }
