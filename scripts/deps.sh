@@ -106,26 +106,28 @@ stop_postgres() {
 }
 
 mc_port() { echo "$mc_ports" | cut -d, -f"$1"; }
-mc_pidfile() { echo "$state/memcached-$(mc_port "$1").pid"; }
+mc_pidfile() { echo "$state/memcached/$(mc_port "$1").pid"; }
 mc_count() { echo "$mc_ports" | tr ',' '\n' | grep -c .; }
 
 start_memcached() {
     local n=$1 port pidfile
     port=$(mc_port "$n"); pidfile=$(mc_pidfile "$n")
-    mkdir -p "$state"
+    # memcached drops to the memcache user before it writes its pid file.
+    mkdir -p "$state/memcached"
+    chown memcache: "$state/memcached"
     if pid_alive "$pidfile"; then
         log "memcached $n already running (pid $(cat "$pidfile"), port $port)"
         return
     fi
+    rm -f "$pidfile"
     log "starting memcached $n on 127.0.0.1:$port"
-    setsid memcached -l 127.0.0.1 -p "$port" -U 0 -m "$mc_memory" -c 4096 -t 2 -u memcache \
-        </dev/null >>"$state/memcached-$port.log" 2>&1 &
-    echo $! >"$pidfile"
+    memcached -d -P "$pidfile" -l 127.0.0.1 -p "$port" -U 0 -m "$mc_memory" -c 4096 -t 2 -u memcache \
+        </dev/null >>"$state/memcached/$port.log" 2>&1
     for _ in $(seq 1 50); do
-        (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return 0
+        [ -s "$pidfile" ] && (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return 0
         sleep 0.1
     done
-    log "memcached $n did not start; see $state/memcached-$port.log"
+    log "memcached $n did not start; see $state/memcached/$port.log"
     return 1
 }
 
@@ -137,6 +139,8 @@ stop_memcached() {
         log "stopping memcached $n (pid $pid)"
         kill "$pid"
         for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"
+        for _ in $(seq 1 20); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     fi
     rm -f "$pidfile"
 }

@@ -47,15 +47,38 @@ public enum TestEnvironment {
 
     /// Runs `scripts/deps.sh` with the given arguments (for tests that stop and restart servers)
     /// and returns its exit status.
+    ///
+    /// Spawned with a clean signal mask and default dispositions (a test thread may block
+    /// SIGTERM, and a memcached started with it blocked would ignore `deps.sh stop`), through a
+    /// shell that closes every descriptor above 2: a server the script starts would otherwise
+    /// inherit this process's pipes or sockets and keep a waiting `Process` from ever returning.
     @discardableResult
     public static func deps(_ arguments: String...) throws -> Int32 {
-        let process = Process()
-        process.executableURL = repositoryRoot.appendingPathComponent("scripts/deps.sh")
-        process.arguments = arguments
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        return process.terminationStatus
+        let path = repositoryRoot.appendingPathComponent("scripts/deps.sh").path
+        let script = #"for fd in $(ls /proc/$$/fd); do [ "$fd" -gt 2 ] && eval "exec $fd>&-"; done 2>/dev/null; exec "$0" "$@""#
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var none = sigset_t()
+        sigemptyset(&none)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        var all = sigset_t()
+        sigfillset(&all)
+        posix_spawnattr_setsigdefault(&attributes, &all)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        let words = ["/bin/bash", "-c", script, path] + arguments
+        let argv: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
+        defer { for argument in argv { free(argument) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, "/bin/bash", &actions, &attributes, argv, environ)
+        guard spawned == 0 else { throw MissingServer(description: "cannot run scripts/deps.sh: errno \(spawned)") }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+        return (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
     }
 
     /// Whether something accepts TCP connections on 127.0.0.1 (or `host`) at `port`.

@@ -37,31 +37,12 @@ import TestSupport
     /// and `waitpid` waits for the script alone.
     @discardableResult
     static func deps(_ arguments: String...) throws -> Int32 {
-        let script = TestEnvironment.repositoryRoot.appendingPathComponent("scripts/deps.sh").path
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var none = sigset_t()
-        sigemptyset(&none)
-        posix_spawnattr_setsigmask(&attributes, &none)
-        var all = sigset_t()
-        sigfillset(&all)
-        posix_spawnattr_setsigdefault(&attributes, &all)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-        // Glibc's posix_spawn_file_actions_addclosefrom_np is not visible to Swift: bash closes them.
-        let closeAbove2 = #"for fd in $(ls /proc/$$/fd); do [ "$fd" -gt 2 ] && eval "exec $fd>&-"; done 2>/dev/null"#
-        let argv = (["/bin/bash", "-c", closeAbove2 + #"; exec "$0" "$@""#, script] + arguments).map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
-        var pid = pid_t()
-        let spawned = posix_spawn(&pid, "/bin/bash", &actions, &attributes, argv, environ)
-        guard spawned == 0 else { throw SpawnError(description: "posix_spawn /bin/bash \(script): \(spawned)") }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-        return (status >> 8) & 0xFF
+        let command = arguments.joined(separator: " ")
+        switch arguments.count {
+        case 1: return try TestEnvironment.deps(arguments[0])
+        case 2: return try TestEnvironment.deps(arguments[0], arguments[1])
+        default: preconditionFailure("deps takes one or two arguments, got \(command)")
+        }
     }
 }
 

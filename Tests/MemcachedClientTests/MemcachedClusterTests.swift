@@ -155,7 +155,7 @@ extension LiveMemcachedTests {
 
             let stateDirectory =
                 TestEnvironment.variable("PROFILE_STATE_DIR") ?? TestEnvironment.repositoryRoot.appendingPathComponent(".state").path
-            let pidText = try String(contentsOfFile: "\(stateDirectory)/memcached-\(servers[1].port).pid", encoding: .utf8)
+            let pidText = try String(contentsOfFile: "\(stateDirectory)/memcached/\(servers[1].port).pid", encoding: .utf8)
             let pid = try #require(pid_t(pidText.trimmingCharacters(in: .whitespacesAndNewlines)))
             try #require(kill(pid, SIGSTOP) == 0)
             var continued = false

@@ -95,21 +95,7 @@ extension PostgresServerTests {
     /// `start-postgres` (seen here: deps.sh left defunct, the test hung). This closes every
     /// descriptor above stderr in a shell before running the script, and reaps it with `waitpid`.
     static func deps(_ command: String) throws -> Int32 {
-        let path = TestEnvironment.repositoryRoot.appendingPathComponent("scripts/deps.sh").path
-        let script = #"for fd in $(ls /proc/$$/fd); do [ "$fd" -gt 2 ] && eval "exec $fd>&-"; done; exec "$0" "$1""#
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-        let words: [String] = ["/bin/bash", "-c", script, path, command]
-        let arguments: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
-        defer { for argument in arguments { free(argument) } }
-        var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, "/bin/bash", &actions, nil, arguments, environ)
-        guard spawned == 0 else { throw DepsFailure(command: command, status: spawned) }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
-        return (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+        try TestEnvironment.deps(command)
     }
 
     struct DepsFailure: Error {

@@ -36,7 +36,9 @@ import Testing
         for writer in 0..<3 {
             threads.append(
                 TestThread {
-                    let repository = try! IntegrationBackends().repository(shared)
+                    let backends = try! IntegrationBackends()
+                    defer { withExtendedLifetime(backends) {} }
+                    let repository = backends.repository(shared)
                     var expected: [Int64: Int32] = Dictionary(uniqueKeysWithValues: ids.map { ($0, 1) })
                     var step = 0
                     while Date() < deadline {
@@ -59,7 +61,9 @@ import Testing
         for reader in 0..<3 {
             threads.append(
                 TestThread {
-                    let repository = try! IntegrationBackends().repository(shared)
+                    let backends = try! IntegrationBackends()
+                    defer { withExtendedLifetime(backends) {} }
+                    let repository = backends.repository(shared)
                     var step = 0
                     while Date() < deadline {
                         let id = ids[(reader + step) % ids.count]

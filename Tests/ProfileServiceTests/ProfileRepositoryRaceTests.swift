@@ -17,6 +17,7 @@ import Testing
         gate.arm(profile.id)
         let reader = TestThread {
             let backends = try! IntegrationBackends()
+            defer { withExtendedLifetime(backends) {} }
             let read = try? backends.repository(shared).read(id: profile.id)
             result.withLock { $0 = read }
         }
@@ -91,10 +92,37 @@ import Testing
         let backends = try IntegrationBackends()
         let profile = try backends.seed()
         let repository = backends.repository(shared)
-        var newer = profile
-        newer.version = 5
+        _ = try repository.read(id: profile.id)
+        #expect(backends.cachedVersion(profile.id, shared: shared) == 1)
+        guard case .updated(let newer) = try backends.store.updateDisplayName(
+            id: profile.id, to: "Two", expectedVersion: 1)
+        else {
+            Issue.record("update failed")
+            return
+        }
         #expect(repository.writeThrough(newer) == .stored)
         #expect(repository.writeThrough(profile) == .skippedNewer)
-        #expect(backends.cachedVersion(profile.id, shared: shared) == 5)
+        #expect(backends.cachedVersion(profile.id, shared: shared) == 2)
+    }
+
+    /// The race the soak test found in "absent → add": a slow writer of version 2 finds the slot
+    /// empty because version 3 was written through and then evicted.
+    @Test func slowWriterDoesNotRefillAnEvictedSlotWithItsOlderVersion() throws {
+        let shared = ProfileCacheShared()
+        let backends = try IntegrationBackends()
+        let profile = try backends.seed()
+        let repository = backends.repository(shared)
+        guard case .updated(let slow) = try backends.store.updateDisplayName(
+            id: profile.id, to: "Slow", expectedVersion: 1)
+        else {
+            Issue.record("update failed")
+            return
+        }
+        _ = try repository.updateDisplayName(id: profile.id, to: "Fast", expectedVersion: 2)
+        #expect(backends.cachedVersion(profile.id, shared: shared) == 3)
+        _ = backends.cache.delete(shared.configuration.key(for: profile.id))  // evicted
+
+        #expect(repository.writeThrough(slow) == .stored)
+        #expect(backends.cachedVersion(profile.id, shared: shared) == 3, "refreshed from PostgreSQL, not version 2")
     }
 }

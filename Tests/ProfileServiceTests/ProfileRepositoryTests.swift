@@ -79,6 +79,7 @@ import Testing
         let workers = (0..<threads).map { _ in
             TestThread {
                 let backends = try! IntegrationBackends()
+                defer { withExtendedLifetime(backends) {} }
                 let repository = backends.repository(shared)
                 start.wait()
                 for _ in 0..<readsPerThread {

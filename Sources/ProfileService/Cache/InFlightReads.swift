@@ -79,6 +79,11 @@ final class InFlightReads: Sendable {
         }
     }
 
+    /// The read of `id` under way in this process, if any.
+    func existing(_ id: Int64) -> Flight? {
+        flights.withLock { $0[id] }
+    }
+
     func finish(_ id: Int64, flight: Flight, outcome: Outcome) {
         flights.withLock { flights in
             if flights[id] === flight { flights[id] = nil }

@@ -69,6 +69,10 @@ public final class ProfileRepository {
                     statistics.record(.hit)
                     return Representation(version: version, json: Array(json), cacheOutcome: .hit)
                 case .lease?:
+                    // A reader of this process holds it: share its read rather than wait.
+                    if let flight = shared.inFlight.existing(id) {
+                        return try follow(flight, id: id)
+                    }
                     if let wait = waits.popFirst() {
                         statistics.record(.leaseWait)
                         sleep(for: wait)
@@ -97,15 +101,7 @@ public final class ProfileRepository {
         let flight: InFlightReads.Flight
         switch shared.inFlight.join(id) {
         case .follower(let leadersFlight):
-            if let outcome = leadersFlight.usableOutcome(timeout: configuration.coalescedWait) {
-                statistics.record(.coalesced)
-                switch outcome {
-                case .found(let profile, _): return Representation(profile, outcome: .miss)
-                case .notFound: return nil
-                case .failed(let error): throw error
-                }
-            }
-            return try readDatabase(id: id, outcome: .miss)
+            return try follow(leadersFlight, id: id)
         case .leader(let newFlight):
             flight = newFlight
         }
@@ -134,12 +130,26 @@ public final class ProfileRepository {
         }
         var populated = false
         if let leaseCAS {
-            populated = populate(key: key, profile: profile, leaseCAS: leaseCAS)
+            populated = populate(key: key, profile: profile, leaseCAS: leaseCAS) == .stored
+            statistics.record(populated ? .populateStored : .populateLost)
         } else {
             statistics.record(.populateSkipped)
         }
         outcome = .found(profile, populated: populated)
         return Representation(profile, outcome: .miss)
+    }
+
+    /// Waits for another reader's PostgreSQL read in this process and uses it if it may.
+    private func follow(_ flight: InFlightReads.Flight, id: Int64) throws(ProfileStoreError) -> Representation? {
+        guard let outcome = flight.usableOutcome(timeout: configuration.coalescedWait) else {
+            return try readDatabase(id: id, outcome: .miss)
+        }
+        statistics.record(.coalesced)
+        switch outcome {
+        case .found(let profile, _): return Representation(profile, outcome: .miss)
+        case .notFound: return nil
+        case .failed(let error): throw error
+        }
     }
 
     /// Puts a lease where there is no entry (or replaces an undecodable one) and returns the
@@ -162,21 +172,19 @@ public final class ProfileRepository {
         return item.cas
     }
 
-    private func populate(key: String, profile: Profile, leaseCAS: UInt64) -> Bool {
+    private func populate(key: String, profile: Profile, leaseCAS: UInt64) -> RefreshOutcome {
         let result = cache.cas(
             key, value: CacheEntry.encode(profile), cas: leaseCAS, flags: 0,
             expiration: configuration.jitteredTTLSeconds())
         switch result {
         case .stored:
-            statistics.record(.populateStored)
-            return true
+            return .stored
         case .exists, .notFound, .notStored:
-            statistics.record(.populateLost)
-            return false
+            return .lost
         case .failure(let error):
             statistics.record(.error)
             logger.debug("cache populate failed", metadata: ["error": "\(error)"])
-            return false
+            return .failed
         }
     }
 
@@ -211,9 +219,20 @@ public final class ProfileRepository {
         return profile
     }
 
-    /// Stores `profile` unless the cache already holds it or a newer version; never moves an
-    /// entry backwards. When it cannot store, it deletes the key; when that fails too, the
-    /// node is marked to be flushed before this process uses it again.
+    /// Brings the cache up to `profile` without ever moving it backwards.
+    ///
+    /// - An older profile entry is replaced with `cas` (retried on conflict): an entry that
+    ///   lived through every write since it landed proves no newer version was acknowledged.
+    /// - An equal or newer entry is left alone.
+    /// - An empty slot, a reader's lease or an undecodable entry proves nothing: a newer version
+    ///   may have been written through and evicted meanwhile, so storing `profile` there could
+    ///   move the cache backwards. (DESIGN.md's "absent → add" has exactly that race; the soak
+    ///   test found it.) The writer instead refreshes the slot like a reader: it puts a lease of
+    ///   its own there, which also defeats any reader's late populate, reads the row from
+    ///   PostgreSQL and stores it with `cas` against that lease.
+    ///
+    /// When none of that works the key is deleted; when the delete fails too, the node is marked
+    /// to be flushed before this process uses it again.
     @discardableResult
     public func writeThrough(_ profile: Profile) -> WriteThroughOutcome {
         let key = configuration.key(for: profile.id)
@@ -221,41 +240,43 @@ public final class ProfileRepository {
             statistics.record(.writeThroughFailed)
             return .failed
         }
-        let entry = CacheEntry.encode(profile)
         attempts: for _ in 0..<configuration.writeThroughAttempts {
+            let replacingCAS: UInt64?
             switch cache.get(key) {
-            case .miss:
-                switch cache.add(key, value: entry, flags: 0, expiration: configuration.jitteredTTLSeconds()) {
-                case .stored:
-                    statistics.record(.writeThroughStored)
-                    return .stored
-                case .notStored, .exists:
-                    statistics.record(.writeThroughCASConflict)
-                    continue attempts
-                case .notFound, .failure:
-                    break attempts
-                }
             case .hit(let item):
-                if case .profile(let cachedVersion, _)? = CacheEntry(decoding: item.value),
-                    cachedVersion >= profile.version
-                {
-                    statistics.record(.writeThroughSkippedNewer)
-                    return .skippedNewer
+                if case .profile(let cachedVersion, _)? = CacheEntry(decoding: item.value) {
+                    if cachedVersion >= profile.version {
+                        statistics.record(.writeThroughSkippedNewer)
+                        return .skippedNewer
+                    }
+                    let entry = CacheEntry.encode(profile)
+                    switch cache.cas(
+                        key, value: entry, cas: item.cas, flags: 0, expiration: configuration.jitteredTTLSeconds())
+                    {
+                    case .stored:
+                        statistics.record(.writeThroughStored)
+                        return .stored
+                    case .exists, .notFound:
+                        statistics.record(.writeThroughCASConflict)
+                        continue attempts
+                    case .notStored, .failure:
+                        break attempts
+                    }
                 }
-                // Older, a lease, or undecodable: replace exactly what we saw.
-                switch cache.cas(
-                    key, value: entry, cas: item.cas, flags: 0, expiration: configuration.jitteredTTLSeconds())
-                {
-                case .stored:
-                    statistics.record(.writeThroughStored)
-                    return .stored
-                case .exists, .notFound:
-                    statistics.record(.writeThroughCASConflict)
-                    continue attempts
-                case .notStored, .failure:
-                    break attempts
-                }
+                replacingCAS = item.cas
+            case .miss:
+                replacingCAS = nil
             case .failure:
+                break attempts
+            }
+            switch refresh(id: profile.id, key: key, replacingCAS: replacingCAS) {
+            case .stored:
+                statistics.record(.writeThroughStored)
+                return .stored
+            case .lost:
+                statistics.record(.writeThroughCASConflict)
+                continue attempts
+            case .failed:
                 break attempts
             }
         }
@@ -270,6 +291,25 @@ public final class ProfileRepository {
                 metadata: ["error": "\(error)"])
             if let server = cache.server(forKey: key) { shared.dirtyNodes.insert(server) }
             return .failed
+        }
+    }
+
+    private enum RefreshOutcome {
+        case stored, lost, failed
+    }
+
+    /// Stores the current row under a lease of the writer's own (see ``writeThrough(_:)``).
+    private func refresh(id: Int64, key: String, replacingCAS: UInt64?) -> RefreshOutcome {
+        guard let leaseCAS = takeLease(key: key, replacingCAS: replacingCAS) else { return .lost }
+        statistics.record(.databaseRead)
+        guard let row = try? store.profile(id: id) else {
+            _ = cache.delete(key)  // always safe: at worst the next reader misses
+            return .failed
+        }
+        switch populate(key: key, profile: row, leaseCAS: leaseCAS) {
+        case .stored: return .stored
+        case .lost: return .lost
+        case .failed: return .failed
         }
     }
 

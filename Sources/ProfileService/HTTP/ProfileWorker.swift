@@ -7,10 +7,21 @@ public import PostgresClient
 public final class ProfileWorker {
     public let store: any ProfileStore
     public let repository: ProfileRepository
+    private let closeConnections: () -> Void
 
-    public init(store: any ProfileStore, cache: any CacheClient, shared: ProfileCacheShared, logger: Logger) {
+    /// - Parameter closeConnections: closes what the worker owns; run when the worker is
+    ///   released, which the server does on the worker's own thread as it exits.
+    public init(
+        store: any ProfileStore, cache: any CacheClient, shared: ProfileCacheShared, logger: Logger,
+        closeConnections: @escaping () -> Void = {}
+    ) {
         self.store = store
         self.repository = ProfileRepository(store: store, cache: cache, shared: shared, logger: logger)
+        self.closeConnections = closeConnections
+    }
+
+    deinit {
+        closeConnections()
     }
 
     /// A worker over real connections. Connects to PostgreSQL lazily, so a worker can start
@@ -22,8 +33,17 @@ public final class ProfileWorker {
         let connection = PostgresConnection(
             configuration: postgres, statements: PostgresProfileStore.statements, logger: logger)
         let store = PostgresProfileStore(connection: connection, logger: logger)
-        let cache = try MemcachedConnection(configuration: memcached, logger: logger)
-        return ProfileWorker(store: store, cache: cache, shared: shared, logger: logger)
+        let cache: MemcachedConnection
+        do {
+            cache = try MemcachedConnection(configuration: memcached, logger: logger)
+        } catch {
+            connection.close()
+            throw error
+        }
+        return ProfileWorker(store: store, cache: cache, shared: shared, logger: logger) {
+            cache.close()
+            connection.close()
+        }
     }
 }
 

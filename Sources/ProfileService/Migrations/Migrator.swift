@@ -82,7 +82,7 @@ public struct Migrator {
             }
             try connection.withTransaction { connection in
                 try connection.simpleQuery(migration.sql)
-                try connection.execute(Statements.record, [migration.name, checksum])
+                _ = try connection.execute(Statements.record, [migration.name, checksum])
             }
             logger.info("applied migration", metadata: ["migration": "\(migration.name)"])
             appliedNow.append(migration.name)

@@ -57,6 +57,42 @@ enum ProfileWriteRequest: Equatable {
         enum CodingKeys: String, CodingKey {
             case displayName = "display_name", username, version
         }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            displayName = try container.decodeIfPresent(String.self, forKey: .displayName)
+            username = try container.decodeIfPresent(String.self, forKey: .username)
+            // Decoded as a number first so that 1.5 is reported against "version", not as bad JSON.
+            if let number = try container.decodeIfPresent(Double.self, forKey: .version) {
+                guard number.rounded() == number, abs(number) < 1e15 else {
+                    throw DecodingError.typeMismatch(
+                        Int64.self,
+                        .init(codingPath: [CodingKeys.version], debugDescription: "version must be an integer"))
+                }
+                version = Int64(number)
+            }
+        }
+    }
+
+    /// Foundation's parser accepts a trailing comma, which RFC 8259 does not: refuse it here.
+    private static func hasTrailingComma(_ body: [UInt8]) -> Bool {
+        var inString = false, escaped = false, lastSignificant: UInt8 = 0
+        for byte in body {
+            if inString {
+                if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true }
+                else if byte == UInt8(ascii: "\"") { inString = false }
+                continue
+            }
+            switch byte {
+            case UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\n"), UInt8(ascii: "\r"): continue
+            case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                if lastSignificant == UInt8(ascii: ",") { return true }
+            case UInt8(ascii: "\""): inString = true
+            default: break
+            }
+            lastSignificant = byte
+        }
+        return false
     }
 
     private static func decodeFields(_ body: [UInt8]) throws(ProfileRequestError) -> Fields {
@@ -64,6 +100,7 @@ enum ProfileWriteRequest: Equatable {
         guard body.count <= maximumBodyBytes else {
             throw .malformed(field: nil, "the body is larger than \(maximumBodyBytes) bytes")
         }
+        guard !hasTrailingComma(body) else { throw .malformed(field: nil, "the body is not a valid JSON object") }
         do {
             return try JSONDecoder().decode(Fields.self, from: Data(body))
         } catch let DecodingError.typeMismatch(_, context), let DecodingError.dataCorrupted(context) {
