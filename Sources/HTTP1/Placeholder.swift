@@ -1,1 +1,0 @@
-// HTTP1: filled in by its issue.

@@ -1,1 +1,0 @@
-// HTTPServer: filled in by its issue.
