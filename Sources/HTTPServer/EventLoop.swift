@@ -28,6 +28,7 @@ final class EventLoop {
     private var acceptPausedUntil: ContinuousClock.Instant?
     private let tick: Duration
     private let clock = ContinuousClock()
+    private var dateCache = DateCache()
 
     /// Bytes discarded at most while lingering before a close.
     private static let maxLingerBytes = 1 << 20
@@ -276,7 +277,7 @@ final class EventLoop {
         _ response: HTTPResponse, isHead: Bool, connection: HTTPResponseEncoder.ConnectionHeader
     ) -> [UInt8] {
         HTTPResponseEncoder.encode(
-            response, date: core.dateCache.current(), isHeadResponse: isHead, connection: connection)
+            response, date: dateCache.current(), isHeadResponse: isHead, connection: connection)
     }
 
     // MARK: - Writing

@@ -78,7 +78,8 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
             System.close(listenFD)
             throw error
         }
-        let core = ServerCore(queueCapacity: configuration.queueCapacity, eventFD: eventFD)
+        let workerCount = max(configuration.workerCount, 1)
+        let core = ServerCore(queueCapacity: configuration.queueCapacity, workerCount: workerCount, eventFD: eventFD)
         func closeAll() {
             System.close(listenFD)
             System.close(epollFD)
@@ -86,7 +87,6 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
         }
 
         // Workers first: each creates its Worker on its own thread; any failure fails start().
-        let workerCount = max(configuration.workerCount, 1)
         let workers = DispatchGroup()
         let startup = WorkerStartup()
         var started = 0
@@ -100,14 +100,14 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
                 started += 1
             }
         } catch {
-            core.queue.stop(workerCount: started)
+            core.queue.stop()
             workers.leave()
             workers.wait()
             closeAll()
             throw error
         }
         if let failure = startup.waitForAll(workerCount) {
-            core.queue.stop(workerCount: workerCount)
+            core.queue.stop()
             workers.wait()
             closeAll()
             throw failure
@@ -120,7 +120,7 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
                 let loop = EventLoop(
                     core: core, configuration: configuration, logger: logger, epollFD: epollFD, listenFD: listenFD)
                 loop.run()
-                core.queue.stop(workerCount: workerCount)
+                core.queue.stop()
                 workers.wait()
                 // No signal can reach the eventfd once the state is .stopped and the workers are gone.
                 lifecycle.withLock { $0 = .stopped }
@@ -131,7 +131,7 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
             }
         } catch {
             loopThread.leave()
-            core.queue.stop(workerCount: workerCount)
+            core.queue.stop()
             workers.wait()
             closeAll()
             throw error
@@ -148,16 +148,17 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
             return
         }
         startup.report(nil)
-        while let job = core.queue.dequeue() {
+        var dateCache = DateCache()
+        while let job = core.queue.dequeue(worker: index) {
             core.busyWorkers.add(1, ordering: .relaxed)
             let response = responder.respond(to: job.request, worker: worker)
             core.busyWorkers.subtract(1, ordering: .relaxed)
             let close = !job.keepAlive || core.draining.load(ordering: .relaxed) || Self.asksToClose(response)
             let bytes = HTTPResponseEncoder.encode(
-                response, date: core.dateCache.current(), isHeadResponse: job.request.method == .head,
+                response, date: dateCache.current(), isHeadResponse: job.request.method == .head,
                 connection: EventLoop.connectionHeader(close: close, version: job.request.version))
             core.mailbox.post(
-                Completion(fd: job.fd, connectionID: job.connectionID, bytes: bytes, closeAfter: close))
+                Completion(fd: job.fd, connectionID: job.connectionID, bytes: bytes, closeAfter: close), from: index)
         }
     }
 

@@ -4,15 +4,14 @@ import Synchronization
 final class ServerCore: Sendable {
     let queue: WorkQueue
     let mailbox: Mailbox
-    let dateCache = DateCache()
     /// Set once shutdown begins: responses from then on carry `Connection: close`.
     let draining = Atomic<Bool>(false)
     let shutdownRequested = Atomic<Bool>(false)
     let openConnections = Atomic<Int>(0)
     let busyWorkers = Atomic<Int>(0)
 
-    init(queueCapacity: Int, eventFD: Int32) {
-        queue = WorkQueue(capacity: queueCapacity)
-        mailbox = Mailbox(eventFD: eventFD)
+    init(queueCapacity: Int, workerCount: Int, eventFD: Int32) {
+        queue = WorkQueue(capacity: queueCapacity, workerCount: workerCount)
+        mailbox = Mailbox(eventFD: eventFD, workerCount: workerCount)
     }
 }
