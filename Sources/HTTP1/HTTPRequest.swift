@@ -12,7 +12,9 @@ public struct HTTPRequest: Sendable {
     public var body: [UInt8]
 
     /// Creates a request; ``path`` and ``query`` are derived from `target`.
-    public init(method: HTTPMethod, target: String, version: HTTPVersion, headers: HTTPHeaders, body: [UInt8]) {
+    public init(
+        method: HTTPMethod, target: String, version: HTTPVersion = .http1_1, headers: HTTPHeaders = [:], body: [UInt8] = []
+    ) {
         self.method = method
         self.target = target
         self.version = version

@@ -282,6 +282,19 @@ import Testing
         server.waitUntilStopped()
     }
 
+    @Test func connectionsOverTheLimitAreClosed() throws {
+        try withServer(EchoResponder(), configure: { $0.maxConnections = 1 }) { port, server in
+            let first = try HTTPTestClient(port: port)
+            try first.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+            #expect(try first.readResponse().status == 200)
+            let second = try HTTPTestClient(port: port)
+            #expect(second.isClosedByServer())
+            #expect(server.statistics.openConnections == 1)
+            try first.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+            #expect(try first.readResponse().status == 200)
+        }
+    }
+
     @Test func startFailsWhenAWorkerCannotStart() {
         let server = HTTPServer(configuration: testConfiguration(), responder: FailingResponder(), logger: testLogger)
         #expect(throws: FailingResponder.WorkerFailed.self) { try server.start() }
