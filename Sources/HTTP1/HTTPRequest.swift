@@ -13,7 +13,8 @@ public struct HTTPRequest: Sendable {
 
     /// Creates a request; ``path`` and ``query`` are derived from `target`.
     public init(
-        method: HTTPMethod, target: String, version: HTTPVersion = .http1_1, headers: HTTPHeaders = [:], body: [UInt8] = []
+        method: HTTPMethod, target: String, version: HTTPVersion = .http1_1, headers: HTTPHeaders = [:],
+        body: [UInt8] = []
     ) {
         self.method = method
         self.target = target

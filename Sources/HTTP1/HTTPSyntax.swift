@@ -40,7 +40,7 @@ enum HTTPSyntax {
         while true {
             switch (left.next(), right.next()) {
             case (nil, nil): return true
-            case let (l?, r?) where lowercased(l) == lowercased(r): continue
+            case (let l?, let r?) where lowercased(l) == lowercased(r): continue
             default: return false
             }
         }

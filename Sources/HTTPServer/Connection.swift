@@ -21,7 +21,10 @@ final class Connection {
     /// Bytes dropped during a lingering close.
     var lingerBytes = 0
 
-    init(fd: Int32, id: UInt64, machine: ConnectionStateMachine<ContinuousClock.Instant>, limits: HTTPRequestParser.Limits) {
+    init(
+        fd: Int32, id: UInt64, machine: ConnectionStateMachine<ContinuousClock.Instant>,
+        limits: HTTPRequestParser.Limits
+    ) {
         self.fd = fd
         self.id = id
         self.machine = machine

@@ -228,9 +228,11 @@ final class EventLoop {
             do {
                 (consumed, event) = try connection.parser.parse(UnsafeBufferPointer(rebasing: bytes[offset...]))
             } catch {
-                logger.debug("bad request", metadata: ["code": "\(error.code.rawValue)", "status": "\(error.status.code)"])
+                logger.debug(
+                    "bad request", metadata: ["code": "\(error.code.rawValue)", "status": "\(error.status.code)"])
                 let response = HTTPResponse.problem(error.status, detail: error.detail)
-                startResponse(connection, encode(response, isHead: false, connection: .close), closeAfter: true, now: now)
+                startResponse(
+                    connection, encode(response, isHead: false, connection: .close), closeAfter: true, now: now)
                 return bytes.count
             }
             if consumed > 0 { connection.machine.receivedRequestBytes(now: now) }

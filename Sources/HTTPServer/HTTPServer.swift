@@ -1,6 +1,6 @@
+import Dispatch
 import HTTP1
 public import Logging
-import Dispatch
 import Synchronization
 
 /// A SwiftNIO-free HTTP/1.1 server: one epoll event loop thread plus a fixed pool of worker threads.

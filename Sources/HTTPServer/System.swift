@@ -64,7 +64,9 @@ enum System {
         if limit.rlim_cur < limit.rlim_max {
             var raised = limit
             raised.rlim_cur = limit.rlim_max
-            if sysSetrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &raised) == 0 { return UInt64(raised.rlim_cur) }
+            if sysSetrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &raised) == 0 {
+                return UInt64(raised.rlim_cur)
+            }
         }
         return UInt64(limit.rlim_cur)
     }
@@ -118,9 +120,15 @@ enum System {
     /// A non-blocking, close-on-exec IPv4 listening socket with `SO_REUSEADDR`.
     /// - Returns: the descriptor and the bound port (useful with port 0).
     static func makeListener(host: String, port: Int, backlog: Int32) throws(IOError) -> (fd: Int32, port: Int) {
-        guard case .processed(let fd) = try syscall(blocking: true, where: "socket", {
-            sysSocket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        }) else { preconditionFailure() }
+        guard
+            case .processed(let fd) = try syscall(
+                blocking: true, where: "socket",
+                {
+                    sysSocket(
+                        AF_INET,
+                        Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+                })
+        else { preconditionFailure() }
         do throws(IOError) {
             var one: Int32 = 1
             _ = try syscall(blocking: true, where: "setsockopt(SO_REUSEADDR)") {
@@ -186,7 +194,9 @@ enum System {
 
     /// `send` with `MSG_NOSIGNAL`: a closed peer gives `EPIPE`, never `SIGPIPE`.
     static func send(_ fd: Int32, _ buffer: UnsafeRawBufferPointer) throws(IOError) -> IOResult<Int> {
-        try syscall(blocking: false, where: "send") { sysSend(fd, buffer.baseAddress, buffer.count, Int32(MSG_NOSIGNAL)) }
+        try syscall(blocking: false, where: "send") {
+            sysSend(fd, buffer.baseAddress, buffer.count, Int32(MSG_NOSIGNAL))
+        }
     }
 
     /// Stops sending (FIN) while still reading: the first half of a lingering close.
@@ -203,9 +213,13 @@ enum System {
     // MARK: epoll and eventfd
 
     static func epollCreate() throws(IOError) -> Int32 {
-        guard case .processed(let fd) = try syscall(blocking: true, where: "epoll_create1", {
-            sysEpollCreate1(Int32(EPOLL_CLOEXEC))
-        }) else { preconditionFailure() }
+        guard
+            case .processed(let fd) = try syscall(
+                blocking: true, where: "epoll_create1",
+                {
+                    sysEpollCreate1(Int32(EPOLL_CLOEXEC))
+                })
+        else { preconditionFailure() }
         return fd
     }
 
@@ -233,9 +247,13 @@ enum System {
     }
 
     static func eventfdCreate() throws(IOError) -> Int32 {
-        guard case .processed(let fd) = try syscall(blocking: true, where: "eventfd", {
-            sysEventfd(0, Int32(EFD_NONBLOCK) | Int32(EFD_CLOEXEC))
-        }) else { preconditionFailure() }
+        guard
+            case .processed(let fd) = try syscall(
+                blocking: true, where: "eventfd",
+                {
+                    sysEventfd(0, Int32(EFD_NONBLOCK) | Int32(EFD_CLOEXEC))
+                })
+        else { preconditionFailure() }
         return fd
     }
 

@@ -26,7 +26,8 @@ import Testing
         let noContent = text(HTTPResponseEncoder.encode(HTTPResponse(status: .noContent, body: [1, 2]), date: nil))
         #expect(noContent == "HTTP/1.1 204 No Content\r\n\r\n")
         let notModified = text(
-            HTTPResponseEncoder.encode(HTTPResponse(status: .notModified, headers: ["ETag": "\"3\""], body: [1]), date: nil))
+            HTTPResponseEncoder.encode(
+                HTTPResponse(status: .notModified, headers: ["ETag": "\"3\""], body: [1]), date: nil))
         #expect(notModified == "HTTP/1.1 304 Not Modified\r\nETag: \"3\"\r\n\r\n")
     }
 

@@ -1,5 +1,6 @@
-@testable import HTTPServer
 import Testing
+
+@testable import HTTPServer
 
 /// A manual clock's instant: time moves only when the test says so.
 struct FakeInstant: InstantProtocol {

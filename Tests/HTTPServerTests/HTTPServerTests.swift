@@ -100,7 +100,13 @@ import Testing
     }
 
     @Test func headerLimitsAnswer431() throws {
-        try withServer(EchoResponder(), configure: { $0.maxHeaderBytes = 256; $0.maxHeaderCount = 5 }) { port, _ in
+        try withServer(
+            EchoResponder(),
+            configure: {
+                $0.maxHeaderBytes = 256
+                $0.maxHeaderCount = 5
+            }
+        ) { port, _ in
             let big = try HTTPTestClient(port: port)
             try big.send("GET / HTTP/1.1\r\nHost: a\r\nX-Big: " + String(repeating: "b", count: 300) + "\r\n\r\n")
             #expect(try big.readResponse().status == 431)
@@ -217,7 +223,13 @@ import Testing
 
     @Test func fullQueueAnswers503AtOnce() throws {
         let responder = BlockingResponder()
-        try withServer(responder, configure: { $0.workerCount = 1; $0.queueCapacity = 1 }) { port, server in
+        try withServer(
+            responder,
+            configure: {
+                $0.workerCount = 1
+                $0.queueCapacity = 1
+            }
+        ) { port, server in
             defer { responder.releaseAll(2) }
             let busy = try HTTPTestClient(port: port)
             try busy.send("GET /block HTTP/1.1\r\nHost: a\r\n\r\n")

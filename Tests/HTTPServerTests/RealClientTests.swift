@@ -42,8 +42,11 @@ func python3() -> String {
             defer { try? FileManager.default.removeItem(at: file) }
             let post = try run(
                 "/usr/bin/curl",
-                ["-sS", "--max-time", "10", "--expect100-timeout", "5", "-X", "POST", "--data-binary", "@\(file.path)",
-                 "-w", "\n%{http_code}", "\(base)/upload"])
+                [
+                    "-sS", "--max-time", "10", "--expect100-timeout", "5", "-X", "POST", "--data-binary",
+                    "@\(file.path)",
+                    "-w", "\n%{http_code}", "\(base)/upload",
+                ])
             #expect(post.output == payload + "\n200")
 
             let chunked = try run(
