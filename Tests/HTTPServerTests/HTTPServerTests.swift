@@ -212,6 +212,25 @@ import Testing
         }
     }
 
+    @Test func stalledBodyIsCutAtTheBodyDeadline() throws {
+        try withServer(EchoResponder(), configure: { $0.bodyDeadline = .milliseconds(300) }) { port, _ in
+            let client = try HTTPTestClient(port: port)
+            try client.send("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\nhalf!")
+            let response = try client.readResponse()
+            #expect(response.status == 408)
+            #expect(client.isClosedByServer())
+        }
+    }
+
+    @Test func clientThatDoesNotReadIsCutAtTheWriteDeadline() throws {
+        try withServer(EchoResponder(), configure: { $0.writeDeadline = .milliseconds(300) }) { port, server in
+            let client = try HTTPTestClient(port: port)
+            // 16 MiB cannot fit in the socket buffers of an unread loopback connection.
+            try client.send("GET /big HTTP/1.1\r\nHost: a\r\n\r\n")
+            #expect(eventually { server.statistics.openConnections == 0 })
+        }
+    }
+
     @Test func idleKeepAliveConnectionIsClosedAfterIdleTimeout() throws {
         try withServer(EchoResponder(), configure: { $0.idleTimeout = .milliseconds(200) }) { port, _ in
             let client = try HTTPTestClient(port: port)

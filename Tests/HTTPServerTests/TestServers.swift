@@ -14,6 +14,7 @@ struct EchoResponder: HTTPResponder {
             "X-Worker": "\(worker)",
         ]
         if let query = request.query { headers.add(name: "X-Query", value: query) }
+        if request.path == "/big" { return HTTPResponse(status: .ok, body: Array(repeating: 0x62, count: 16 << 20)) }
         let body = request.body.isEmpty ? Array("\(request.method) \(request.path)".utf8) : request.body
         return HTTPResponse(status: .ok, headers: headers, body: body)
     }
