@@ -98,6 +98,7 @@ run_wrk() {
     p50="$(echo "$out" | awk '$1 == "50%" {print $2}')"
     p99="$(echo "$out" | awk '$1 == "99%" {print $2}')"
     bad="$(echo "$out" | awk '/Non-2xx or 3xx responses:/ {print $5}')"
+    if echo "$out" | grep -q "Socket errors"; then echo "  $1: $(echo "$out" | grep "Socket errors")" >&2; fi
     echo "$rps $p50 $p99 ${bad:-0}"
 }
 
