@@ -240,6 +240,15 @@ import Testing
         }
     }
 
+    @Test func blockingHandlersRunInParallelOnTheWorkerPool() throws {
+        let parties = 6
+        try withServer(BarrierResponder(parties: parties), configure: { $0.workerCount = parties }) { port, _ in
+            let clients = try (0..<parties).map { _ in try HTTPTestClient(port: port) }
+            for client in clients { try client.send("GET /barrier HTTP/1.1\r\nHost: a\r\n\r\n") }
+            for client in clients { #expect(try client.readResponse().status == 200) }
+        }
+    }
+
     @Test func fullQueueAnswers503AtOnce() throws {
         let responder = BlockingResponder()
         try withServer(

@@ -94,3 +94,28 @@ func usleepMilliseconds(_ milliseconds: Int) {
         _ = DispatchSemaphore(value: 0).wait(timeout: .now() + .milliseconds(milliseconds))
     }
 }
+
+/// Answers only once `parties` requests are inside `respond` at the same time (a barrier), or 500
+/// after 5 s: proves that blocking handlers run in parallel on the worker pool.
+final class BarrierResponder: HTTPResponder {
+    let parties: Int
+    private let arrived = Mutex(0)
+    private let gate = DispatchSemaphore(value: 0)
+
+    init(parties: Int) { self.parties = parties }
+
+    func makeWorker(index: Int) throws {}
+
+    func respond(to request: HTTPRequest, worker: Void) -> HTTPResponse {
+        let count = arrived.withLock { value -> Int in
+            value += 1
+            return value
+        }
+        if count == parties {
+            for _ in 0..<(parties - 1) { gate.signal() }
+            return HTTPResponse(status: .ok)
+        }
+        return gate.wait(timeout: .now() + .seconds(5)) == .success
+            ? HTTPResponse(status: .ok) : HTTPResponse(status: .internalServerError)
+    }
+}
