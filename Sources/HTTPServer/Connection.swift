@@ -1,0 +1,38 @@
+import HTTP1
+
+/// One accepted socket and everything the event loop knows about it. Confined to the loop thread.
+final class Connection {
+    let fd: Int32
+    /// Distinguishes this connection from a later one that reuses `fd`.
+    let id: UInt64
+    var machine: ConnectionStateMachine<ContinuousClock.Instant>
+    var parser: HTTPRequestParser
+    /// Bytes read but not yet parsed: pipelined requests behind the one being handled.
+    var pending: [UInt8] = []
+    /// Output not yet written, from `outputOffset`.
+    var output: [UInt8] = []
+    var outputOffset = 0
+    /// Edge-triggered readiness: the socket may hold unread bytes.
+    var mayRead = false
+    /// The peer sent FIN.
+    var peerClosed = false
+    /// False once the descriptor is closed.
+    var isOpen = true
+    /// Bytes dropped during a lingering close.
+    var lingerBytes = 0
+
+    init(
+        fd: Int32, id: UInt64, machine: ConnectionStateMachine<ContinuousClock.Instant>,
+        limits: HTTPRequestParser.Limits
+    ) {
+        self.fd = fd
+        self.id = id
+        self.machine = machine
+        self.parser = HTTPRequestParser(limits: limits)
+    }
+
+    var hasPendingOutput: Bool { outputOffset < output.count }
+}
+
+@available(*, unavailable, message: "confined to the event loop thread")
+extension Connection: Sendable {}

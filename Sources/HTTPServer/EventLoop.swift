@@ -1,0 +1,412 @@
+import CLinuxShims
+import HTTP1
+import Logging
+import Synchronization
+
+/// The single epoll loop: accepts, reads, parses, hands requests to the workers, writes responses.
+///
+/// Confined to its own thread. Sockets are registered once, edge-triggered, for input and output, so
+/// no `epoll_ctl` is needed per request: a connection whose request is with a worker is simply not
+/// read (backpressure) and its readiness is remembered in ``Connection/mayRead``. Workers post
+/// encoded responses to the ``Mailbox`` and wake the loop through an eventfd.
+final class EventLoop {
+    private let core: ServerCore
+    private let configuration: HTTPServerConfiguration
+    private let logger: Logger
+    private let epollFD: Int32
+    private let eventFD: Int32
+    private var listenFD: Int32?
+    private var connections: [Connection?] = []
+    private var connectionCount = 0
+    private var nextConnectionID: UInt64 = 0
+    private let limits: HTTPRequestParser.Limits
+    private let timeouts: ConnectionStateMachine<ContinuousClock.Instant>.Timeouts
+    private let readBuffer: UnsafeMutableBufferPointer<UInt8>
+    private let events: UnsafeMutableBufferPointer<epoll_event>
+    private var completions: [Completion] = []
+    private var drainDeadline: ContinuousClock.Instant?
+    private var acceptPausedUntil: ContinuousClock.Instant?
+    private let tick: Duration
+    private let clock = ContinuousClock()
+    private var dateCache = DateCache()
+
+    /// Bytes discarded at most while lingering before a close.
+    private static let maxLingerBytes = 1 << 20
+
+    init(core: ServerCore, configuration: HTTPServerConfiguration, logger: Logger, epollFD: Int32, listenFD: Int32) {
+        self.core = core
+        self.configuration = configuration
+        self.logger = logger
+        self.epollFD = epollFD
+        self.eventFD = core.mailbox.eventFD
+        self.listenFD = listenFD
+        self.limits = HTTPRequestParser.Limits(
+            maxRequestLineBytes: configuration.maxRequestLineBytes, maxHeaderBytes: configuration.maxHeaderBytes,
+            maxHeaderCount: configuration.maxHeaderCount, maxBodyBytes: configuration.maxBodyBytes)
+        self.timeouts = .init(
+            head: configuration.headDeadline, body: configuration.bodyDeadline, idle: configuration.idleTimeout,
+            write: configuration.writeDeadline, linger: min(.seconds(2), configuration.writeDeadline))
+        let shortest = [
+            configuration.headDeadline, configuration.bodyDeadline, configuration.idleTimeout,
+            configuration.writeDeadline, configuration.drainTimeout,
+        ].min()!
+        self.tick = min(max(shortest / 10, .milliseconds(5)), .milliseconds(250))
+        self.readBuffer = .allocate(capacity: 64 * 1024)
+        self.events = .allocate(capacity: 256)
+        self.events.initialize(repeating: epoll_event())
+    }
+
+    deinit {
+        readBuffer.deallocate()
+        events.deallocate()
+    }
+
+    // MARK: - Loop
+
+    /// Runs until shutdown has drained; closes every connection and the listener before returning.
+    func run() {
+        let tickMilliseconds = Int32(Self.milliseconds(tick))
+        var nextTimerCheck = clock.now.advanced(by: tick)
+        while true {
+            let needsTimer = connectionCount > 0 || drainDeadline != nil || acceptPausedUntil != nil
+            let count: Int
+            do {
+                count = try System.epollWait(epollFD, events, timeoutMilliseconds: needsTimer ? tickMilliseconds : -1)
+            } catch {
+                logger.critical("event loop failed", metadata: ["error": "\(error)"])
+                break
+            }
+            let now = clock.now
+            for index in 0..<count {
+                let event = events[index]
+                let fd = Int32(truncatingIfNeeded: event.data.u64)
+                if fd == eventFD {
+                    System.eventfdDrain(eventFD)
+                    handleCompletions(now: now)
+                    if drainDeadline == nil, core.shutdownRequested.load(ordering: .acquiring) {
+                        beginDrain(now: now)
+                    }
+                } else if fd == listenFD {
+                    acceptConnections(now: now)
+                } else if let connection = connection(for: fd) {
+                    handle(connection, events: event.events, now: now)
+                }
+            }
+            if now >= nextTimerCheck {
+                checkTimers(now: now)
+                nextTimerCheck = now.advanced(by: tick)
+            }
+            if let drainDeadline, connectionCount == 0 || now >= drainDeadline { break }
+        }
+        for connection in connections.compactMap({ $0 }) { close(connection) }
+        closeListener()
+    }
+
+    private func connection(for fd: Int32) -> Connection? {
+        Int(fd) < connections.count ? connections[Int(fd)] : nil
+    }
+
+    // MARK: - Accepting
+
+    private func acceptConnections(now: ContinuousClock.Instant) {
+        while let listenFD {
+            let fd: Int32
+            do {
+                guard case .processed(let accepted) = try System.accept(listenFD) else { return }
+                fd = accepted
+            } catch {
+                if System.isTransientAcceptError(error) {
+                    continue
+                } else {
+                    // EMFILE, ENFILE, ENOBUFS, ENOMEM: stop accepting for a moment instead of spinning.
+                    logger.error("accept failed; pausing", metadata: ["error": "\(error)"])
+                    System.epollRemove(epollFD, listenFD)
+                    acceptPausedUntil = now.advanced(by: .milliseconds(100))
+                    return
+                }
+            }
+            guard connectionCount < configuration.maxConnections else {
+                System.close(fd)
+                continue
+            }
+            let interest =
+                System.epollIn | System.epollOut | System.epollRdHup | System.epollEdgeTriggered
+            do {
+                try System.epollAdd(epollFD, fd, events: interest)
+            } catch {
+                logger.error("epoll_ctl failed", metadata: ["error": "\(error)"])
+                System.close(fd)
+                continue
+            }
+            nextConnectionID += 1
+            let connection = Connection(
+                fd: fd, id: nextConnectionID, machine: .init(now: now, timeouts: timeouts), limits: limits)
+            if Int(fd) >= connections.count {
+                connections.append(
+                    contentsOf: repeatElement(nil, count: max(Int(fd) + 1 - connections.count, connections.count)))
+            }
+            connections[Int(fd)] = connection
+            connectionCount += 1
+            core.openConnections.add(1, ordering: .relaxed)
+        }
+    }
+
+    private func closeListener() {
+        guard let listenFD else { return }
+        System.epollRemove(epollFD, listenFD)
+        System.close(listenFD)
+        self.listenFD = nil
+    }
+
+    // MARK: - Connection events
+
+    private func handle(_ connection: Connection, events: UInt32, now: ContinuousClock.Instant) {
+        if events & System.epollErr != 0 {
+            close(connection)
+            return
+        }
+        if events & (System.epollIn | System.epollRdHup | System.epollHup) != 0 { connection.mayRead = true }
+        if events & System.epollOut != 0, connection.hasPendingOutput {
+            flush(connection, now: now)
+        }
+        drive(connection, now: now)
+    }
+
+    /// Reads and parses as long as the connection is in a reading phase and bytes are available.
+    private func drive(_ connection: Connection, now: ContinuousClock.Instant) {
+        while connection.isOpen {
+            if case .lingering = connection.machine.state {
+                discardInput(connection)
+                return
+            }
+            guard connection.machine.isReading else { return }
+            if !connection.pending.isEmpty {
+                var pending: [UInt8] = []
+                swap(&pending, &connection.pending)
+                let consumed = pending.withUnsafeBufferPointer { process(connection, $0, now: now) }
+                if consumed < pending.count, connection.isOpen {
+                    connection.pending = Array(pending[consumed...])
+                }
+                continue
+            }
+            guard connection.mayRead else { return }
+            let count: Int
+            do {
+                guard case .processed(let read) = try System.read(connection.fd, into: readBuffer) else {
+                    connection.mayRead = false
+                    return
+                }
+                count = read
+            } catch {
+                close(connection)
+                return
+            }
+            if count == 0 {
+                // EOF while reading: an unfinished request can never complete.
+                connection.peerClosed = true
+                close(connection)
+                return
+            }
+            // A short read drained the socket; edge-triggered epoll reports the next arrival.
+            if count < readBuffer.count { connection.mayRead = false }
+            let chunk = UnsafeBufferPointer(rebasing: readBuffer[0..<count])
+            let consumed = process(connection, chunk, now: now)
+            if consumed < count, connection.isOpen {
+                connection.pending = Array(UnsafeBufferPointer(rebasing: chunk[consumed...]))
+            }
+        }
+    }
+
+    /// Parses `bytes` until they run out or a request goes to a worker; returns the bytes consumed.
+    private func process(
+        _ connection: Connection, _ bytes: UnsafeBufferPointer<UInt8>, now: ContinuousClock.Instant
+    ) -> Int {
+        var offset = 0
+        while offset < bytes.count, connection.isOpen, connection.machine.isReading {
+            let consumed: Int
+            let event: HTTPRequestParser.Event
+            do {
+                (consumed, event) = try connection.parser.parse(UnsafeBufferPointer(rebasing: bytes[offset...]))
+            } catch {
+                logger.debug(
+                    "bad request", metadata: ["code": "\(error.code.rawValue)", "status": "\(error.status.code)"])
+                let response = HTTPResponse.problem(error.status, detail: error.detail)
+                startResponse(
+                    connection, encode(response, isHead: false, connection: .close), closeAfter: true, now: now)
+                return bytes.count
+            }
+            if consumed > 0 { connection.machine.receivedRequestBytes(now: now) }
+            offset += consumed
+            switch event {
+            case .needMoreData:
+                break
+            case .head(let expectsContinue):
+                connection.machine.headCompleted(now: now)
+                if expectsContinue {
+                    connection.output.append(contentsOf: HTTPResponseEncoder.continueHead)
+                    flush(connection, now: now)
+                }
+            case .request(let request, let keepAlive):
+                dispatch(connection, request, keepAlive: keepAlive, now: now)
+            }
+        }
+        return offset
+    }
+
+    private func dispatch(
+        _ connection: Connection, _ request: HTTPRequest, keepAlive: Bool, now: ContinuousClock.Instant
+    ) {
+        connection.machine.requestDispatched()
+        let job = Job(fd: connection.fd, connectionID: connection.id, request: request, keepAlive: keepAlive)
+        guard core.queue.tryEnqueue(job) else {
+            let close = !keepAlive || core.draining.load(ordering: .relaxed)
+            let response = HTTPResponse.problem(
+                .serviceUnavailable, detail: "the server is at capacity; retry shortly", headers: ["Retry-After": "1"])
+            let header = Self.connectionHeader(close: close, version: request.version)
+            startResponse(
+                connection, encode(response, isHead: request.method == .head, connection: header), closeAfter: close,
+                now: now)
+            return
+        }
+    }
+
+    static func connectionHeader(close: Bool, version: HTTPVersion) -> HTTPResponseEncoder.ConnectionHeader {
+        if close { return .close }
+        return version == .http1_0 ? .keepAlive : .none
+    }
+
+    private func encode(
+        _ response: HTTPResponse, isHead: Bool, connection: HTTPResponseEncoder.ConnectionHeader
+    ) -> [UInt8] {
+        HTTPResponseEncoder.encode(
+            response, date: dateCache.current(), isHeadResponse: isHead, connection: connection)
+    }
+
+    // MARK: - Writing
+
+    private func handleCompletions(now: ContinuousClock.Instant) {
+        core.mailbox.take(into: &completions)
+        for completion in completions {
+            guard let connection = connection(for: completion.fd), connection.id == completion.connectionID,
+                connection.machine.state == .processing
+            else { continue }
+            startResponse(connection, completion.bytes, closeAfter: completion.closeAfter, now: now)
+            drive(connection, now: now)
+        }
+        completions.removeAll(keepingCapacity: true)
+    }
+
+    private func startResponse(
+        _ connection: Connection, _ bytes: [UInt8], closeAfter: Bool, now: ContinuousClock.Instant
+    ) {
+        connection.machine.responseStarted(now: now, closeAfter: closeAfter)
+        if connection.hasPendingOutput {
+            connection.output.append(contentsOf: bytes)
+        } else {
+            connection.output = bytes
+            connection.outputOffset = 0
+        }
+        flush(connection, now: now)
+    }
+
+    /// Writes pending output; on completion tells the state machine and acts on its answer.
+    private func flush(_ connection: Connection, now: ContinuousClock.Instant) {
+        while connection.outputOffset < connection.output.count {
+            let result: IOResult<Int>
+            do {
+                let offset = connection.outputOffset
+                result = try connection.output.withUnsafeBytes { bytes throws(IOError) in
+                    try System.send(connection.fd, UnsafeRawBufferPointer(rebasing: bytes[offset...]))
+                }
+            } catch {
+                close(connection)
+                return
+            }
+            guard case .processed(let written) = result else { return }  // EPOLLOUT resumes
+            connection.outputOffset += written
+        }
+        connection.output = []
+        connection.outputOffset = 0
+        switch connection.machine.responseWritten(now: now) {
+        case .none, .sendRequestTimeout:
+            break
+        case .close:
+            close(connection)
+        case .linger:
+            if connection.peerClosed {
+                close(connection)
+            } else {
+                System.shutdownWrite(connection.fd)
+                connection.mayRead = true
+                connection.pending = []
+            }
+        }
+    }
+
+    /// Lingering close: read and drop input until EOF so the client reads the response, not a reset.
+    private func discardInput(_ connection: Connection) {
+        while connection.mayRead {
+            do {
+                guard case .processed(let count) = try System.read(connection.fd, into: readBuffer) else {
+                    connection.mayRead = false
+                    return
+                }
+                connection.lingerBytes += count
+                if count == 0 || connection.lingerBytes > Self.maxLingerBytes {
+                    close(connection)
+                    return
+                }
+            } catch {
+                close(connection)
+                return
+            }
+        }
+    }
+
+    private func close(_ connection: Connection) {
+        guard connection.isOpen else { return }
+        connection.isOpen = false
+        connection.machine.closed()
+        System.close(connection.fd)
+        connections[Int(connection.fd)] = nil
+        connectionCount -= 1
+        core.openConnections.subtract(1, ordering: .relaxed)
+    }
+
+    // MARK: - Timers and shutdown
+
+    private func checkTimers(now: ContinuousClock.Instant) {
+        if let until = acceptPausedUntil, now >= until {
+            acceptPausedUntil = nil
+            if let listenFD { try? System.epollAdd(epollFD, listenFD, events: System.epollIn) }
+        }
+        for case let connection? in connections {
+            switch connection.machine.timerFired(now: now) {
+            case .none, .linger:
+                break
+            case .close:
+                close(connection)
+            case .sendRequestTimeout:
+                let response = HTTPResponse.problem(.requestTimeout, detail: "the request was not received in time")
+                connection.pending = []
+                startResponse(
+                    connection, encode(response, isHead: false, connection: .close), closeAfter: true, now: now)
+            }
+        }
+    }
+
+    private func beginDrain(now: ContinuousClock.Instant) {
+        core.draining.store(true, ordering: .releasing)
+        drainDeadline = now.advanced(by: configuration.drainTimeout)
+        closeListener()
+        for case let connection? in connections where connection.machine.beginShutdown() == .close {
+            close(connection)
+        }
+        logger.info("draining", metadata: ["connections": "\(connectionCount)"])
+    }
+
+    static func milliseconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
+    }
+}

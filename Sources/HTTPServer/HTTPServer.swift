@@ -1,0 +1,223 @@
+import Dispatch
+import HTTP1
+public import Logging
+import Synchronization
+
+/// A SwiftNIO-free HTTP/1.1 server: one epoll event loop thread plus a fixed pool of worker threads.
+///
+/// ```
+///            accept/read/parse/write (non-blocking)         respond (may block)
+/// clients ⇄ [ event loop thread ] ──Job──▶ bounded WorkQueue ──▶ [ worker 0 … N-1 ]
+///                    ▲                (full → 503 Retry-After)          │
+///                    └────── eventfd ◀── Mailbox ◀── encoded response ──┘
+/// ```
+///
+/// ```swift
+/// let server = HTTPServer(configuration: config, responder: router, logger: logger)
+/// let port = try server.start()
+/// // … on SIGTERM:
+/// server.shutdown()
+/// server.waitUntilStopped()
+/// ```
+public final class HTTPServer<Responder: HTTPResponder>: Sendable {
+    private enum Lifecycle: Sendable {
+        case idle
+        case starting
+        case running(ServerCore)
+        case stopped
+    }
+
+    private let configuration: HTTPServerConfiguration
+    private let responder: Responder
+    private let logger: Logger
+    private let lifecycle = Mutex<Lifecycle>(.idle)
+    /// Entered by the event loop thread, which itself waits for the workers before it leaves.
+    private let loopThread = DispatchGroup()
+
+    public init(configuration: HTTPServerConfiguration, responder: Responder, logger: Logger) {
+        self.configuration = configuration
+        self.responder = responder
+        self.logger = logger
+    }
+
+    /// Binds, listens, starts the event loop and the workers; returns the bound port.
+    /// - Throws: ``IOError`` when binding fails, or the error of a worker's `makeWorker`.
+    public func start() throws -> Int {
+        try lifecycle.withLock { state throws(IOError) in
+            guard case .idle = state else { throw IOError(errnoCode: 22, reason: "server already started") }
+            state = .starting
+        }
+        do {
+            let port = try startThreads()
+            logger.info("listening", metadata: ["address": "\(configuration.host):\(port)"])
+            return port
+        } catch {
+            lifecycle.withLock { $0 = .stopped }
+            throw error
+        }
+    }
+
+    private func startThreads() throws -> Int {
+        System.ignoreSIGPIPE()
+        System.raiseFileDescriptorLimit()
+        let (listenFD, port) = try System.makeListener(
+            host: configuration.host, port: configuration.port, backlog: configuration.backlog)
+        let epollFD: Int32
+        let eventFD: Int32
+        do {
+            epollFD = try System.epollCreate()
+            do {
+                eventFD = try System.eventfdCreate()
+            } catch {
+                System.close(epollFD)
+                throw error
+            }
+            try System.epollAdd(epollFD, listenFD, events: System.epollIn)
+            try System.epollAdd(epollFD, eventFD, events: System.epollIn)
+        } catch {
+            System.close(listenFD)
+            throw error
+        }
+        let workerCount = max(configuration.workerCount, 1)
+        let core = ServerCore(queueCapacity: configuration.queueCapacity, workerCount: workerCount, eventFD: eventFD)
+        func closeAll() {
+            System.close(listenFD)
+            System.close(epollFD)
+            System.close(eventFD)
+        }
+
+        // Workers first: each creates its Worker on its own thread; any failure fails start().
+        let workers = DispatchGroup()
+        let startup = WorkerStartup()
+        var started = 0
+        do {
+            for index in 0..<workerCount {
+                workers.enter()
+                try System.startThread(name: "http-worker-\(index)") { [self] in
+                    defer { workers.leave() }
+                    runWorker(index: index, core: core, startup: startup)
+                }
+                started += 1
+            }
+        } catch {
+            core.queue.stop()
+            workers.leave()
+            workers.wait()
+            closeAll()
+            throw error
+        }
+        if let failure = startup.waitForAll(workerCount) {
+            core.queue.stop()
+            workers.wait()
+            closeAll()
+            throw failure
+        }
+
+        lifecycle.withLock { $0 = .running(core) }
+        loopThread.enter()
+        do {
+            try System.startThread(name: "http-loop") { [self] in
+                let loop = EventLoop(
+                    core: core, configuration: configuration, logger: logger, epollFD: epollFD, listenFD: listenFD)
+                loop.run()
+                core.queue.stop()
+                workers.wait()
+                // No signal can reach the eventfd once the state is .stopped and the workers are gone.
+                lifecycle.withLock { $0 = .stopped }
+                System.close(epollFD)
+                System.close(eventFD)
+                logger.info("stopped")
+                loopThread.leave()
+            }
+        } catch {
+            loopThread.leave()
+            core.queue.stop()
+            workers.wait()
+            closeAll()
+            throw error
+        }
+        return port
+    }
+
+    private func runWorker(index: Int, core: ServerCore, startup: WorkerStartup) {
+        let worker: Responder.Worker
+        do {
+            worker = try responder.makeWorker(index: index)
+        } catch {
+            startup.report(error)
+            return
+        }
+        startup.report(nil)
+        var dateCache = DateCache()
+        while let job = core.queue.dequeue(worker: index) {
+            core.busyWorkers.add(1, ordering: .relaxed)
+            let response = responder.respond(to: job.request, worker: worker)
+            core.busyWorkers.subtract(1, ordering: .relaxed)
+            let close = !job.keepAlive || core.draining.load(ordering: .relaxed) || Self.asksToClose(response)
+            let bytes = HTTPResponseEncoder.encode(
+                response, date: dateCache.current(), isHeadResponse: job.request.method == .head,
+                connection: EventLoop.connectionHeader(close: close, version: job.request.version))
+            core.mailbox.post(
+                Completion(fd: job.fd, connectionID: job.connectionID, bytes: bytes, closeAfter: close), from: index)
+        }
+    }
+
+    private static func asksToClose(_ response: HTTPResponse) -> Bool {
+        guard let value = response.headers["Connection"] else { return false }
+        return value.split(separator: ",").contains {
+            $0.trimmingPrefix(while: \.isWhitespace).lowercased().hasPrefix("close")
+        }
+    }
+
+    /// Graceful shutdown: stop accepting, close idle keep-alive connections, let in-flight requests
+    /// finish (their responses carry `Connection: close`) until `drainTimeout`, then close the rest.
+    /// Idempotent, callable from any thread.
+    public func shutdown() {
+        lifecycle.withLock { state in
+            switch state {
+            case .idle, .starting:
+                state = .stopped
+            case .running(let core):
+                if !core.shutdownRequested.exchange(true, ordering: .acquiringAndReleasing) {
+                    System.eventfdSignal(core.mailbox.eventFD)
+                }
+            case .stopped:
+                break
+            }
+        }
+    }
+
+    /// Blocks until shutdown has completed and all threads have exited.
+    public func waitUntilStopped() {
+        loopThread.wait()
+    }
+
+    public var statistics: HTTPServerStatistics {
+        lifecycle.withLock { state in
+            guard case .running(let core) = state else {
+                return HTTPServerStatistics(openConnections: 0, queuedRequests: 0, busyWorkers: 0)
+            }
+            return HTTPServerStatistics(
+                openConnections: core.openConnections.load(ordering: .relaxed),
+                queuedRequests: core.queue.queued.load(ordering: .relaxed),
+                busyWorkers: core.busyWorkers.load(ordering: .relaxed))
+        }
+    }
+}
+
+/// Collects the outcome of each worker's `makeWorker`.
+private final class WorkerStartup: Sendable {
+    private let failures = Mutex<[any Error]>([])
+    private let reported = DispatchSemaphore(value: 0)
+
+    func report(_ error: (any Error)?) {
+        if let error { failures.withLock { $0.append(error) } }
+        reported.signal()
+    }
+
+    /// Waits for `count` reports; returns the first failure.
+    func waitForAll(_ count: Int) -> (any Error)? {
+        for _ in 0..<count { reported.wait() }
+        return failures.withLock { $0.first }
+    }
+}

@@ -1,0 +1,35 @@
+/// Settings of an ``HTTPServer``, with production defaults.
+public struct HTTPServerConfiguration: Sendable {
+    /// IPv4 address to bind (`localhost` means `127.0.0.1`).
+    public var host: String = "127.0.0.1"
+    /// Port to bind; 0 picks an ephemeral port (see ``HTTPServer/start()``).
+    public var port: Int = 8080
+    /// Fixed number of worker threads running the responder (blocking work runs here).
+    public var workerCount: Int = 16
+    /// Requests waiting for a worker; when full the server answers 503 with `Retry-After: 1` at once.
+    public var queueCapacity: Int = 1024
+    /// `listen(2)` backlog.
+    public var backlog: Int32 = 1024
+    /// Open connections; further connections are accepted and closed at once.
+    public var maxConnections: Int = 10_000
+    /// Longest request line (414).
+    public var maxRequestLineBytes: Int = 8 * 1024
+    /// Largest header block (431); also bounds chunked trailers.
+    public var maxHeaderBytes: Int = 16 * 1024
+    /// Most header fields (431).
+    public var maxHeaderCount: Int = 100
+    /// Largest request body (413, answered without reading the body).
+    public var maxBodyBytes: Int = 64 * 1024
+    /// Time from the first byte of a request (or from accepting the connection) to the end of its head.
+    public var headDeadline: Duration = .seconds(10)
+    /// Time from the end of the head to the end of the body.
+    public var bodyDeadline: Duration = .seconds(10)
+    /// Idle time allowed between keep-alive requests; longer than nginx's 60 s upstream keep-alive.
+    public var idleTimeout: Duration = .seconds(75)
+    /// Time to write one response.
+    public var writeDeadline: Duration = .seconds(10)
+    /// On shutdown, time given to in-flight requests before the remaining connections are closed.
+    public var drainTimeout: Duration = .seconds(10)
+
+    public init() {}
+}

@@ -1,0 +1,14 @@
+/// A snapshot of the server's load.
+public struct HTTPServerStatistics: Sendable {
+    public var openConnections: Int
+    /// Requests waiting for a worker.
+    public var queuedRequests: Int
+    /// Workers running the responder right now.
+    public var busyWorkers: Int
+
+    public init(openConnections: Int, queuedRequests: Int, busyWorkers: Int) {
+        self.openConnections = openConnections
+        self.queuedRequests = queuedRequests
+        self.busyWorkers = busyWorkers
+    }
+}

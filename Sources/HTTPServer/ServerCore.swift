@@ -1,0 +1,17 @@
+import Synchronization
+
+/// What the event loop, the workers and the public ``HTTPServer`` share. Every member is `Sendable`.
+final class ServerCore: Sendable {
+    let queue: WorkQueue
+    let mailbox: Mailbox
+    /// Set once shutdown begins: responses from then on carry `Connection: close`.
+    let draining = Atomic<Bool>(false)
+    let shutdownRequested = Atomic<Bool>(false)
+    let openConnections = Atomic<Int>(0)
+    let busyWorkers = Atomic<Int>(0)
+
+    init(queueCapacity: Int, workerCount: Int, eventFD: Int32) {
+        queue = WorkQueue(capacity: queueCapacity, workerCount: workerCount)
+        mailbox = Mailbox(eventFD: eventFD, workerCount: workerCount)
+    }
+}

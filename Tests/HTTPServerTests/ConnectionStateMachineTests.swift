@@ -1,0 +1,92 @@
+import Testing
+
+@testable import HTTPServer
+
+/// A manual clock's instant: time moves only when the test says so.
+struct FakeInstant: InstantProtocol {
+    var offset: Duration
+    func advanced(by duration: Duration) -> FakeInstant { FakeInstant(offset: offset + duration) }
+    func duration(to other: FakeInstant) -> Duration { other.offset - offset }
+    static func < (lhs: FakeInstant, rhs: FakeInstant) -> Bool { lhs.offset < rhs.offset }
+}
+
+@Suite struct ConnectionStateMachineTests {
+    typealias Machine = ConnectionStateMachine<FakeInstant>
+    let start = FakeInstant(offset: .zero)
+    let timeouts = Machine.Timeouts(
+        head: .seconds(10), body: .seconds(20), idle: .seconds(75), write: .seconds(5), linger: .seconds(2))
+
+    func at(_ seconds: Double) -> FakeInstant { FakeInstant(offset: .milliseconds(Int(seconds * 1000))) }
+
+    @Test func headDeadlineIsAbsoluteNotPerRead() {
+        var machine = Machine(now: start, timeouts: timeouts)
+        machine.receivedRequestBytes(now: at(1))
+        // A byte every second does not move the deadline.
+        for second in 2...10 {
+            machine.receivedRequestBytes(now: at(Double(second)))
+            #expect(machine.timerFired(now: at(Double(second))) == .none)
+        }
+        #expect(machine.timerFired(now: at(11)) == .sendRequestTimeout)
+    }
+
+    @Test func newConnectionMustSendAHeadInTime() {
+        var machine = Machine(now: start, timeouts: timeouts)
+        #expect(machine.timerFired(now: at(9.9)) == .none)
+        #expect(machine.timerFired(now: at(10)) == .close)
+        #expect(machine.state == .closed)
+    }
+
+    @Test func bodyDeadlineStartsAfterTheHead() {
+        var machine = Machine(now: start, timeouts: timeouts)
+        machine.receivedRequestBytes(now: at(1))
+        machine.headCompleted(now: at(5))
+        #expect(machine.deadline == at(25))
+        #expect(machine.timerFired(now: at(24)) == .none)
+        #expect(machine.timerFired(now: at(25)) == .sendRequestTimeout)
+    }
+
+    @Test func keepAliveCycleUsesTheIdleTimeout() {
+        var machine = Machine(now: start, timeouts: timeouts)
+        machine.receivedRequestBytes(now: at(1))
+        machine.requestDispatched()
+        #expect(!machine.isReading)
+        #expect(machine.deadline == nil)
+        #expect(machine.timerFired(now: at(1000)) == .none, "a request with a worker has no deadline")
+        machine.responseStarted(now: at(1000), closeAfter: false)
+        #expect(machine.deadline == at(1005))
+        #expect(machine.responseWritten(now: at(1001)) == .none)
+        #expect(machine.isIdle)
+        #expect(machine.deadline == at(1076))
+        #expect(machine.timerFired(now: at(1076)) == .close)
+    }
+
+    @Test func slowWriteIsCut() {
+        var machine = Machine(now: start, timeouts: timeouts)
+        machine.receivedRequestBytes(now: at(0))
+        machine.requestDispatched()
+        machine.responseStarted(now: at(1), closeAfter: false)
+        #expect(machine.timerFired(now: at(6)) == .close)
+    }
+
+    @Test func closingResponseLingersThenCloses() {
+        var machine = Machine(now: start, timeouts: timeouts)
+        machine.receivedRequestBytes(now: at(0))
+        machine.responseStarted(now: at(0), closeAfter: true)
+        #expect(machine.responseWritten(now: at(1)) == .linger)
+        #expect(machine.timerFired(now: at(2.5)) == .none)
+        #expect(machine.timerFired(now: at(3)) == .close)
+    }
+
+    @Test func shutdownClosesIdleAndMarksBusyConnections() {
+        var idle = Machine(now: start, timeouts: timeouts)
+        #expect(idle.beginShutdown() == .close)
+
+        var busy = Machine(now: start, timeouts: timeouts)
+        busy.receivedRequestBytes(now: at(0))
+        busy.requestDispatched()
+        #expect(busy.beginShutdown() == .none)
+        busy.responseStarted(now: at(1), closeAfter: false)
+        #expect(busy.state == .writing(deadline: at(6), closeAfter: true))
+        #expect(busy.responseWritten(now: at(2)) == .linger)
+    }
+}
