@@ -23,6 +23,17 @@ enum EnvironmentDefaults {
         return number
     }
 
+    static func bool(_ name: String, _ fallback: Bool) -> Bool {
+        guard let text = value(name) else { return fallback }
+        switch text.lowercased() {
+        case "1", "true", "yes", "on": return true
+        case "0", "false", "no", "off": return false
+        default:
+            problems.withLock { $0.append("\(name)=\(text) is not true or false") }
+            return fallback
+        }
+    }
+
     /// Throws the first malformed environment value as a usage error.
     static func validate() throws {
         if let problem = problems.withLock({ $0.first }) { throw ValidationError(problem) }

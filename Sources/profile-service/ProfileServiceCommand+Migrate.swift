@@ -14,15 +14,10 @@ extension ProfileServiceCommand {
         @Option(help: "Folder of *.sql migrations. [PROFILE_MIGRATIONS_DIR]")
         var migrationsDirectory: String = EnvironmentDefaults.string("PROFILE_MIGRATIONS_DIR", "migrations")
 
-        @Option(help: "Log level: trace, debug, info, notice, warning, error, critical. [PROFILE_LOG_LEVEL]")
-        var logLevel: String = EnvironmentDefaults.string("PROFILE_LOG_LEVEL", "info")
-
-        func validate() throws {
-            _ = try parseLogLevel(logLevel)
-        }
+        @OptionGroup var logging: LoggingOptions
 
         func run() throws {
-            bootstrapLogging(level: try parseLogLevel(logLevel))
+            try logging.bootstrap()
             let logger = Logger(label: "profile-service.migrate")
             let migrations: [Migration]
             do {

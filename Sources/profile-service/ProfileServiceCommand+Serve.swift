@@ -3,8 +3,10 @@ import Dispatch
 import Glibc
 import HTTPServer
 import Logging
+import Metrics
 import MemcachedClient
 import PostgresClient
+import Prometheus
 import ProfileService
 
 extension ProfileServiceCommand {
@@ -57,12 +59,15 @@ extension ProfileServiceCommand {
         @Option(help: "Seconds in-flight requests get to finish on shutdown. [PROFILE_DRAIN_TIMEOUT_S]")
         var drainTimeoutS: Int = EnvironmentDefaults.int("PROFILE_DRAIN_TIMEOUT_S", 10)
 
-        @Option(help: "Log level: trace, debug, info, notice, warning, error, critical. [PROFILE_LOG_LEVEL]")
-        var logLevel: String = EnvironmentDefaults.string("PROFILE_LOG_LEVEL", "info")
+        @Flag(
+            inversion: .prefixedNo,
+            help: "One access-log line per request. [PROFILE_ACCESS_LOG=true|false]")
+        var accessLog: Bool = EnvironmentDefaults.bool("PROFILE_ACCESS_LOG", true)
+
+        @OptionGroup var logging: LoggingOptions
 
         func validate() throws {
             try EnvironmentDefaults.validate()
-            _ = try parseLogLevel(logLevel)
             try require(port, in: 0...65_535, "--port")
             try require(workers, in: 1...1024, "--workers")
             try require(queueCapacity, in: 1...1_000_000, "--queue-capacity")
@@ -79,7 +84,22 @@ extension ProfileServiceCommand {
         }
 
         func run() throws {
-            bootstrapLogging(level: try parseLogLevel(logLevel))
+            try logging.bootstrap()
+            let prometheus = PrometheusCollectorRegistry()
+            var metricsFactory = PrometheusMetricsFactory(registry: prometheus)
+            metricsFactory.defaultDurationHistogramBuckets = [
+                .microseconds(250), .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5),
+                .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250),
+                .milliseconds(500), .seconds(1), .seconds(2.5), .seconds(5),
+            ]
+            MetricsSystem.bootstrap(metricsFactory)
+            let metrics = ServiceMetrics()
+            let observability = ProfileResponder.Observability(metrics: metrics, accessLog: accessLog) {
+                var buffer: [UInt8] = []
+                buffer.reserveCapacity(16 * 1024)
+                prometheus.emit(into: &buffer)
+                return buffer
+            }
             let logger = Logger(label: "profile-service")
             let postgres = try database.postgresConfiguration()
             let memcached = try memcachedConfiguration()
@@ -87,10 +107,11 @@ extension ProfileServiceCommand {
             cache.ttl = .seconds(cacheTtlS)
             let shared = ProfileCacheShared(configuration: cache)
             let lifecycle = ServiceLifecycle()
-            let responder = ProfileResponder(lifecycle: lifecycle, logger: logger) { _ in
+            let responder = ProfileResponder(lifecycle: lifecycle, observability: observability, logger: logger) { _ in
                 try ProfileWorker.connecting(postgres: postgres, memcached: memcached, shared: shared, logger: logger)
             }
             let server = HTTPServer(configuration: serverConfiguration(), responder: responder, logger: logger)
+            metrics.observe { server.statistics }
             do {
                 _ = try server.start()
             } catch {

@@ -60,6 +60,11 @@ final class ServiceProcess {
 
     var baseURL: String { "http://127.0.0.1:\(port)" }
 
+    /// Headers for a profile write (JSON; authentication goes here once writes require it).
+    static func writeHeaders(for id: Int64) -> [String: String] {
+        ["Content-Type": "application/json"]
+    }
+
     var log: String { (try? String(contentsOf: logURL, encoding: .utf8)) ?? "" }
 
     /// Sends SIGTERM and waits for the exit status.

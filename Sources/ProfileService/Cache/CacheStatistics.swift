@@ -1,3 +1,4 @@
+import Metrics
 import Synchronization
 
 /// What the cache protocol did, counted per event since start. Read by `/metrics` and tests.
@@ -31,16 +32,23 @@ public final class CacheStatistics: Sendable {
         case nodeFlushed
     }
 
-    private final class Counter: Sendable {
+    private final class EventCounter: @unchecked Sendable {  // Metrics.Counter is a thread-safe class
         let value = Atomic<Int>(0)
+        let exported: Metrics.Counter
+
+        init(_ event: Event) {
+            exported = Metrics.Counter(label: "profile_cache_events_total", dimensions: [("event", event.metricName)])
+        }
     }
 
-    private let counters: [Counter] = Event.allCases.map { _ in Counter() }
+    private let counters: [EventCounter] = Event.allCases.map(EventCounter.init)
 
     public init() {}
 
     func record(_ event: Event) {
-        counters[event.rawValue].value.add(1, ordering: .relaxed)
+        let counter = counters[event.rawValue]
+        counter.value.add(1, ordering: .relaxed)
+        counter.exported.increment()
     }
 
     public func count(_ event: Event) -> Int {
@@ -50,5 +58,29 @@ public final class CacheStatistics: Sendable {
     /// Every counter, for snapshots in tests and metrics.
     public var snapshot: [Event: Int] {
         Dictionary(uniqueKeysWithValues: Event.allCases.map { ($0, count($0)) })
+    }
+}
+
+extension CacheStatistics.Event {
+    /// The `event` label of `profile_cache_events_total`.
+    public var metricName: String {
+        switch self {
+        case .hit: "hit"
+        case .miss: "miss"
+        case .bypass: "bypass"
+        case .error: "error"
+        case .leaseWait: "lease_wait"
+        case .databaseRead: "database_read"
+        case .coalesced: "coalesced"
+        case .populateStored: "populate_stored"
+        case .populateLost: "populate_lost"
+        case .populateSkipped: "populate_skipped"
+        case .writeThroughStored: "write_through_stored"
+        case .writeThroughSkippedNewer: "write_through_skipped_newer"
+        case .writeThroughCASConflict: "write_through_cas_conflict"
+        case .writeThroughDeleted: "write_through_deleted"
+        case .writeThroughFailed: "write_through_failed"
+        case .nodeFlushed: "node_flushed"
+        }
     }
 }

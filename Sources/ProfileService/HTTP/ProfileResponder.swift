@@ -9,22 +9,47 @@ import Synchronization
 /// | --- | --- |
 /// | `/users/profile/{id}` | `GET`, `HEAD`, `PUT` |
 /// | `/healthz` | `GET`, `HEAD`: the process answers |
-/// | `/readyz` | `GET`, `HEAD`: PostgreSQL reachable and not draining |
+/// | `/readyz` | `GET`, `HEAD`: PostgreSQL reachable and not draining (memcached reported) |
+/// | `/metrics` | `GET`: Prometheus text, when a renderer is configured |
+///
+/// Every answer carries `X-Request-ID` (the client's, if well formed, else a new one), is
+/// counted in ``ServiceMetrics`` and, unless disabled, logged as one access line.
 public struct ProfileResponder: HTTPResponder {
     public typealias Worker = ProfileWorker
 
     public static let profilePathPrefix = "/users/profile/"
 
+    /// How requests are observed.
+    public struct Observability: Sendable {
+        public var metrics: ServiceMetrics
+        /// One `info` line per request: method, path, status, bytes, duration, request id, cache outcome.
+        public var accessLog: Bool
+        /// Renders `GET /metrics`; `nil` answers 404 there.
+        public var renderMetrics: (@Sendable () -> [UInt8])?
+
+        public init(
+            metrics: ServiceMetrics = ServiceMetrics(), accessLog: Bool = true,
+            renderMetrics: (@Sendable () -> [UInt8])? = nil
+        ) {
+            self.metrics = metrics
+            self.accessLog = accessLog
+            self.renderMetrics = renderMetrics
+        }
+    }
+
     private let makeWorkerBody: @Sendable (Int) throws -> ProfileWorker
     private let lifecycle: ServiceLifecycle
+    private let observability: Observability
     let logger: Logger
 
     /// - Parameter makeWorker: builds a worker's resources; called once on each worker thread.
     public init(
-        lifecycle: ServiceLifecycle, logger: Logger, makeWorker: @escaping @Sendable (Int) throws -> ProfileWorker
+        lifecycle: ServiceLifecycle, observability: Observability = Observability(), logger: Logger,
+        makeWorker: @escaping @Sendable (Int) throws -> ProfileWorker
     ) {
         self.makeWorkerBody = makeWorker
         self.lifecycle = lifecycle
+        self.observability = observability
         self.logger = logger
     }
 
@@ -33,35 +58,88 @@ public struct ProfileResponder: HTTPResponder {
     }
 
     public func respond(to request: HTTPRequest, worker: ProfileWorker) -> HTTPResponse {
+        let started = ContinuousClock.now
+        var (response, route) = self.route(request, worker: worker)
+        let requestID = RequestID.accepting(request.headers["X-Request-ID"])
+        response.headers.replaceOrAdd(name: "X-Request-ID", value: requestID)
+        let duration = ContinuousClock.now - started
+        observability.metrics.recordRequest(
+            route: route, method: request.method.rawValue, status: response.status.code, duration: duration)
+        if observability.accessLog {
+            logger.info(
+                "request",
+                metadata: [
+                    "method": "\(request.method.rawValue)",
+                    "path": "\(request.path.prefix(256))",
+                    "status": "\(response.status.code)",
+                    "bytes": "\(request.method == .head ? 0 : response.body.count)",
+                    "duration_ms": "\(Self.milliseconds(duration))",
+                    "request_id": "\(requestID)",
+                    "cache": "\(response.headers["X-Cache"] ?? "none")",
+                ])
+        }
+        return response
+    }
+
+    /// The answer and the route's label for metrics (never the raw path: ids would explode it).
+    private func route(_ request: HTTPRequest, worker: ProfileWorker) -> (HTTPResponse, String) {
         let path = request.path
         if path.hasPrefix(Self.profilePathPrefix) {
-            let allowed = "GET, HEAD, PUT"
+            let route = "/users/profile/{id}"
             switch request.method {
-            case .get, .head: return handle { () throws(Problem) in try getProfile(request, worker: worker) }
-            case .put: return handle { () throws(Problem) in try putProfile(request, worker: worker) }
-            default: return Self.methodNotAllowed(allowed)
+            case .get, .head: return (handle { () throws(Problem) in try getProfile(request, worker: worker) }, route)
+            case .put: return (handle { () throws(Problem) in try putProfile(request, worker: worker) }, route)
+            default: return (Self.methodNotAllowed("GET, HEAD, PUT"), route)
             }
         }
         switch path {
         case "/healthz":
-            guard request.method == .get || request.method == .head else { return Self.methodNotAllowed("GET, HEAD") }
-            return Self.json(.ok, #"{"status":"ok"}"#)
+            guard request.method == .get || request.method == .head else {
+                return (Self.methodNotAllowed("GET, HEAD"), path)
+            }
+            return (Self.json(.ok, #"{"status":"ok"}"#), path)
         case "/readyz":
-            guard request.method == .get || request.method == .head else { return Self.methodNotAllowed("GET, HEAD") }
-            return readiness(worker: worker)
+            guard request.method == .get || request.method == .head else {
+                return (Self.methodNotAllowed("GET, HEAD"), path)
+            }
+            return (readiness(worker: worker), path)
+        case "/metrics" where observability.renderMetrics != nil:
+            guard request.method == .get || request.method == .head else {
+                return (Self.methodNotAllowed("GET, HEAD"), path)
+            }
+            observability.metrics.sampleGauges()
+            let body = observability.renderMetrics?() ?? []
+            return (
+                HTTPResponse(
+                    status: .ok, headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"], body: body),
+                path
+            )
         default:
-            return Problem(.notFound, kind: "no-such-route", detail: "no route for \(path.prefix(200))").response
+            return (
+                Problem(.notFound, kind: "no-such-route", detail: "no route for \(path.prefix(200))").response,
+                "unmatched"
+            )
         }
     }
 
+    /// Ready when PostgreSQL answers and no drain has begun; memcached's state is reported but
+    /// not required, since reads fall back to PostgreSQL without it.
     private func readiness(worker: ProfileWorker) -> HTTPResponse {
+        let memcached = worker.isCacheReachable() ? "up" : "down"
         if lifecycle.isDraining {
-            return Self.json(.serviceUnavailable, #"{"status":"draining"}"#)
+            return Self.json(.serviceUnavailable, #"{"status":"draining","memcached":"\#(memcached)"}"#)
         }
         guard worker.store.isHealthy() else {
-            return Self.json(.serviceUnavailable, #"{"status":"unavailable","database":"down"}"#)
+            return Self.json(
+                .serviceUnavailable, #"{"status":"unavailable","database":"down","memcached":"\#(memcached)"}"#)
         }
-        return Self.json(.ok, #"{"status":"ready","database":"up"}"#)
+        return Self.json(.ok, #"{"status":"ready","database":"up","memcached":"\#(memcached)"}"#)
+    }
+
+    private static func milliseconds(_ duration: Duration) -> String {
+        let microseconds = duration.components.seconds * 1_000_000 + duration.components.attoseconds / 1_000_000_000_000
+        let whole = microseconds / 1000, fraction = microseconds % 1000
+        return "\(whole)." + String(repeating: "0", count: 3 - String(fraction).count) + String(fraction)
     }
 
     private func handle(_ body: () throws(Problem) -> HTTPResponse) -> HTTPResponse {

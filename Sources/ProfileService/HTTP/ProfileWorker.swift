@@ -7,6 +7,7 @@ public import PostgresClient
 public final class ProfileWorker {
     public let store: any ProfileStore
     public let repository: ProfileRepository
+    private let cache: any CacheClient
     private let closeConnections: () -> Void
 
     /// - Parameter closeConnections: closes what the worker owns; run when the worker is
@@ -16,12 +17,19 @@ public final class ProfileWorker {
         closeConnections: @escaping () -> Void = {}
     ) {
         self.store = store
+        self.cache = cache
         self.repository = ProfileRepository(store: store, cache: cache, shared: shared, logger: logger)
         self.closeConnections = closeConnections
     }
 
     deinit {
         closeConnections()
+    }
+
+    /// Whether memcached answers a lookup for this worker now (any answer but a failure).
+    public func isCacheReachable() -> Bool {
+        if case .failure = cache.get("profile-service:readyz") { return false }
+        return true
     }
 
     /// A worker over real connections. Connects to PostgreSQL lazily, so a worker can start

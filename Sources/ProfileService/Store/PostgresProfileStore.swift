@@ -1,4 +1,5 @@
 public import Logging
+import Metrics
 public import PostgresClient
 
 /// ``ProfileStore`` over one ``PostgresConnection``: optimistic updates in one statement.
@@ -96,6 +97,8 @@ public final class PostgresProfileStore: ProfileStore {
 
     private func map(_ error: any Error) -> ProfileStoreError {
         if let error = error as? ProfileStoreError { return error }
+        let kind = (error as? PostgresError).map { "\($0.kind)" } ?? "decoding"
+        Counter(label: "profile_database_errors_total", dimensions: [("kind", kind)]).increment()
         if let error = error as? PostgresError, error.isUnavailable || error.isRetryable {
             logger.warning("database unavailable", metadata: ["error": "\(error)"])
             return .unavailable

@@ -1,0 +1,65 @@
+public import HTTPServer
+import Metrics
+import Synchronization
+
+/// The service's metrics, through swift-metrics: the executable bootstraps the backend
+/// (Prometheus) and renders `GET /metrics`; without a backend every metric is a no-op.
+///
+/// | series | labels |
+/// | --- | --- |
+/// | `http_requests_total` | `route`, `method`, `status` |
+/// | `http_request_duration_seconds` (histogram) | `route`, `method`, `status` |
+/// | `profile_cache_events_total` | `event` (see ``CacheStatistics/Event``) |
+/// | `profile_database_errors_total` | `kind` |
+/// | `http_open_connections`, `http_queued_requests`, `http_busy_workers` (gauges) | |
+public final class ServiceMetrics: Sendable {
+    private struct RequestKey: Hashable {
+        var route: String
+        var method: String
+        var status: Int
+    }
+
+    private struct RequestSeries: @unchecked Sendable {  // swift-metrics handles are thread-safe classes
+        let count: Counter
+        let duration: Metrics.Timer
+    }
+
+    /// One series per route, method and status, made on first use and kept.
+    private let requestSeries = Mutex<[RequestKey: RequestSeries]>([:])
+    private let openConnections = Gauge(label: "http_open_connections")
+    private let queuedRequests = Gauge(label: "http_queued_requests")
+    private let busyWorkers = Gauge(label: "http_busy_workers")
+    /// Where the server's statistics come from; set once the server exists.
+    private let serverStatistics = Mutex<(@Sendable () -> HTTPServerStatistics)?>(nil)
+
+    public init() {}
+
+    func recordRequest(route: String, method: String, status: Int, duration: Duration) {
+        let key = RequestKey(route: route, method: method, status: status)
+        let series = requestSeries.withLock { series in
+            if let existing = series[key] { return existing }
+            let dimensions = [("route", route), ("method", method), ("status", String(status))]
+            let made = RequestSeries(
+                count: Counter(label: "http_requests_total", dimensions: dimensions),
+                duration: Metrics.Timer(label: "http_request_duration_seconds", dimensions: dimensions))
+            series[key] = made
+            return made
+        }
+        series.count.increment()
+        series.duration.recordNanoseconds(
+            duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
+    }
+
+    /// Lets `/metrics` report the server's connection and queue gauges.
+    public func observe(_ statistics: @escaping @Sendable () -> HTTPServerStatistics) {
+        serverStatistics.withLock { $0 = statistics }
+    }
+
+    /// Refreshes the gauges that are sampled rather than counted; call before rendering.
+    func sampleGauges() {
+        guard let statistics = serverStatistics.withLock({ $0 })?() else { return }
+        openConnections.record(statistics.openConnections)
+        queuedRequests.record(statistics.queuedRequests)
+        busyWorkers.record(statistics.busyWorkers)
+    }
+}

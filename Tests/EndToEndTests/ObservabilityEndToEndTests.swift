@@ -1,0 +1,106 @@
+import Foundation
+import Glibc
+import Testing
+import TestSupport
+
+/// Logs, metrics, health and graceful shutdown of the built binary.
+@Suite(.serialized) struct ObservabilityEndToEndTests {
+    init() throws {
+        try TestEnvironment.requirePostgres()
+        try TestEnvironment.requireMemcached()
+    }
+
+    /// Prometheus text exposition → (name, labels, value), skipping comments.
+    static func parsePrometheus(_ text: String) -> [(name: String, labels: [String: String], value: Double)] {
+        text.split(separator: "\n").compactMap { line in
+            guard !line.hasPrefix("#"), let space = line.lastIndex(of: " "), let value = Double(line[line.index(after: space)...])
+            else { return nil }
+            let series = line[..<space]
+            guard let brace = series.firstIndex(of: "{") else { return (String(series), [:], value) }
+            var labels: [String: String] = [:]
+            for pair in series[series.index(after: brace)..<series.index(before: series.endIndex)].split(separator: ",") {
+                let parts = pair.split(separator: "=", maxSplits: 1)
+                labels[String(parts[0])] = String(parts[1].dropFirst().dropLast())
+            }
+            return (String(series[..<brace]), labels, value)
+        }
+    }
+
+    @Test func metricsAndJSONLogsCarryTheDocumentedFields() throws {
+        let service = try ServiceProcess(extraArguments: ["--log-format", "json"])
+        defer { _ = service.terminate() }
+        let id = Int64.random(in: 1_000_000_000...9_000_000_000_000_000)
+        let url = "\(service.baseURL)/users/profile/\(id)"
+        _ = try Curl.request(
+            url, method: "PUT",
+            headers: ServiceProcess.writeHeaders(for: id).merging(["If-None-Match": "*"]) { $1 },
+            body: #"{"username":"m\#(id % 1_000_000)","display_name":"Metrics"}"#)
+        for _ in 0..<3 { _ = try Curl.request(url) }
+        let traced = try Curl.request(url, headers: ["X-Request-ID": "trace-42"])
+        #expect(traced.headers["x-request-id"] == "trace-42")
+        #expect(try Curl.request("\(service.baseURL)/users/profile/\(id + 1)").status == 404)
+        let generated = try Curl.request(url, headers: ["X-Request-ID": "bad id with spaces"])
+        #expect(generated.headers["x-request-id"]?.count == 16, "a malformed id is replaced")
+
+        let scrape = try Curl.request("\(service.baseURL)/metrics")
+        #expect(scrape.status == 200)
+        #expect(scrape.headers["content-type"]?.hasPrefix("text/plain") == true)
+        let series = Self.parsePrometheus(scrape.body)
+        func value(_ name: String, _ labels: [String: String]) -> Double? {
+            series.first { entry in entry.name == name && labels.allSatisfy { entry.labels[$0.key] == $0.value } }?.value
+        }
+        #expect(value("http_requests_total", ["route": "/users/profile/{id}", "method": "GET", "status": "200"]) ?? 0 >= 5)
+        #expect(value("http_requests_total", ["route": "/users/profile/{id}", "method": "PUT", "status": "201"]) == 1)
+        #expect(value("http_requests_total", ["route": "/users/profile/{id}", "method": "GET", "status": "404"]) == 1)
+        #expect(value("http_request_duration_seconds_count", ["route": "/users/profile/{id}", "method": "GET", "status": "200"]) ?? 0 >= 5)
+        #expect(series.contains { $0.name == "http_request_duration_seconds_bucket" && $0.labels["le"] == "+Inf" })
+        #expect(value("profile_cache_events_total", ["event": "hit"]) ?? 0 >= 4)
+        #expect(value("profile_cache_events_total", ["event": "write_through_stored"]) ?? 0 >= 1)
+        for event in ["miss", "error", "bypass", "populate_stored", "populate_lost", "write_through_skipped_newer",
+            "write_through_cas_conflict", "write_through_deleted", "write_through_failed"]
+        {
+            #expect(value("profile_cache_events_total", ["event": event]) != nil, "missing event \(event)")
+        }
+        for gauge in ["http_open_connections", "http_queued_requests", "http_busy_workers"] {
+            #expect(value(gauge, [:]) != nil, "missing gauge \(gauge)")
+        }
+
+        let lines = service.log.split(separator: "\n").compactMap {
+            (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: String]
+        }
+        #expect(lines.count == service.log.split(separator: "\n").count, "every log line is one JSON object")
+        let access = try #require(lines.first { $0["request_id"] == "trace-42" })
+        #expect(access["msg"] == "request")
+        #expect(access["method"] == "GET")
+        #expect(access["path"] == "/users/profile/\(id)")
+        #expect(access["status"] == "200")
+        #expect(access["cache"] == "hit")
+        #expect(Int(access["bytes"] ?? "") ?? 0 > 50)
+        #expect(Double(access["duration_ms"] ?? "") != nil)
+        #expect(access["ts"]?.hasSuffix("Z") == true)
+        #expect(access["level"] == "info")
+    }
+
+    @Test func logfmtEscapesUserText() throws {
+        let service = try ServiceProcess(extraArguments: ["--log-format", "logfmt"])
+        defer { _ = service.terminate() }
+        _ = try Curl.request("\(service.baseURL)/users/profile/%22x%20y=z%0A")
+        let line = try #require(service.log.split(separator: "\n").first { $0.contains("/users/profile/") })
+        #expect(line.contains(#"path="/users/profile/%22x%20y=z%0A""#), "a value with '=' is quoted")
+        #expect(line.contains("status=400"))
+    }
+
+    @Test func sigtermTurnsReadinessOffFirstThenDrainsAndExitsZero() throws {
+        let service = try ServiceProcess(extraArguments: ["--shutdown-delay-s", "2"])
+        #expect(try Curl.request("\(service.baseURL)/readyz").status == 200)
+        kill(service.process.processIdentifier, SIGTERM)
+        usleep(300_000)
+        let readiness = try Curl.request("\(service.baseURL)/readyz")
+        #expect(readiness.status == 503, "the gateway must see the drain before the listener closes")
+        #expect(readiness.json?["status"] as? String == "draining")
+        #expect(try Curl.request("\(service.baseURL)/healthz").status == 200, "requests are still served meanwhile")
+        service.process.waitUntilExit()
+        #expect(service.process.terminationStatus == 0)
+        #expect(service.log.contains("stopped"))
+    }
+}
