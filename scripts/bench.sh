@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# profile-service against the Go reference (../shared/reference/go-seed), side by side, on the
+# same PostgreSQL and memcached, alternating in the same run.
+#
+#   scripts/bench.sh [ROUNDS (3)] [DURATION (10s)]
+#
+# Builds both in release mode, seeds 10,000 profiles, and for each round runs wrk -t2 -c64
+# (after a warm-up) against each service in turn, the order alternating by round:
+#   get_hit   GET of random ids, every read a cache hit
+#   get_db    GET with memcached flushed every 2 ms (the PostgreSQL path)
+#   mix_90_10 90 % GET / 10 % PUT with the right versions
+#   put_100   100 % PUT with the right versions (versions reset to 1 first)
+# Prints one table (medians of the rounds: requests/s, p50, p99, non-2xx, ratio) and each
+# server's peak RSS and CPU seconds; writes docs/benchmark.md and docs/benchmark.svg.
+# profile-service uses its two-node cluster; go-seed gets a memcached node of its own.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+rounds=${1:-3}
+duration=${2:-10s}
+here=$(pwd)
+out=$here/.build-bench
+results=$out/results
+go_seed_dir=${GO_SEED_DIR:-$here/../shared/reference/go-seed}
+ps_port=18081 go_port=18082 go_mc_port=21219
+mkdir -p "$results" docs
+rm -f "$results"/*.txt
+
+scripts/deps.sh start
+eval "$(scripts/deps.sh env)"
+missing=()
+command -v wrk >/dev/null || missing+=(wrk)
+command -v go >/dev/null || missing+=(golang-go)
+[ -d /usr/share/gocode/src/github.com/bradfitz/gomemcache ] || missing+=(golang-github-bradfitz-gomemcache-dev)
+[ -d /usr/share/gocode/src/github.com/lib/pq ] || missing+=(golang-github-lib-pq-dev)
+if [ ${#missing[@]} -gt 0 ]; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+echo "bench: building profile-service (release) and go-seed" >&2
+swift build -c release --product profile-service >/dev/null
+cp "$go_seed_dir/main.go" "$out/go-seed.go"
+(cd "$out" && GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE=$out/gocache go build -o "$out/go-seed" "$out/go-seed.go")
+.build/release/profile-service migrate --migrations-directory migrations 2>/dev/null
+
+psql -q "$PROFILE_DATABASE_URL" <<'SQL'
+INSERT INTO user_profiles (id, username, display_name, version)
+SELECT i, 'user' || i, 'User ' || i, 1 FROM generate_series(1, 10000) AS i
+ON CONFLICT (id) DO UPDATE SET display_name = EXCLUDED.display_name, version = 1, updated_at = now();
+SQL
+
+pids=()
+cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; rm -f "$out/memcached/go.pid"; }
+trap cleanup EXIT
+
+# go-seed's own memcached node (memcached writes its pid file after dropping to memcache).
+mkdir -p "$out/memcached" && chown memcache: "$out/memcached"
+memcached -d -P "$out/memcached/go.pid" -l 127.0.0.1 -p $go_mc_port -U 0 -m 64 -t 2 -u memcache
+for _ in $(seq 1 50); do [ -s "$out/memcached/go.pid" ] && break; sleep 0.1; done
+[ -s "$out/memcached/go.pid" ] || { echo "bench: memcached for go-seed did not start (port $go_mc_port taken?)" >&2; exit 1; }
+pids+=("$(cat "$out/memcached/go.pid")")
+
+serve_args=(serve --port $ps_port --database-url "$PROFILE_DATABASE_URL" --memcached "$PROFILE_MEMCACHED")
+export BENCH_TOKEN=""
+if .build/release/profile-service serve --help | grep -q -- '--jwt-secret-file'; then
+    head -c 32 /dev/urandom | base64 > "$out/jwt-secret"
+    serve_args+=(--jwt-secret-file "$out/jwt-secret")
+    BENCH_TOKEN=$(.build/release/profile-service token --sub 0 --scope profiles:admin --ttl 3600 \
+        --jwt-secret-file "$out/jwt-secret")
+fi
+.build/release/profile-service "${serve_args[@]}" 2>"$out/profile-service.log" &
+ps_pid=$!; pids+=($ps_pid)
+"$out/go-seed" -listen 127.0.0.1:$go_port -pg "${PROFILE_DATABASE_URL}?sslmode=disable" \
+    -memcached 127.0.0.1:$go_mc_port 2>"$out/go-seed.log" &
+go_pid=$!; pids+=($go_pid)
+for port in $ps_port $go_port; do
+    for _ in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$port/users/profile/1" && break; sleep 0.1; done
+done
+
+cpu_seconds() { awk -v t="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / t }' "/proc/$1/stat"; }
+memcached_of() { [ "$1" = ps ] && echo "$PROFILE_MEMCACHED" || echo "127.0.0.1:$go_mc_port"; }
+port_of() { [ "$1" = ps ] && echo $ps_port || echo $go_port; }
+pid_of() { [ "$1" = ps ] && echo $ps_pid || echo $go_pid; }
+
+run() { # workload service round
+    local workload=$1 svc=$2 round=$3 url file script args=() flusher=
+    url="http://127.0.0.1:$(port_of "$svc")"
+    file="$results/$round-$workload-$svc.txt"
+    case $workload in
+        get_hit) script=scripts/bench/get_random.lua; args=(10000)
+            wrk -t2 -c64 -d3s -s $script "$url" -- 10000 >/dev/null ;;  # warm-up: populate
+        get_db) script=scripts/bench/get_random.lua; args=(10000)
+            python3 scripts/bench/memcached_flush.py "$(memcached_of "$svc")" 0.002 3600 2>/dev/null &
+            flusher=$! ;;
+        mix_90_10) script=scripts/bench/mixed.lua; args=(0.1 10000)
+            wrk -t2 -c64 -d2s -s $script "$url" -- 0.1 10000 >/dev/null ;;
+        put_100) script=scripts/bench/mixed.lua; args=(1.0 10000 assume_v1)
+            psql -q "$PROFILE_DATABASE_URL" -c "UPDATE user_profiles SET version = 1 WHERE id <= 10000"
+            python3 scripts/bench/memcached_flush.py "$(memcached_of "$svc")" ;;
+    esac
+    local before after
+    before=$(cpu_seconds "$(pid_of "$svc")")
+    wrk -t2 -c64 -d"$duration" --latency -s $script "$url" -- "${args[@]}" >"$file"
+    after=$(cpu_seconds "$(pid_of "$svc")")
+    [ -n "$flusher" ] && kill "$flusher" 2>/dev/null
+    echo "cpu_seconds: $(awk -v a="$after" -v b="$before" 'BEGIN { printf "%.2f", a - b }')" >>"$file"
+    echo "bench: round $round $workload $svc: $(grep 'Requests/sec' "$file")" >&2
+}
+
+for round in $(seq 1 "$rounds"); do
+    if [ $((round % 2)) -eq 1 ]; then order=(ps go); else order=(go ps); fi
+    for workload in get_hit get_db mix_90_10 put_100; do
+        for svc in "${order[@]}"; do run $workload "$svc" "$round"; done
+    done
+done
+
+ps_rss=$(awk '/VmHWM/ { print $2 }' /proc/$ps_pid/status)
+go_rss=$(awk '/VmHWM/ { print $2 }' /proc/$go_pid/status)
+python3 scripts/bench/report.py "$results" "$ps_rss" "$go_rss" "$(cpu_seconds $ps_pid)" "$(cpu_seconds $go_pid)" \
+    "$rounds" "$duration"
