@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import MemcachedClient
 import Testing
 import TestSupport
@@ -68,5 +69,34 @@ import TestSupport
         #expect(waitUntil { (try? repository.read(id: uncached.id))?.version == 1 })
         let outcome = try repository.updateDisplayName(id: cached.id, to: "Back", expectedVersion: 1)
         #expect(outcome != .notFound)
+    }
+
+    @Test func aHungNodeIsSkippedAfterRepeatedTimeoutsAndComesBack() throws {
+        let shared = ProfileCacheShared(circuitBreaker: NodeCircuitBreaker(failureThreshold: 3, openDuration: .seconds(1)))
+        let backends = try IntegrationBackends()
+        let hungNode = TestEnvironment.memcachedServers[1]
+        // A profile whose key lives on the node about to hang.
+        var profile = try backends.seed()
+        while backends.cache.server(forKey: shared.configuration.key(for: profile.id))?.port != hungNode.port {
+            profile = try backends.seed()
+        }
+        let repository = backends.repository(shared)
+        let stateDirectory = TestEnvironment.variable("PROFILE_STATE_DIR")
+            ?? TestEnvironment.repositoryRoot.appendingPathComponent(".state").path
+        let pidText = try String(contentsOfFile: "\(stateDirectory)/memcached/\(hungNode.port).pid", encoding: .utf8)
+        let pid = try #require(pid_t(pidText.trimmingCharacters(in: .whitespacesAndNewlines)))
+
+        kill(pid, SIGSTOP)
+        defer { kill(pid, SIGCONT) }
+        for _ in 0..<4 {
+            #expect(try repository.read(id: profile.id)?.version == 1, "reads still succeed from PostgreSQL")
+        }
+        let server = try #require(backends.cache.server(forKey: shared.configuration.key(for: profile.id)))
+        #expect(shared.circuitBreaker.isOpen(server), "after 3 timeouts the node is skipped")
+        #expect(try repository.read(id: profile.id)?.cacheOutcome == .error)
+
+        kill(pid, SIGCONT)
+        #expect(waitUntil { (try? repository.read(id: profile.id))?.cacheOutcome == .hit })
+        #expect(!shared.circuitBreaker.isOpen(server))
     }
 }

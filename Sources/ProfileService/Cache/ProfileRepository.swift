@@ -40,7 +40,7 @@ public final class ProfileRepository {
 
     public init(store: any ProfileStore, cache: any CacheClient, shared: ProfileCacheShared, logger: Logger) {
         self.store = store
-        self.cache = cache
+        self.cache = CircuitBreakingCacheClient(cache, breaker: shared.circuitBreaker)
         self.shared = shared
         self.logger = logger
     }
@@ -347,11 +347,17 @@ public final class ProfileCacheShared: Sendable {
     public let configuration: ProfileCacheConfiguration
     public let statistics = CacheStatistics()
     public let hooks: ProfileCacheHooks
+    /// Skips memcached nodes that keep failing; wraps every worker's cache client.
+    public let circuitBreaker: NodeCircuitBreaker
     let inFlight = InFlightReads()
     let dirtyNodes = DirtyNodes()
 
-    public init(configuration: ProfileCacheConfiguration = .init(), hooks: ProfileCacheHooks = .init()) {
+    public init(
+        configuration: ProfileCacheConfiguration = .init(), hooks: ProfileCacheHooks = .init(),
+        circuitBreaker: NodeCircuitBreaker = NodeCircuitBreaker()
+    ) {
         self.configuration = configuration
         self.hooks = hooks
+        self.circuitBreaker = circuitBreaker
     }
 }
