@@ -64,7 +64,8 @@ public struct ProfileResponder: HTTPResponder {
         response.headers.replaceOrAdd(name: "X-Request-ID", value: requestID)
         let duration = ContinuousClock.now - started
         observability.metrics.recordRequest(
-            route: route, method: request.method.rawValue, status: response.status.code, duration: duration)
+            route: route, method: request.method.rawValue, status: response.status.code, duration: duration,
+            cache: worker.requestSeries)
         if observability.accessLog {
             logger.info(
                 "request",

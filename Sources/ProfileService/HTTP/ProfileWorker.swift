@@ -8,6 +8,8 @@ public final class ProfileWorker {
     public let store: any ProfileStore
     public let repository: ProfileRepository
     private let cache: any CacheClient
+    /// This thread's metric handles (see ``ServiceMetrics``).
+    let requestSeries = RequestSeriesCache()
     private let closeConnections: () -> Void
 
     /// - Parameter closeConnections: closes what the worker owns; run when the worker is

@@ -1,3 +1,5 @@
+import Synchronization
+
 /// The `X-Request-ID` of a request: the gateway's, when it is well formed, else a new one.
 enum RequestID {
     /// Longest id accepted from a client; longer ones are replaced, not truncated.
@@ -23,9 +25,20 @@ enum RequestID {
             }
     }
 
-    /// 16 random hex digits.
+    /// A random prefix per process, so ids from different instances do not collide.
+    private static let processPrefix = UInt64(UInt32.random(in: 0...UInt32.max)) << 32
+    private static let sequence = Atomic<UInt64>(0)
+
+    /// 16 hex digits: the process prefix and a sequence number. Drawing from the system's random
+    /// source per request cost a `getrandom` system call each time (3.7 % of CPU in a profile).
     static func generate() -> String {
-        let hex = String(UInt64.random(in: 0...UInt64.max), radix: 16)
-        return String(repeating: "0", count: 16 - hex.count) + hex
+        let value = processPrefix | (sequence.add(1, ordering: .relaxed).newValue & 0xFFFF_FFFF)
+        let digits = Array("0123456789abcdef".utf8)
+        return String(unsafeUninitializedCapacity: 16) { buffer in
+            for index in 0..<16 {
+                buffer[index] = digits[Int((value >> UInt64(60 - 4 * index)) & 0xF)]
+            }
+            return 16
+        }
     }
 }

@@ -13,19 +13,25 @@ import Synchronization
 /// | `profile_database_errors_total` | `kind` |
 /// | `http_open_connections`, `http_queued_requests`, `http_busy_workers` (gauges) | |
 public final class ServiceMetrics: Sendable {
-    private struct RequestKey: Hashable {
+    struct RequestKey: Hashable {
         var route: String
         var method: String
         var status: Int
     }
 
-    private struct RequestSeries: @unchecked Sendable {  // swift-metrics handles are thread-safe classes
+    /// The handles of one route, method and status. swift-metrics returns the same backend
+    /// series for the same label and dimensions, so each worker keeps its own handles in a
+    /// ``RequestSeriesCache`` and the request path takes no lock.
+    struct RequestSeries {
         let count: Counter
         let duration: Metrics.Timer
-    }
 
-    /// One series per route, method and status, made on first use and kept.
-    private let requestSeries = Mutex<[RequestKey: RequestSeries]>([:])
+        init(_ key: RequestKey) {
+            let dimensions = [("route", key.route), ("method", key.method), ("status", String(key.status))]
+            count = Counter(label: "http_requests_total", dimensions: dimensions)
+            duration = Metrics.Timer(label: "http_request_duration_seconds", dimensions: dimensions)
+        }
+    }
     private let openConnections = Gauge(label: "http_open_connections")
     private let queuedRequests = Gauge(label: "http_queued_requests")
     private let busyWorkers = Gauge(label: "http_busy_workers")
@@ -34,16 +40,16 @@ public final class ServiceMetrics: Sendable {
 
     public init() {}
 
-    func recordRequest(route: String, method: String, status: Int, duration: Duration) {
+    func recordRequest(
+        route: String, method: String, status: Int, duration: Duration, cache: RequestSeriesCache
+    ) {
         let key = RequestKey(route: route, method: method, status: status)
-        let series = requestSeries.withLock { series in
-            if let existing = series[key] { return existing }
-            let dimensions = [("route", route), ("method", method), ("status", String(status))]
-            let made = RequestSeries(
-                count: Counter(label: "http_requests_total", dimensions: dimensions),
-                duration: Metrics.Timer(label: "http_request_duration_seconds", dimensions: dimensions))
-            series[key] = made
-            return made
+        let series: RequestSeries
+        if let cached = cache.series[key] {
+            series = cached
+        } else {
+            series = RequestSeries(key)
+            cache.series[key] = series
         }
         series.count.increment()
         series.duration.recordNanoseconds(
@@ -62,4 +68,9 @@ public final class ServiceMetrics: Sendable {
         queuedRequests.record(statistics.queuedRequests)
         busyWorkers.record(statistics.busyWorkers)
     }
+}
+
+/// One worker's handles of the request series (used on that worker's thread only).
+final class RequestSeriesCache {
+    var series: [ServiceMetrics.RequestKey: ServiceMetrics.RequestSeries] = [:]
 }
