@@ -18,6 +18,8 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/vapor/jwt-kit", from: "5.8.0"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
     ],
     targets: [
         // C modules: a modulemap and a header each; only these include C headers.
@@ -65,10 +67,20 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Bearer-token verification (JWT via jwt-kit) and the owner-or-admin rule. No SwiftNIO.
+        .target(
+            name: "ProfileAuth",
+            dependencies: [
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "profile-service",
             dependencies: [
-                "ProfileService", "HTTPServer", "PostgresClient", "MemcachedClient",
+                "ProfileService", "ProfileAuth", "HTTPServer", "PostgresClient", "MemcachedClient",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -89,6 +101,15 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        .testTarget(
+            name: "ProfileAuthTests",
+            dependencies: [
+                "ProfileAuth",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(name: "HTTP1Tests", dependencies: ["HTTP1"], swiftSettings: swiftSettings),
         .testTarget(
             name: "HTTPServerTests",
@@ -112,7 +133,7 @@ let package = Package(
         ),
         .testTarget(
             name: "EndToEndTests",
-            dependencies: ["TestSupport", "PostgresClient", "MemcachedClient"],
+            dependencies: ["TestSupport", "PostgresClient", "MemcachedClient", "ProfileAuth"],
             swiftSettings: swiftSettings
         ),
     ]

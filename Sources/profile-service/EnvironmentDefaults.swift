@@ -14,6 +14,22 @@ enum EnvironmentDefaults {
         value(name) ?? fallback
     }
 
+    static func optionalString(_ name: String) -> String? {
+        value(name)
+    }
+
+    /// `1`, `true` or `yes` (any case) is true; `0`, `false`, `no` or unset is false.
+    static func bool(_ name: String) -> Bool {
+        guard let text = value(name) else { return false }
+        switch text.lowercased() {
+        case "1", "true", "yes": return true
+        case "0", "false", "no": return false
+        default:
+            problems.withLock { $0.append("\(name)=\(text) is not a boolean (1/0, true/false, yes/no)") }
+            return false
+        }
+    }
+
     static func int(_ name: String, _ fallback: Int) -> Int {
         guard let text = value(name) else { return fallback }
         guard let number = Int(text) else {

@@ -17,14 +17,19 @@ public struct ProfileResponder: HTTPResponder {
 
     private let makeWorkerBody: @Sendable (Int) throws -> ProfileWorker
     private let lifecycle: ServiceLifecycle
+    let authorization: ProfileAuthorization
     let logger: Logger
 
-    /// - Parameter makeWorker: builds a worker's resources; called once on each worker thread.
+    /// - Parameters:
+    ///   - authorization: who may read and write profiles; checked before anything else of a request.
+    ///   - makeWorker: builds a worker's resources; called once on each worker thread.
     public init(
-        lifecycle: ServiceLifecycle, logger: Logger, makeWorker: @escaping @Sendable (Int) throws -> ProfileWorker
+        lifecycle: ServiceLifecycle, authorization: ProfileAuthorization, logger: Logger,
+        makeWorker: @escaping @Sendable (Int) throws -> ProfileWorker
     ) {
         self.makeWorkerBody = makeWorker
         self.lifecycle = lifecycle
+        self.authorization = authorization
         self.logger = logger
     }
 
