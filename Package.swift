@@ -20,6 +20,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        .package(url: "https://github.com/vapor/jwt-kit", from: "5.8.0"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
     ],
     targets: [
         // C modules: a modulemap and a header each; only these include C headers.
@@ -62,16 +64,26 @@ let package = Package(
         .target(
             name: "ProfileService",
             dependencies: [
-                "HTTP1", "HTTPServer", "PostgresClient", "MemcachedClient",
+                "HTTP1", "HTTPServer", "PostgresClient", "MemcachedClient", "ProfileAuth",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // Bearer-token verification (JWT via jwt-kit) and the owner-or-admin rule. No SwiftNIO.
+        .target(
+            name: "ProfileAuth",
+            dependencies: [
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),
         .executableTarget(
             name: "profile-service",
             dependencies: [
-                "ProfileService", "HTTPServer", "PostgresClient", "MemcachedClient",
+                "ProfileService", "ProfileAuth", "HTTPServer", "PostgresClient", "MemcachedClient",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -94,6 +106,15 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        .testTarget(
+            name: "ProfileAuthTests",
+            dependencies: [
+                "ProfileAuth",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(name: "HTTP1Tests", dependencies: ["HTTP1"], swiftSettings: swiftSettings),
         .testTarget(
             name: "HTTPServerTests",
@@ -117,7 +138,7 @@ let package = Package(
         ),
         .testTarget(
             name: "EndToEndTests",
-            dependencies: ["TestSupport", "PostgresClient", "MemcachedClient"],
+            dependencies: ["TestSupport", "PostgresClient", "MemcachedClient", "ProfileAuth"],
             swiftSettings: swiftSettings
         ),
     ]

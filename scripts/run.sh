@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets everything up on a fresh machine and runs the service in the foreground:
 # PostgreSQL and two memcached nodes on loopback, a release build, migrations, a few demo
-# profiles (ids 1-3), then `profile-service serve` on 127.0.0.1:${PROFILE_PORT:-8080}.
+# profiles (ids 1-3), a development JWT secret (created once in the state folder), then
+# `profile-service serve --jwt-secret-file …` on 127.0.0.1:${PROFILE_PORT:-8080}.
 # Extra arguments go to `serve` (see `profile-service serve --help`). Ctrl-C stops it
 # gracefully; `scripts/deps.sh stop` stops the databases.
 set -euo pipefail
@@ -18,5 +19,20 @@ INSERT INTO user_profiles (id, username, display_name) VALUES
     (3, 'alan', 'Alan Turing')
 ON CONFLICT (id) DO NOTHING;
 SQL
-echo "profile-service: try  curl -i localhost:${PROFILE_PORT:-8080}/users/profile/1" >&2
-exec .build/release/profile-service serve --port "${PROFILE_PORT:-8080}" "$@"
+
+# Development secret for HS256 tokens: random, made once, readable by you alone.
+secret="${PROFILE_STATE_DIR:-.state}/dev-jwt-secret"
+if [[ ! -s "$secret" ]]; then
+    mkdir -p "$(dirname "$secret")"
+    (umask 077 && head -c 48 /dev/urandom | base64 | tr -d '\n' >"$secret")
+fi
+chmod 600 "$secret"
+token="$(.build/release/profile-service token --sub 1 --ttl 3600 --jwt-secret-file "$secret")"
+port="${PROFILE_PORT:-8080}"
+cat >&2 <<EOF
+profile-service: read   curl -i localhost:$port/users/profile/1
+profile-service: write  curl -i -X PUT localhost:$port/users/profile/1 -H 'Content-Type: application/json' \\
+                          -H 'Authorization: Bearer $token' -d '{"display_name":"Ada King","version":1}'
+profile-service: more tokens: .build/release/profile-service token --sub ID --jwt-secret-file $secret
+EOF
+exec .build/release/profile-service serve --port "$port" --jwt-secret-file "$secret" "$@"

@@ -14,6 +14,10 @@ enum EnvironmentDefaults {
         value(name) ?? fallback
     }
 
+    static func optionalString(_ name: String) -> String? {
+        value(name)
+    }
+
     static func int(_ name: String, _ fallback: Int) -> Int {
         guard let text = value(name) else { return fallback }
         guard let number = Int(text) else {
@@ -23,7 +27,8 @@ enum EnvironmentDefaults {
         return number
     }
 
-    static func bool(_ name: String, _ fallback: Bool) -> Bool {
+    /// `1`, `true`, `yes` or `on` (any case) is true; `0`, `false`, `no` or `off` is false.
+    static func bool(_ name: String, _ fallback: Bool = false) -> Bool {
         guard let text = value(name) else { return fallback }
         switch text.lowercased() {
         case "1", "true", "yes", "on": return true

@@ -25,6 +25,7 @@ extension ProfileServiceCommand {
         var port: Int = EnvironmentDefaults.int("PROFILE_PORT", 8080)
 
         @OptionGroup var database: DatabaseOptions
+        @OptionGroup var auth: AuthOptions
 
         @Option(help: "memcached cluster as host:port,host:port. [PROFILE_MEMCACHED]")
         var memcached: String = EnvironmentDefaults.string("PROFILE_MEMCACHED", "127.0.0.1:21211,127.0.0.1:21212")
@@ -81,6 +82,7 @@ extension ProfileServiceCommand {
             try require(drainTimeoutS, in: 0...3600, "--drain-timeout-s")
             guard !host.isEmpty else { throw ValidationError("--host must not be empty") }
             _ = try memcachedConfiguration()
+            _ = try auth.authorization()
         }
 
         func run() throws {
@@ -101,13 +103,17 @@ extension ProfileServiceCommand {
                 return buffer
             }
             let logger = Logger(label: "profile-service")
+            auth.logMode(logger)
             let postgres = try database.postgresConfiguration()
             let memcached = try memcachedConfiguration()
             var cache = ProfileCacheConfiguration()
             cache.ttl = .seconds(cacheTtlS)
             let shared = ProfileCacheShared(configuration: cache)
             let lifecycle = ServiceLifecycle()
-            let responder = ProfileResponder(lifecycle: lifecycle, observability: observability, logger: logger) { _ in
+            let responder = ProfileResponder(
+                lifecycle: lifecycle, authorization: try auth.authorization(), observability: observability,
+                logger: logger
+            ) { _ in
                 try ProfileWorker.connecting(postgres: postgres, memcached: memcached, shared: shared, logger: logger)
             }
             let server = HTTPServer(configuration: serverConfiguration(), responder: responder, logger: logger)

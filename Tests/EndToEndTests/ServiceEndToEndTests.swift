@@ -44,7 +44,7 @@ import TestSupport
         let service = try ServiceProcess()
         let id = Int64.random(in: 1_000_000_000...9_000_000_000_000_000)
         let url = "\(service.baseURL)/users/profile/\(id)"
-        let json = ["Content-Type": "application/json"]
+        let json = ["Content-Type": "application/json"].merging(ServiceProcess.bearer(String(id))) { $1 }
 
         let created = try Curl.request(
             url, method: "PUT", headers: json.merging(["If-None-Match": "*"]) { $1 },
@@ -102,7 +102,7 @@ import TestSupport
         defer { _ = service.terminate() }
         let id = Int64.random(in: 1_000_000_000...9_000_000_000_000_000)
         let url = "\(service.baseURL)/users/profile/\(id)"
-        let json = ["Content-Type": "application/json"]
+        let json = ["Content-Type": "application/json"].merging(ServiceProcess.bearer(String(id))) { $1 }
         _ = try Curl.request(
             url, method: "PUT", headers: json.merging(["If-None-Match": "*"]) { $1 },
             body: #"{"username":"bad\#(id % 1_000_000)","display_name":"Keep"}"#)
@@ -124,7 +124,11 @@ import TestSupport
         let delete = try Curl.request(url, method: "DELETE")
         #expect(delete.status == 405)
         #expect(delete.headers["allow"] == "GET, HEAD, PUT")
-        #expect(try Curl.request(url, method: "PUT", headers: ["Content-Type": "text/plain"], body: "x").status == 415)
+        #expect(
+            try Curl.request(
+                url, method: "PUT", headers: ["Content-Type": "text/plain"].merging(ServiceProcess.bearer(String(id))) { $1 },
+                body: "x"
+            ).status == 415)
 
         let after = try Curl.request(url)
         #expect(after.json?["version"] as? Int == 1)
@@ -139,6 +143,13 @@ import TestSupport
             (["serve"], ["PROFILE_PORT": "eighty"]),
             (["serve", "--log-level", "loud"], [:]),
             (["serve", "--no-such-flag"], [:]),
+            (["serve"], [:]),
+            (["serve", "--jwt-secret-file", "/nonexistent/secret"], [:]),
+            (["serve", "--jwt-public-key-file", ServiceProcess.secretFile], [:]),
+            (["serve", "--jwt-public-key-file", ServiceProcess.secretFile, "--jwt-algorithm", "RS256"], [:]),
+            (["serve", "--jwt-secret-file", ServiceProcess.secretFile, "--jwt-algorithm", "none"], [:]),
+            (["serve", "--auth", "none", "--jwt-secret-file", ServiceProcess.secretFile], [:]),
+            (["serve"], ["PROFILE_AUTH": "off"]),
         ] {
             let result = try ServiceProcess.run(arguments, environment: environment)
             #expect(result.status == 2, "\(arguments) \(environment): \(result.standardError)")

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import ProfileAuth
 import TestSupport
 
 /// The built `profile-service` binary, run as a child process against the loopback servers.
@@ -34,8 +35,23 @@ final class ServiceProcess {
     let port: Int
     let logURL: URL
 
+    /// The HS256 secret every test server is started with (`--jwt-secret-file`), made once per run.
+    static let secretFile: String = {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("profile-service-e2e-\(UUID()).secret")
+        let secret = (0..<48).map { _ in UInt8.random(in: UInt8(ascii: "a")...UInt8(ascii: "z")) }
+        _ = FileManager.default.createFile(atPath: url.path, contents: Data(secret), attributes: [.posixPermissions: 0o600])
+        return url.path
+    }()
+
+    /// `Authorization` header with a token for `subject`, signed with ``secretFile``.
+    static func bearer(_ subject: String, scope: String? = nil) -> [String: String] {
+        let token = (try? TokenMinter(secretFile: secretFile))?.token(subject: subject, scope: scope) ?? ""
+        return ["Authorization": "Bearer \(token)"]
+    }
+
     /// Starts `serve` on a free port and waits until `/healthz` answers.
-    init(extraArguments: [String] = []) throws {
+    /// - Parameter authArguments: how the server authenticates; by default tokens signed with ``secretFile``.
+    init(extraArguments: [String] = [], authArguments: [String] = ["--jwt-secret-file", ServiceProcess.secretFile]) throws {
         port = Self.freePort()
         logURL = FileManager.default.temporaryDirectory.appendingPathComponent("profile-service-\(port).log")
         _ = FileManager.default.createFile(atPath: logURL.path, contents: nil)
@@ -44,7 +60,7 @@ final class ServiceProcess {
             [
                 "serve", "--port", String(port), "--database-url", TestEnvironment.databaseURL,
                 "--memcached", TestEnvironment.memcachedServerList, "--workers", "4",
-            ] + extraArguments
+            ] + authArguments + extraArguments
         process.standardError = try FileHandle(forWritingTo: logURL)
         process.standardOutput = FileHandle.nullDevice
         try process.run()

@@ -110,4 +110,15 @@ import Testing
             return
         }
     }
+
+    @Test func deeplyNestedBodyIsRefused() throws {
+        let deep = #"{"display_name":"Ada","version":1,"extra":"# + String(repeating: "[", count: 200)
+            + String(repeating: "]", count: 200) + "}"
+        guard case .malformed? = error(deep) else {
+            Issue.record("expected a deeply nested body to be refused")
+            return
+        }
+        let shallow = #"{"display_name":"Ada","version":1,"extra":{"a":[1,{"b":"[[[[[[[[["}]}}"#
+        #expect(error(shallow) == nil)
+    }
 }

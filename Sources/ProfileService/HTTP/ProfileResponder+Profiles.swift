@@ -3,6 +3,7 @@ import HTTP1
 extension ProfileResponder {
     /// `GET /users/profile/{id}[?min_version=N]`, honouring `If-None-Match`.
     func getProfile(_ request: HTTPRequest, worker: ProfileWorker) throws(Problem) -> HTTPResponse {
+        try authorizeRead(request)
         let id = try Self.profileID(from: request.path)
         let minVersion = try Self.minVersion(from: request)
         let representation: ProfileRepository.Representation?
@@ -30,6 +31,7 @@ extension ProfileResponder {
     /// or `"version": 0`.
     func putProfile(_ request: HTTPRequest, worker: ProfileWorker) throws(Problem) -> HTTPResponse {
         let id = try Self.profileID(from: request.path)
+        try authorizeWrite(request, id: id)
         if let contentType = request.headers["Content-Type"], !Self.isJSON(contentType) {
             throw Problem(
                 .unsupportedMediaType, kind: "unsupported-media-type", detail: "send the body as application/json")

@@ -40,16 +40,21 @@ public struct ProfileResponder: HTTPResponder {
     private let makeWorkerBody: @Sendable (Int) throws -> ProfileWorker
     private let lifecycle: ServiceLifecycle
     private let observability: Observability
+    let authorization: ProfileAuthorization
     let logger: Logger
 
-    /// - Parameter makeWorker: builds a worker's resources; called once on each worker thread.
+    /// - Parameters:
+    ///   - authorization: who may read and write profiles; checked before anything else of a request.
+    ///   - makeWorker: builds a worker's resources; called once on each worker thread.
     public init(
-        lifecycle: ServiceLifecycle, observability: Observability = Observability(), logger: Logger,
+        lifecycle: ServiceLifecycle, authorization: ProfileAuthorization, observability: Observability = Observability(),
+        logger: Logger,
         makeWorker: @escaping @Sendable (Int) throws -> ProfileWorker
     ) {
         self.makeWorkerBody = makeWorker
         self.lifecycle = lifecycle
         self.observability = observability
+        self.authorization = authorization
         self.logger = logger
     }
 

@@ -8,6 +8,10 @@ enum ProfileWriteRequest: Equatable {
     /// The largest body a profile write may have; profile documents are tiny.
     static let maximumBodyBytes = 4 * 1024
 
+    /// The deepest nesting of objects and arrays accepted; a profile write is one flat object, and
+    /// a little room is left for fields the service ignores.
+    static let maximumNestingDepth = 4
+
     /// Parses and validates a write.
     ///
     /// - Parameters:
@@ -74,6 +78,27 @@ enum ProfileWriteRequest: Equatable {
         }
     }
 
+    /// Bounds the work of the JSON parser on hostile input such as `[[[[…]]]]` (outside strings).
+    private static func nestsDeeperThan(_ limit: Int, _ body: [UInt8]) -> Bool {
+        var inString = false, escaped = false, depth = 0
+        for byte in body {
+            if inString {
+                if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true }
+                else if byte == UInt8(ascii: "\"") { inString = false }
+                continue
+            }
+            switch byte {
+            case UInt8(ascii: "\""): inString = true
+            case UInt8(ascii: "{"), UInt8(ascii: "["):
+                depth += 1
+                if depth > limit { return true }
+            case UInt8(ascii: "}"), UInt8(ascii: "]"): depth -= 1
+            default: break
+            }
+        }
+        return false
+    }
+
     /// Foundation's parser accepts a trailing comma, which RFC 8259 does not: refuse it here.
     private static func hasTrailingComma(_ body: [UInt8]) -> Bool {
         var inString = false, escaped = false, lastSignificant: UInt8 = 0
@@ -101,6 +126,9 @@ enum ProfileWriteRequest: Equatable {
             throw .malformed(field: nil, "the body is larger than \(maximumBodyBytes) bytes")
         }
         guard !hasTrailingComma(body) else { throw .malformed(field: nil, "the body is not a valid JSON object") }
+        guard !nestsDeeperThan(maximumNestingDepth, body) else {
+            throw .malformed(field: nil, "the body nests objects or arrays deeper than \(maximumNestingDepth) levels")
+        }
         do {
             return try JSONDecoder().decode(Fields.self, from: Data(body))
         } catch let DecodingError.typeMismatch(_, context), let DecodingError.dataCorrupted(context) {

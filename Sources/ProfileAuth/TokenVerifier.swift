@@ -1,0 +1,108 @@
+import Foundation
+import JWTKit
+
+/// Verifies `Authorization: Bearer <JWT>` headers synchronously, on the caller's thread.
+///
+/// jwt-kit 5 verifies only through `JWTKeyCollection`, an actor with `async` methods, and keeps
+/// its signers internal. The service calls this on its fixed worker threads, which must not wait
+/// on the Swift concurrency pool (DESIGN §3), so verification is done here without `async`:
+/// jwt-kit supplies the JWKS model and the registered-claim types and their decoder; the
+/// signature checks are swift-crypto's (HMAC-SHA256, P-256 ECDSA, RSASSA-PKCS1-v1_5), the same
+/// primitives jwt-kit's signers call. It can go when jwt-kit offers a synchronous verify.
+///
+/// ```swift
+/// let verifier = try TokenVerifier(configuration: AuthConfiguration(key: .secretFile(path)))
+/// let token = try verifier.verify(authorizationHeader: request.headers["Authorization"])
+/// guard token.mayWrite(profileID: id) else { … 403 … }
+/// ```
+public struct TokenVerifier: Sendable {
+    /// Longest token accepted; real ones are well under 2 KiB.
+    public static let maximumTokenBytes = 8192
+
+    public let configuration: AuthConfiguration
+    private let keys: [VerificationKey]
+    private let now: @Sendable () -> Date
+
+    /// Loads the key once.
+    /// - Throws: ``AuthConfigurationError`` for an unreadable file, a key of the wrong type or size,
+    ///   or a JWKS without a usable key.
+    public init(configuration: AuthConfiguration) throws(AuthConfigurationError) {
+        try self.init(configuration: configuration, now: { Date() })
+    }
+
+    init(configuration: AuthConfiguration, now: @escaping @Sendable () -> Date) throws(AuthConfigurationError) {
+        self.configuration = configuration
+        self.keys = try VerificationKey.load(configuration.key, for: configuration.algorithm)
+        self.now = now
+    }
+
+    /// Verifies the value of an `Authorization` header.
+    /// - Parameter authorizationHeader: the header value, or nil when absent.
+    /// - Returns: the subject and scopes of a token that verifies.
+    /// - Throws: ``AuthError/missing`` without a header, ``AuthError/malformed`` when it is not
+    ///   `Bearer` and a compact JWS, ``AuthError/invalid(_:)`` when a check fails.
+    public func verify(authorizationHeader: String?) throws(AuthError) -> VerifiedToken {
+        guard let authorizationHeader else { throw .missing }
+        return try verify(token: try Self.bearerToken(authorizationHeader))
+    }
+
+    /// Verifies a compact JWS (RFC 7515 §7.1): pinned `alg`, signature, then claims.
+    public func verify(token: Substring) throws(AuthError) -> VerifiedToken {
+        guard token.utf8.count <= Self.maximumTokenBytes else { throw .malformed }
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, parts.allSatisfy({ !$0.isEmpty }),
+            let headerBytes = Base64URL.decode(parts[0]),
+            let signature = Base64URL.decode(parts[2]),
+            let header = try? JSONDecoder().decode(TokenHeader.self, from: Data(headerBytes))
+        else { throw .malformed }
+
+        guard header.alg == configuration.algorithm.rawValue else { throw .invalid(.algorithm) }
+        guard header.crit == nil else { throw .invalid(.criticalHeader) }
+        var candidates = keys
+        if let keyID = header.kid, keys.contains(where: { $0.keyID != nil }) {
+            candidates = keys.filter { $0.keyID == keyID }
+        }
+        guard !candidates.isEmpty else { throw .invalid(.unknownKey) }
+        let signingInput = Array(token.utf8.prefix(parts[0].utf8.count + 1 + parts[1].utf8.count))
+        guard candidates.contains(where: { $0.isValidSignature(signature, for: signingInput) }) else {
+            throw .invalid(.signature)
+        }
+
+        guard let payload = Base64URL.decode(parts[1]),
+            let claims = try? DefaultJWTParser().jsonDecoder.decode(TokenClaims.self, from: Data(payload))
+        else { throw .invalid(.claims) }
+        return try check(claims)
+    }
+
+    private func check(_ claims: TokenClaims) throws(AuthError) -> VerifiedToken {
+        let now = self.now()
+        let leeway = TimeInterval(configuration.leeway.components.seconds)
+        guard let exp = claims.exp else { throw .invalid(.missingExpiry) }
+        guard now.timeIntervalSince(exp.value) < leeway else { throw .invalid(.expired) }
+        if let nbf = claims.nbf, nbf.value.timeIntervalSince(now) > leeway { throw .invalid(.notYetValid) }
+        if let iat = claims.iat, iat.value.timeIntervalSince(now) > leeway { throw .invalid(.issuedInFuture) }
+        if let issuer = configuration.issuer, claims.iss?.value != issuer { throw .invalid(.issuer) }
+        if let audience = configuration.audience, claims.aud?.value.contains(audience) != true {
+            throw .invalid(.audience)
+        }
+        guard let subject = claims.sub?.value, !subject.isEmpty else { throw .invalid(.missingSubject) }
+        var scopes = Set(claims.scopes ?? [])
+        if let scope = claims.scope { scopes.formUnion(scope.split(separator: " ").map(String.init)) }
+        return VerifiedToken(subject: subject, scopes: scopes)
+    }
+
+    /// `Bearer <token68>` (RFC 6750 §2.1); the scheme is case-insensitive (RFC 9110 §11.1).
+    static func bearerToken(_ header: String) throws(AuthError) -> Substring {
+        let trimmed = header.drop(while: { $0 == " " })
+        guard let space = trimmed.firstIndex(of: " "),
+            trimmed[..<space].lowercased() == "bearer"
+        else { throw .malformed }
+        let token = trimmed[trimmed.index(after: space)...].drop(while: { $0 == " " })
+        let end = token.lastIndex(where: { $0 != " " && $0 != "\t" }).map { token.index(after: $0) } ?? token.startIndex
+        let value = token[..<end]
+        guard !value.isEmpty, !value.contains(where: { $0 == " " || $0 == "\t" || $0 == "," }) else {
+            throw .malformed
+        }
+        return value
+    }
+}
