@@ -16,7 +16,7 @@ RUN export DEBIAN_FRONTEND=noninteractive \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 # Dependencies first, so source edits do not refetch them.
-COPY Package.swift ./
+COPY Package.* ./
 RUN swift package resolve
 COPY . .
 RUN swift build -c release --product profile-service --static-swift-stdlib \

@@ -80,7 +80,7 @@ def help_variables():
     names = set()
     for sub in ("serve", "migrate"):
         out = subprocess.run([BIN, sub, "--help"], capture_output=True, text=True, timeout=30)
-        names |= set(re.findall(r"\[(PROFILE_[A-Z0-9_]+)\]", out.stdout + out.stderr))
+        names |= set(re.findall(r"\b(PROFILE_[A-Z0-9_]+)\b", out.stdout + out.stderr))
     return names
 
 
