@@ -438,7 +438,11 @@ class Instance:
             [BIN, "serve", "--host", "127.0.0.1", "--port", str(self.port), "--database-url", DB_URL,
              "--memcached", MEMCACHED, "--workers", "4"] + serve_arguments(),
             stdout=subprocess.DEVNULL, stderr=self.log, start_new_session=True)
-        wait_for(lambda: get(self.port, "/readyz")[0] == 200, f"{name} on :{self.port}", self.process)
+        try:
+            wait_for(lambda: get(self.port, "/readyz")[0] == 200, f"{name} on :{self.port}", self.process)
+        except BaseException:
+            self.stop()
+            raise
 
     def stop(self):
         if self.process.poll() is None:
@@ -516,7 +520,11 @@ class Gateway:
         self.process = subprocess.Popen(
             ["nginx", "-p", tmp + "/", "-c", conf, "-g", "daemon off;"],
             stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "logs/nginx.stderr"), "wb"), start_new_session=True)
-        wait_for(lambda: get(self.port, "/healthz")[0] == 200, f"nginx on :{self.port}", self.process)
+        try:
+            wait_for(lambda: get(self.port, "/healthz")[0] == 200, f"nginx on :{self.port}", self.process)
+        except BaseException:
+            self.stop()
+            raise
 
     def stop(self):
         if self.process.poll() is None:
@@ -539,7 +547,8 @@ def gateway_in_front_of_two_instances():
         fixture = Fixture()
         instances, gateway = [], None
         try:
-            instances = [Instance(tmp, "a"), Instance(tmp, "b")]
+            instances.append(Instance(tmp, "a"))
+            instances.append(Instance(tmp, "b"))
             gateway = Gateway(tmp, [i.port for i in instances])
             conn = http.client.HTTPConnection("127.0.0.1", gateway.port, timeout=10)
             sent, by_status = {}, {}
