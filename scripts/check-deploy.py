@@ -379,12 +379,9 @@ def openapi_matches_routes_and_problem_kinds():
     doc = openapi()
     responder = read("Sources/ProfileService/HTTP/ProfileResponder.swift")
     prefix = re.search(r'profilePathPrefix = "([^"]+)"', responder).group(1)
-    code_routes = {prefix + "{id}": None}
-    for route in re.findall(r'case "(/[a-z]+)":', responder):
-        code_routes[route] = None
-    for path, methods in re.findall(r'case "(/[a-z]+)":\s*guard[^\n]*methodNotAllowed\("([A-Z, ]+)"\)', responder):
-        code_routes[path] = methods
-    code_routes[prefix + "{id}"] = re.search(r'let allowed = "([A-Z, ]+)"', responder).group(1)
+    table = re.search(r"static let allowedMethods: \[String: String\] = \[(.*?)\]", responder, re.S).group(1)
+    code_routes = dict(re.findall(r'"(/[^"]+)": "([A-Z, ]+)"', table))
+    assert prefix + "{id}" in code_routes, "the profile route is missing from allowedMethods"
     sources = "\n".join(open(os.path.join(d, f), encoding="utf-8").read()
                         for d, _, fs in os.walk(os.path.join(ROOT, "Sources")) for f in fs if f.endswith(".swift"))
     if '"/metrics"' in sources:

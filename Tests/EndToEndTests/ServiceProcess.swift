@@ -76,9 +76,9 @@ final class ServiceProcess {
 
     var baseURL: String { "http://127.0.0.1:\(port)" }
 
-    /// Headers for a profile write (JSON; authentication goes here once writes require it).
+    /// Headers for a profile write by its owner: JSON and the owner's bearer token.
     static func writeHeaders(for id: Int64) -> [String: String] {
-        ["Content-Type": "application/json"]
+        bearer(String(id)).merging(["Content-Type": "application/json"]) { $1 }
     }
 
     var log: String { (try? String(contentsOf: logURL, encoding: .utf8)) ?? "" }

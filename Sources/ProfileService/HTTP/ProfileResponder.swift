@@ -19,6 +19,15 @@ public struct ProfileResponder: HTTPResponder {
 
     public static let profilePathPrefix = "/users/profile/"
 
+    /// Every route and the methods it answers (the `Allow` of its 405). `openapi.yaml` must
+    /// document exactly these; `scripts/check-deploy.py` reads this table to hold them together.
+    static let allowedMethods: [String: String] = [
+        "/users/profile/{id}": "GET, HEAD, PUT",
+        "/healthz": "GET, HEAD",
+        "/readyz": "GET, HEAD",
+        "/metrics": "GET, HEAD",
+    ]
+
     /// How requests are observed.
     public struct Observability: Sendable {
         public var metrics: ServiceMetrics
@@ -95,23 +104,23 @@ public struct ProfileResponder: HTTPResponder {
             switch request.method {
             case .get, .head: return (handle { () throws(Problem) in try getProfile(request, worker: worker) }, route)
             case .put: return (handle { () throws(Problem) in try putProfile(request, worker: worker) }, route)
-            default: return (Self.methodNotAllowed("GET, HEAD, PUT"), route)
+            default: return (Self.methodNotAllowed(route), route)
             }
         }
         switch path {
         case "/healthz":
             guard request.method == .get || request.method == .head else {
-                return (Self.methodNotAllowed("GET, HEAD"), path)
+                return (Self.methodNotAllowed(path), path)
             }
             return (Self.json(.ok, #"{"status":"ok"}"#), path)
         case "/readyz":
             guard request.method == .get || request.method == .head else {
-                return (Self.methodNotAllowed("GET, HEAD"), path)
+                return (Self.methodNotAllowed(path), path)
             }
             return (readiness(worker: worker), path)
         case "/metrics" where observability.renderMetrics != nil:
             guard request.method == .get || request.method == .head else {
-                return (Self.methodNotAllowed("GET, HEAD"), path)
+                return (Self.methodNotAllowed(path), path)
             }
             observability.metrics.sampleGauges()
             let body = observability.renderMetrics?() ?? []
@@ -160,8 +169,9 @@ public struct ProfileResponder: HTTPResponder {
         HTTPResponse(status: status, headers: ["Content-Type": "application/json"], body: Array(text.utf8))
     }
 
-    static func methodNotAllowed(_ allowed: String) -> HTTPResponse {
-        Problem(
+    static func methodNotAllowed(_ route: String) -> HTTPResponse {
+        let allowed = allowedMethods[route] ?? "GET"
+        return Problem(
             .methodNotAllowed, kind: "method-not-allowed", detail: "allowed methods: \(allowed)",
             headers: ["Allow": allowed]
         ).response
