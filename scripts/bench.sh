@@ -10,6 +10,7 @@
 #   get_db    GET with memcached flushed every 2 ms (the PostgreSQL path)
 #   mix_90_10 90 % GET / 10 % PUT with the right versions
 #   put_100   100 % PUT with the right versions (versions reset to 1 first)
+# profile-service runs with its defaults except --no-access-log (go-seed logs no requests).
 # Prints one table (medians of the rounds: requests/s, p50, p99, non-2xx, ratio) and each
 # server's peak RSS and CPU seconds; writes docs/benchmark.md and docs/benchmark.svg.
 # profile-service uses its two-node cluster; go-seed gets a memcached node of its own.
@@ -59,7 +60,8 @@ for _ in $(seq 1 50); do [ -s "$out/memcached/go.pid" ] && break; sleep 0.1; don
 [ -s "$out/memcached/go.pid" ] || { echo "bench: memcached for go-seed did not start (port $go_mc_port taken?)" >&2; exit 1; }
 pids+=("$(cat "$out/memcached/go.pid")")
 
-serve_args=(serve --port $ps_port --database-url "$PROFILE_DATABASE_URL" --memcached "$PROFILE_MEMCACHED")
+# No access log: go-seed writes no line per request either (the log costs about 10 % here).
+serve_args=(serve --port $ps_port --database-url "$PROFILE_DATABASE_URL" --memcached "$PROFILE_MEMCACHED" --no-access-log)
 export BENCH_TOKEN=""
 if .build/release/profile-service serve --help | grep -q -- '--jwt-secret-file'; then
     head -c 32 /dev/urandom | base64 > "$out/jwt-secret"

@@ -55,7 +55,8 @@ cpu_model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l
 lines = [
     f"Measured {datetime.date.today()} on {os.cpu_count()} cores ({cpu_model}), {platform.system()} "
     f"{platform.release()}; wrk -t2 -c64 -d{duration}, {rounds} rounds alternating, medians shown; "
-    "wrk, both services, PostgreSQL and memcached share the machine.",
+    "wrk, both services, PostgreSQL and memcached share the machine; profile-service with its defaults "
+    "(16 workers) but --no-access-log, as go-seed logs no requests.",
     "",
     "| workload | profile-service req/s | p50 | p99 | go-seed req/s | p50 | p99 | ratio req/s | ratio p99 | non-2xx (ps / go) |",
     "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
