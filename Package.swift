@@ -14,6 +14,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "profile-service", targets: ["profile-service"]),
+        .library(name: "ProfileClient", targets: ["ProfileClient"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -99,6 +100,13 @@ let package = Package(
             path: "Benchmarks/MemcachedBenchmark",
             swiftSettings: swiftSettings
         ),
+        // Client library for apps: read-your-writes, optimistic updates, observation. Foundation only.
+        .target(name: "ProfileClient", swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "profilectl",
+            dependencies: ["ProfileClient", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: swiftSettings
+        ),
         // Shared test helpers: environment of the local servers, loopback clients.
         .target(
             name: "TestSupport",
@@ -139,6 +147,13 @@ let package = Package(
         .testTarget(
             name: "EndToEndTests",
             dependencies: ["TestSupport", "PostgresClient", "MemcachedClient", "ProfileAuth"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "ProfileClientTests",
+            dependencies: [
+                "ProfileClient", "TestSupport", "MemcachedClient", .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: swiftSettings
         ),
     ]

@@ -1,0 +1,106 @@
+import Foundation
+
+extension ProfileClient {
+    /// One request with the retry policy: reads on 503/504 and connection errors, writes only on
+    /// errors that prove the request never left (``TransportError/Kind/notSent``).
+    func send(
+        method: String, path: String, body: Data?, isRead: Bool, headers extra: [String: String] = [:]
+    ) async throws(ProfileClientError) -> TransportResponse {
+        guard let url = URL(string: path, relativeTo: configuration.baseURL)?.absoluteURL else {
+            throw .transport("cannot form a URL from \(configuration.baseURL) and \(path)")
+        }
+        var attempt = 0
+        while true {
+            attempt += 1
+            var headers = extra
+            headers["Accept"] = "application/json, application/problem+json"
+            if body != nil { headers["Content-Type"] = "application/json" }
+            if let provider = configuration.tokenProvider {
+                do {
+                    if let token = try await provider() { headers["Authorization"] = "Bearer \(token)" }
+                } catch {
+                    throw .transport("token provider failed: \(error)")
+                }
+            }
+            let request = TransportRequest(
+                method: method, url: url, headers: headers, body: body, timeout: configuration.requestTimeout)
+            let wait: Duration?
+            do {
+                let response = try await transport.send(request)
+                guard isRead, response.status == 503 || response.status == 504 else { return response }
+                let retryAfter = response.headers["retry-after"].flatMap { RetryPolicy.parseRetryAfter($0) }
+                wait = configuration.retry.delay(afterAttempt: attempt, retryAfter: retryAfter, randomUnit: randomUnit())
+                if wait == nil { return response }
+            } catch {
+                let retryable = error.kind == .notSent || (isRead && error.kind == .connection)
+                wait = retryable
+                    ? configuration.retry.delay(afterAttempt: attempt, retryAfter: nil, randomUnit: randomUnit()) : nil
+                if wait == nil { throw .transport(error.description) }
+            }
+            do {
+                try await Task.sleep(for: wait!)
+            } catch {
+                throw .transport("cancelled")
+            }
+        }
+    }
+
+    /// The ``ProfileClientError`` of an answer that is not a success.
+    static func error(for response: TransportResponse) -> ProfileClientError {
+        let problem = try? JSONDecoder().decode(ProblemDocument.self, from: response.body)
+        let detail = problem?.detail ?? "HTTP \(response.status)"
+        switch response.status {
+        case 404: return .notFound
+        case 401: return .unauthorized
+        case 403: return .forbidden
+        case 409:
+            if let current = problem?.current { return .conflict(current: current) }
+            return .validation(field: problem?.field, detail: detail)
+        case 400, 413, 415, 422: return .validation(field: problem?.field, detail: detail)
+        case 503, 504:
+            return .unavailable(retryAfter: response.headers["retry-after"].flatMap { RetryPolicy.parseRetryAfter($0) })
+        default: return .unexpectedStatus(response.status, detail: problem?.detail)
+        }
+    }
+
+    static func decodeProfile(_ body: Data) throws(ProfileClientError) -> Profile {
+        do {
+            return try JSONDecoder().decode(Profile.self, from: body)
+        } catch {
+            throw .transport("the service answered a profile that does not decode: \(error)")
+        }
+    }
+
+    static func encode(_ fields: [String: String], version: Int32? = nil) throws(ProfileClientError) -> Data {
+        struct Body: Encodable {
+            var fields: [String: String]
+            var version: Int32?
+
+            func encode(to encoder: any Encoder) throws {
+                struct Key: CodingKey {
+                    var stringValue: String
+                    var intValue: Int? { nil }
+                    init(stringValue: String) { self.stringValue = stringValue }
+                    init?(intValue: Int) { nil }
+                }
+                var container = encoder.container(keyedBy: Key.self)
+                for (name, value) in fields { try container.encode(value, forKey: Key(stringValue: name)) }
+                if let version { try container.encode(version, forKey: Key(stringValue: "version")) }
+            }
+        }
+        do {
+            return try JSONEncoder().encode(Body(fields: fields, version: version))
+        } catch {
+            throw .transport("cannot encode the request: \(error)")
+        }
+    }
+}
+
+/// The fields of an RFC 9457 problem document that the client acts on.
+struct ProblemDocument: Decodable {
+    var type: String?
+    var status: Int?
+    var detail: String?
+    var field: String?
+    var current: Profile?
+}

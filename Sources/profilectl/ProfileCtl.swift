@@ -1,0 +1,147 @@
+import ArgumentParser
+import Foundation
+import ProfileClient
+
+/// `profilectl`: read, update and watch profiles through ``ProfileClient``, for operators.
+///
+/// ```sh
+/// profilectl get 42 --url http://127.0.0.1:8080
+/// profilectl put 42 --display-name "Ada Lovelace" --version 3
+/// profilectl watch 42 --interval 2
+/// ```
+@main
+struct ProfileCtl: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "profilectl",
+        abstract: "Read, update and watch profiles of profile-service.",
+        subcommands: [Get.self, Put.self, Watch.self])
+
+    /// Options of every subcommand.
+    struct Connection: ParsableArguments {
+        @Option(help: "The service's base URL (PROFILECTL_URL).")
+        var url: String = ProcessInfo.processInfo.environment["PROFILECTL_URL"] ?? "http://127.0.0.1:8080"
+
+        @Option(help: "Bearer token to send (PROFILECTL_TOKEN); none by default.")
+        var token: String?
+
+        func validate() throws {
+            guard let parsed = URL(string: url), parsed.scheme == "http" || parsed.scheme == "https", parsed.host != nil
+            else { throw ValidationError("--url must be an http(s) URL such as http://127.0.0.1:8080") }
+        }
+
+        func makeClient() -> ProfileClient {
+            let token = self.token ?? ProcessInfo.processInfo.environment["PROFILECTL_TOKEN"]
+            var configuration = ProfileClientConfiguration(baseURL: URL(string: url)!)
+            if let token { configuration.tokenProvider = { token } }
+            return ProfileClient(configuration: configuration)
+        }
+    }
+
+    static func print(_ profile: Profile) {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        let data = (try? encoder.encode(profile)) ?? Data()
+        Swift.print(String(decoding: data, as: UTF8.self))
+    }
+
+    /// Reports a client error on standard error and exits with status 1.
+    static func fail(_ error: ProfileClientError) -> ExitCode {
+        let message: String
+        switch error {
+        case .conflict(let current): message = "conflict: the profile is at version \(current.version)"
+        case .notFound: message = "not found"
+        case .unauthorized: message = "unauthorized: pass a valid --token"
+        case .forbidden: message = "forbidden"
+        case .validation(let field, let detail): message = "refused\(field.map { " (\($0))" } ?? ""): \(detail)"
+        case .unavailable(let retryAfter): message = "unavailable\(retryAfter.map { "; retry after \($0)" } ?? "")"
+        case .transport(let description): message = "no answer: \(description)"
+        case .unexpectedStatus(let status, let detail): message = "HTTP \(status)\(detail.map { ": \($0)" } ?? "")"
+        }
+        FileHandle.standardError.write(Data("profilectl: \(message)\n".utf8))
+        return ExitCode.failure
+    }
+}
+
+extension ProfileCtl {
+    struct Get: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Print a profile as JSON.")
+
+        @OptionGroup var connection: Connection
+        @Argument(help: "The profile id.") var id: Int64
+
+        func run() async throws {
+            do {
+                ProfileCtl.print(try await connection.makeClient().fetch(id: id))
+            } catch {
+                throw ProfileCtl.fail(error)
+            }
+        }
+    }
+
+    struct Put: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Set a display name (or create a profile with --username) and print the result.")
+
+        @OptionGroup var connection: Connection
+        @Argument(help: "The profile id.") var id: Int64
+        @Option(help: "The new display name.") var displayName: String
+        @Option(help: "The expected current version; read from the service when omitted.") var version: Int32?
+        @Option(help: "Create the profile with this username instead of updating it.") var username: String?
+
+        func validate() throws {
+            if username != nil, version != nil { throw ValidationError("--username creates; it takes no --version") }
+            if let version, version < 1 { throw ValidationError("--version must be at least 1") }
+        }
+
+        func run() async throws {
+            let client = connection.makeClient()
+            do {
+                if let username {
+                    ProfileCtl.print(try await client.create(id: id, username: username, displayName: displayName))
+                    return
+                }
+                let expected: Int32
+                if let version { expected = version } else { expected = try await client.fetch(id: id).version }
+                ProfileCtl.print(try await client.updateDisplayName(id: id, to: displayName, expectedVersion: expected))
+            } catch {
+                throw ProfileCtl.fail(error)
+            }
+        }
+    }
+
+    struct Watch: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Print a profile, then each new version, polling the service.")
+
+        @OptionGroup var connection: Connection
+        @Argument(help: "The profile id.") var id: Int64
+        @Option(help: "Seconds between polls.") var interval: Double = 2
+        @Option(help: "Stop after this many polls (0: never).") var count: Int = 0
+
+        func validate() throws {
+            guard interval >= 0.1 else { throw ValidationError("--interval must be at least 0.1") }
+            guard count >= 0 else { throw ValidationError("--count must not be negative") }
+        }
+
+        func run() async throws {
+            let client = connection.makeClient()
+            let updates = client.updates(for: id)
+            let printer = Task {
+                for await profile in updates { ProfileCtl.print(profile) }
+            }
+            defer { printer.cancel() }
+            var polls = 0
+            while count == 0 || polls < count {
+                polls += 1
+                do {
+                    _ = try await client.fetch(id: id, policy: .reloadFromServer)
+                } catch .notFound {
+                    throw ProfileCtl.fail(.notFound)
+                } catch {
+                    FileHandle.standardError.write(Data("profilectl: \(error)\n".utf8))
+                }
+                try await Task.sleep(for: .milliseconds(Int64(interval * 1000)))
+            }
+        }
+    }
+}

@@ -1,0 +1,192 @@
+import Foundation
+import Synchronization
+import Testing
+
+@testable import ProfileClient
+
+/// The client's logic over a fake transport: retries, the local window, optimistic updates.
+@Suite(.timeLimit(.minutes(1))) struct ProfileClientLogicTests {
+    @Test func readsRetryOn503And504ThenSucceed() async throws {
+        let transport = FakeTransport { _, index throws(TransportError) in
+            switch index {
+            case 1: return FakeTransport.problem(503, kind: "database-unavailable", headers: ["retry-after": "0"])
+            case 2: return TransportResponse(status: 504, headers: [:], body: Data())
+            case 3: throw TransportError(kind: .connection, description: "reset")
+            default: return FakeTransport.json(FakeTransport.profile(7, "Seven", version: 3))
+            }
+        }
+        let profile = try await FakeTransport.client(transport).fetch(id: 7)
+        #expect(profile.version == 3)
+        #expect(transport.requests.count == 4)
+    }
+
+    @Test func readsGiveUpAfterTheLastAttemptWithUnavailable() async {
+        let transport = FakeTransport { _, _ in
+            FakeTransport.problem(503, kind: "database-unavailable", headers: ["retry-after": "0"])
+        }
+        await #expect(throws: ProfileClientError.unavailable(retryAfter: .zero)) {
+            try await FakeTransport.client(transport).fetch(id: 7)
+        }
+        #expect(transport.requests.count == 4)
+    }
+
+    @Test func writesRetryOnlyWhenTheRequestSurelyNeverLeft() async throws {
+        let refusedOnce = FakeTransport { _, index throws(TransportError) in
+            if index == 1 { throw TransportError(kind: .notSent, description: "refused") }
+            return FakeTransport.json(FakeTransport.profile(7, "New", version: 2))
+        }
+        _ = try await FakeTransport.client(refusedOnce).updateDisplayName(id: 7, to: "New", expectedVersion: 1)
+        #expect(refusedOnce.requests.count == 2)
+
+        let failures: [Result<TransportResponse, TransportError>] = [
+            .failure(TransportError(kind: .connection, description: "lost")),
+            .success(FakeTransport.problem(503, kind: "database-unavailable")),
+            .success(FakeTransport.problem(422, kind: "invalid-field", field: "display_name")),
+            .success(
+                FakeTransport.problem(409, kind: "version-conflict", current: FakeTransport.profile(7, "Other", version: 5))
+            ),
+        ]
+        for failure in failures {
+            let transport = FakeTransport { _, _ throws(TransportError) in try failure.get() }
+            await #expect(throws: ProfileClientError.self) {
+                try await FakeTransport.client(transport).updateDisplayName(id: 7, to: "New", expectedVersion: 1)
+            }
+            #expect(transport.requests.count == 1)
+        }
+    }
+
+    @Test func problemDocumentsBecomeTypedErrors() {
+        let cases: [(TransportResponse, ProfileClientError)] = [
+            (FakeTransport.problem(404, kind: "profile-not-found"), .notFound),
+            (FakeTransport.problem(401, kind: "unauthorized"), .unauthorized),
+            (FakeTransport.problem(403, kind: "forbidden"), .forbidden),
+            (
+                FakeTransport.problem(422, kind: "invalid-field", field: "display_name"),
+                .validation(field: "display_name", detail: "invalid-field")
+            ),
+            (
+                FakeTransport.problem(409, kind: "username-taken", field: "username"),
+                .validation(field: "username", detail: "username-taken")
+            ),
+            (
+                FakeTransport.problem(409, kind: "version-conflict", current: FakeTransport.profile(1, "A", version: 4)),
+                .conflict(current: FakeTransport.profile(1, "A", version: 4))
+            ),
+            (FakeTransport.problem(503, kind: "x", headers: ["retry-after": "2"]), .unavailable(retryAfter: .seconds(2))),
+            (FakeTransport.problem(500, kind: "internal-error"), .unexpectedStatus(500, detail: "internal-error")),
+        ]
+        for (response, expected) in cases {
+            #expect(ProfileClient.error(for: response) == expected)
+        }
+    }
+
+    @Test func localWriteAnswersInsideTheWindowThenReadsPassMinVersion() async throws {
+        let clock = ManualInstant()
+        let transport = FakeTransport { request, _ in
+            if request.method == "PUT" { return FakeTransport.json(FakeTransport.profile(9, "Mine", version: 4)) }
+            return FakeTransport.json(FakeTransport.profile(9, "Mine", version: 4))
+        }
+        let client = FakeTransport.client(transport, clock: clock, window: .seconds(10))
+        _ = try await client.updateDisplayName(id: 9, to: "Mine", expectedVersion: 3)
+        #expect(try await client.fetch(id: 9).version == 4)
+        #expect(transport.requests.count == 1)
+        clock.advance(by: .seconds(11))
+        #expect(try await client.fetch(id: 9).version == 4)
+        #expect(transport.requests.count == 2)
+        #expect(transport.requests[1].url.query == "min_version=4")
+    }
+
+    @Test func aLocalEntryNeverHidesANewerFetchedVersion() async throws {
+        let transport = FakeTransport { request, _ in
+            if request.method == "PUT" { return FakeTransport.json(FakeTransport.profile(9, "Mine", version: 4)) }
+            return FakeTransport.json(FakeTransport.profile(9, "Theirs", version: 6))
+        }
+        let client = FakeTransport.client(transport)
+        _ = try await client.updateDisplayName(id: 9, to: "Mine", expectedVersion: 3)
+        #expect(try await client.fetch(id: 9, policy: .reloadFromServer).version == 6)
+        let next = try await client.fetch(id: 9)
+        #expect(next.version == 6)
+        #expect(next.displayName == "Theirs")
+    }
+
+    @Test func latestIntentWinsWhenAnswersArriveOutOfOrder() async throws {
+        let first = Gate()
+        let second = Gate()
+        let transport = FakeTransport { request, _ in
+            if request.method == "GET" { return FakeTransport.json(FakeTransport.profile(5, "Base", version: 1)) }
+            let body = String(decoding: request.body ?? Data(), as: UTF8.self)
+            if body.contains("First") {
+                await first.wait()
+                return FakeTransport.json(FakeTransport.profile(5, "First", version: 2))
+            }
+            await second.wait()
+            return FakeTransport.json(FakeTransport.profile(5, "Second", version: 3))
+        }
+        let client = FakeTransport.client(transport)
+        _ = try await client.fetch(id: 5)
+        var updates = client.updates(for: 5).makeAsyncIterator()
+        #expect(await updates.next()?.displayName == "Base")
+
+        let older = Task { try await client.updateDisplayName(id: 5, to: "First", expectedVersion: 1) }
+        #expect(await updates.next()?.displayName == "First")  // optimistic, at once
+        let newer = Task { try await client.updateDisplayName(id: 5, to: "Second", expectedVersion: 2) }
+        #expect(await updates.next()?.displayName == "Second")
+
+        second.open()
+        #expect(try await newer.value.version == 3)
+        #expect(await updates.next() == FakeTransport.profile(5, "Second", version: 3))
+        first.open()
+        #expect(try await older.value.version == 2)  // the older answer arrives last: not shown
+        #expect(try await client.fetch(id: 5) == FakeTransport.profile(5, "Second", version: 3))
+        let shownAfter = Task { await updates.next() }
+        try await Task.sleep(for: .milliseconds(50))
+        shownAfter.cancel()
+        #expect(await shownAfter.value == nil)
+    }
+
+    @Test func aConflictRollsBackToTheServersProfileAndAFailureToThePreviousOne() async throws {
+        let transport = FakeTransport { request, index throws(TransportError) in
+            if request.method == "GET" { return FakeTransport.json(FakeTransport.profile(3, "Base", version: 1)) }
+            let body = String(decoding: request.body ?? Data(), as: UTF8.self)
+            if body.contains("Lost") { throw TransportError(kind: .connection, description: "lost") }
+            return FakeTransport.problem(
+                409, kind: "version-conflict", current: FakeTransport.profile(3, "Server", version: 2))
+        }
+        let client = FakeTransport.client(transport)
+        _ = try await client.fetch(id: 3)
+        var updates = client.updates(for: 3).makeAsyncIterator()
+        #expect(await updates.next()?.displayName == "Base")
+
+        await #expect(throws: ProfileClientError.transport("lost")) {
+            try await client.updateDisplayName(id: 3, to: "Lost", expectedVersion: 1)
+        }
+        #expect(await updates.next()?.displayName == "Lost")
+        #expect(await updates.next()?.displayName == "Base")
+
+        await #expect(throws: ProfileClientError.conflict(current: FakeTransport.profile(3, "Server", version: 2))) {
+            try await client.updateDisplayName(id: 3, to: "Mine", expectedVersion: 1)
+        }
+        #expect(await updates.next()?.displayName == "Mine")
+        #expect(await updates.next() == FakeTransport.profile(3, "Server", version: 2))
+    }
+
+    @Test func theTokenProviderIsAskedForEveryAttempt() async throws {
+        let asked = Mutex(0)
+        let transport = FakeTransport { request, index throws(TransportError) in
+            #expect(request.headers["Authorization"] == "Bearer t\(index)")
+            if index == 1 { throw TransportError(kind: .connection, description: "reset") }
+            return FakeTransport.json(FakeTransport.profile(2, "Two", version: 1))
+        }
+        var configuration = ProfileClientConfiguration(baseURL: URL(string: "http://profiles.test")!)
+        configuration.retry = RetryPolicy(initialDelay: .milliseconds(1))
+        configuration.tokenProvider = {
+            asked.withLock { count in
+                count += 1
+                return "t\(count)"
+            }
+        }
+        let client = ProfileClient(configuration: configuration, transport: transport)
+        _ = try await client.fetch(id: 2)
+        #expect(asked.withLock { $0 } == 2)
+    }
+}

@@ -1,0 +1,190 @@
+import Foundation
+import Logging
+import MemcachedClient
+import ProfileClient
+import Synchronization
+import Testing
+import TestSupport
+
+/// ``ProfileClient`` against the built service on the real PostgreSQL and memcached of
+/// `scripts/deps.sh`. Evidence is taken from the service's state (versions, names), never by
+/// counting requests.
+@Suite(.serialized, .timeLimit(.minutes(2))) struct ProfileClientServiceTests {
+    init() throws {
+        try TestEnvironment.requirePostgres()
+        try TestEnvironment.requireMemcached()
+    }
+
+    static func randomID() -> Int64 { Int64.random(in: 1_000_000_000...9_000_000_000_000_000) }
+
+    static func client(
+        _ service: ServiceProcess, id: Int64, window: Duration = .seconds(10),
+        retry: RetryPolicy = RetryPolicy(maximumAttempts: 3, initialDelay: .milliseconds(20)),
+        onToken: (@Sendable () async throws -> Void)? = nil
+    ) throws -> ProfileClient {
+        let token = try ServiceAuthentication.shared.token(for: id)
+        var configuration = ProfileClientConfiguration(baseURL: service.baseURL)
+        configuration.readYourWritesWindow = window
+        configuration.retry = retry
+        configuration.tokenProvider = {
+            try await onToken?()
+            return token
+        }
+        return ProfileClient(configuration: configuration)
+    }
+
+    /// Puts `profile` at `version` into memcached as the service would, whatever PostgreSQL holds.
+    static func plantCacheEntry(_ profile: Profile) throws {
+        let cache = try MemcachedConnection(
+            configuration: try MemcachedConfiguration(servers: TestEnvironment.memcachedServerList),
+            logger: Logger(label: "profile-client-tests"))
+        defer { cache.close() }
+        var json = #"{"id":\#(profile.id),"username":"\#(profile.username)","display_name":"\#(profile.displayName)","#
+        json += #""version":\#(profile.version),"updated_at":"\#(profile.updatedAt)"}"#
+        let version = UInt32(profile.version)
+        let header: [UInt8] = [
+            0xA1, UInt8(ascii: "P"), UInt8(version >> 24), UInt8(version >> 16 & 0xFF), UInt8(version >> 8 & 0xFF),
+            UInt8(version & 0xFF),
+        ]
+        let result = cache.set("profile-service:v1:\(profile.id)", value: header + Array(json.utf8))
+        try #require(result == .stored)
+    }
+
+    /// The profiles a stream gives until one satisfies `done`, or until `timeout`.
+    static func values(
+        of stream: AsyncStream<Profile>, until done: @escaping @Sendable (Profile) -> Bool,
+        timeout: Duration = .seconds(10)
+    ) async -> [Profile] {
+        let reader = Task {
+            var seen: [Profile] = []
+            for await profile in stream {
+                seen.append(profile)
+                if done(profile) { break }
+            }
+            return seen
+        }
+        let timer = Task {
+            try? await Task.sleep(for: timeout)
+            reader.cancel()
+        }
+        defer { timer.cancel() }
+        return await reader.value
+    }
+
+    @Test func theWriterSeesItsWriteOverAStaleCacheEntryInsideTheWindowAndAfterIt() async throws {
+        var service = try ServiceProcess()
+        let id = Self.randomID()
+        let client = try Self.client(service, id: id, window: .seconds(3))
+        let created = try await client.create(id: id, username: "rw\(id % 1_000_000)", displayName: "First")
+        #expect(created.version == 1)
+        let written = try await client.updateDisplayName(id: id, to: "Second", expectedVersion: 1)
+        #expect(written.version == 2)
+
+        // memcached now holds version 1 again: a reader without a token gets it.
+        try Self.plantCacheEntry(created)
+        let other = try Self.client(service, id: id)
+        #expect(try await other.fetch(id: id) == created)
+
+        // Inside the window the writer's read needs no network: it works with the service down.
+        let port = service.port
+        service.terminate()
+        #expect(try await client.fetch(id: id) == written)
+
+        // After the window, the read goes to the service with min_version=2, past the stale entry.
+        service = try ServiceProcess(port: port)
+        try Self.plantCacheEntry(created)
+        try await Task.sleep(for: .seconds(3))
+        #expect(try await client.fetch(id: id) == written)
+        #expect(try await other.fetch(id: id, policy: .reloadFromServer).version == 2)  // repaired for everyone
+        service.terminate()
+    }
+
+    @Test func aConflictRollsBackToTheServersVersionAndIsNeverRetried() async throws {
+        let service = try ServiceProcess()
+        defer { service.terminate() }
+        let id = Self.randomID()
+        let bystander = try Self.client(service, id: id)
+        // If a rejected write were sent again, the token provider would first move the profile to
+        // version 3 with the bystander's token, so a repeated 409 or 422 would leave version 3
+        // ("Moved") in PostgreSQL; the service still holding version 2 proves no repeat.
+        let tokens = Mutex(0)
+        let client = try Self.client(service, id: id) {
+            let count = tokens.withLock { count in
+                count += 1
+                return count
+            }
+            if count >= 4 { _ = try await bystander.updateDisplayName(id: id, to: "Moved", expectedVersion: 2) }
+        }
+        _ = try await client.create(id: id, username: "cf\(id % 1_000_000)", displayName: "Mine")  // token 1
+        let theirs = try await bystander.updateDisplayName(id: id, to: "Theirs", expectedVersion: 1)
+        let first = client.updates(for: id)
+        let second = client.updates(for: id)
+
+        await #expect(throws: ProfileClientError.conflict(current: theirs)) {  // token 2
+            try await client.updateDisplayName(id: id, to: "Lost", expectedVersion: 1)
+        }
+        for stream in [first, second] {
+            let seen = await Self.values(of: stream) { $0 == theirs }
+            #expect(seen.map(\.displayName) == ["Mine", "Lost", "Theirs"])
+        }
+        do {
+            _ = try await client.updateDisplayName(id: id, to: "", expectedVersion: 2)  // token 3
+            Issue.record("an empty display name was accepted")
+        } catch {
+            guard case .validation(let field, _) = error else { throw error }
+            #expect(field == "display_name")
+        }
+        try await Task.sleep(for: .milliseconds(500))
+        let after = try await bystander.fetch(id: id, policy: .reloadFromServer)
+        #expect(after == theirs)  // version 2, "Theirs": neither refused write was sent again
+        #expect(tokens.withLock { $0 } == 3)  // create, the 409, the 422
+    }
+
+    @Test func everyObserverOfAnIDReceivesAWriteMadeElsewhereInTheApp() async throws {
+        let service = try ServiceProcess()
+        defer { service.terminate() }
+        let id = Self.randomID()
+        let client = try Self.client(service, id: id)
+        let observers = (0..<3).map { _ in client.updates(for: id) }
+        // "Another part of the app": its own task, the same client instance.
+        let writer = Task {
+            let created = try await client.create(id: id, username: "ob\(id % 1_000_000)", displayName: "Start")
+            return try await client.updateDisplayName(id: id, to: "Renamed", expectedVersion: created.version)
+        }
+        let written = try await writer.value
+        for stream in observers {
+            let seen = await Self.values(of: stream) { $0 == written }
+            #expect(seen.first?.displayName == "Start")
+            #expect(seen.dropFirst().first?.displayName == "Renamed")  // the optimistic one, before the answer
+            #expect(seen.last == written)
+        }
+        let late = await Self.values(of: client.updates(for: id)) { _ in true }
+        #expect(late == [written])  // a new observer starts with the latest profile
+    }
+
+    @Test func readsRetryThroughAServiceRestart() async throws {
+        var service = try ServiceProcess()
+        let id = Self.randomID()
+        let patient = RetryPolicy(maximumAttempts: 40, initialDelay: .milliseconds(50), maximumDelay: .milliseconds(300))
+        let setup = try Self.client(service, id: id)
+        let created = try await setup.create(id: id, username: "rs\(id % 1_000_000)", displayName: "Restart")
+        let port = service.port
+        service.terminate()
+
+        let reader = try Self.client(service, id: id, retry: patient)
+        let read = Task { try await reader.fetch(id: id) }
+        try await Task.sleep(for: .seconds(1))
+        service = try ServiceProcess(port: port)
+        #expect(try await read.value == created)
+
+        // A write is retried too when the connection was refused: it lands exactly once.
+        service.terminate()
+        let writer = try Self.client(service, id: id, retry: patient)
+        let write = Task { try await writer.updateDisplayName(id: id, to: "After", expectedVersion: 1) }
+        try await Task.sleep(for: .seconds(1))
+        service = try ServiceProcess(port: port)
+        #expect(try await write.value.version == 2)
+        #expect(try await reader.fetch(id: id, policy: .reloadFromServer).version == 2)
+        service.terminate()
+    }
+}
