@@ -97,6 +97,23 @@ public enum TestEnvironment {
         }
     }
 
+    /// A TCP port that was free on 127.0.0.1 a moment ago (the kernel's pick for port 0).
+    public static func freeLoopbackPort() -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+                bind(fd, pointer, length)
+                return getsockname(fd, pointer, &length)
+            }
+        }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
     public struct MissingServer: Error, CustomStringConvertible {
         public let description: String
 

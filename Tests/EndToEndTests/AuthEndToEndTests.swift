@@ -103,16 +103,10 @@ import TestSupport
     }
 
     @Test func tokenSubcommandMintsATokenTheServerAccepts() throws {
-        let process = Process()
-        process.executableURL = ServiceProcess.executable
-        process.arguments = ["token", "--sub", "77", "--ttl", "60", "--jwt-secret-file", ServiceProcess.secretFile]
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let token = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            .trimmingCharacters(in: .whitespacesAndNewlines)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
+        let minted = try ServiceProcess.run(
+            ["token", "--sub", "77", "--ttl", "60", "--jwt-secret-file", ServiceProcess.secretFile])
+        let token = minted.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(minted.status == 0)
         #expect(token.split(separator: ".").count == 3)
 
         let service = try ServiceProcess(extraArguments: ["--require-auth-for-reads"])

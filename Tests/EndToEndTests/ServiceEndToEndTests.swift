@@ -158,14 +158,7 @@ import TestSupport
     }
 
     @Test func helpDocumentsEveryFlagWithItsVariable() throws {
-        let process = Process()
-        process.executableURL = ServiceProcess.executable
-        process.arguments = ["serve", "--help"]
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let help = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+        let help = try ServiceProcess.run(["serve", "--help"]).standardOutput
         for flag in ["--host", "--port", "--database-url", "--memcached", "--workers", "--cache-ttl-s"] {
             #expect(help.contains(flag), "missing \(flag)")
         }

@@ -2,19 +2,12 @@ import Foundation
 import HTTP1
 import HTTPServer
 import Testing
+import TestSupport
 
 /// Runs a program to completion and returns its standard output and exit status.
 func run(_ executable: String, _ arguments: [String]) throws -> (output: String, status: Int32) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    process.standardError = FileHandle.nullDevice
-    try process.run()
-    let data = pipe.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return (String(decoding: data, as: UTF8.self), process.terminationStatus)
+    let finished = try TestProcess.run(URL(fileURLWithPath: executable), arguments)
+    return (finished.standardOutput, finished.status)
 }
 
 func python3() -> String {

@@ -23,7 +23,7 @@ import TestSupport
         onToken: (@Sendable () async throws -> Void)? = nil
     ) throws -> ProfileClient {
         let token = try ServiceAuthentication.shared.token(for: id)
-        var configuration = ProfileClientConfiguration(baseURL: service.baseURL)
+        var configuration = ProfileClientConfiguration(baseURL: service.url)
         configuration.readYourWritesWindow = window
         configuration.retry = retry
         configuration.tokenProvider = {

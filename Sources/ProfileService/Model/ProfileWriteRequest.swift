@@ -78,46 +78,34 @@ enum ProfileWriteRequest: Equatable {
         }
     }
 
-    /// Bounds the work of the JSON parser on hostile input such as `[[[[…]]]]` (outside strings).
-    private static func nestsDeeperThan(_ limit: Int, _ body: [UInt8]) -> Bool {
-        var inString = false, escaped = false, depth = 0
-        for byte in body {
-            if inString {
-                if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true }
-                else if byte == UInt8(ascii: "\"") { inString = false }
-                continue
-            }
-            switch byte {
-            case UInt8(ascii: "\""): inString = true
-            case UInt8(ascii: "{"), UInt8(ascii: "["):
-                depth += 1
-                if depth > limit { return true }
-            case UInt8(ascii: "}"), UInt8(ascii: "]"): depth -= 1
-            default: break
-            }
-        }
-        return false
-    }
+    /// What one pass over the JSON outside its strings finds, before Foundation parses it.
+    private struct Structure {
+        var deepestNesting = 0
+        /// A `,` right before `}` or `]`: Foundation's parser accepts it, RFC 8259 does not.
+        var hasTrailingComma = false
 
-    /// Foundation's parser accepts a trailing comma, which RFC 8259 does not: refuse it here.
-    private static func hasTrailingComma(_ body: [UInt8]) -> Bool {
-        var inString = false, escaped = false, lastSignificant: UInt8 = 0
-        for byte in body {
-            if inString {
-                if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true }
-                else if byte == UInt8(ascii: "\"") { inString = false }
-                continue
+        init(scanning body: [UInt8]) {
+            var inString = false, escaped = false, depth = 0, lastSignificant: UInt8 = 0
+            for byte in body {
+                if inString {
+                    if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true }
+                    else if byte == UInt8(ascii: "\"") { inString = false }
+                    continue
+                }
+                switch byte {
+                case UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\n"), UInt8(ascii: "\r"): continue
+                case UInt8(ascii: "\""): inString = true
+                case UInt8(ascii: "{"), UInt8(ascii: "["):
+                    depth += 1
+                    deepestNesting = max(deepestNesting, depth)
+                case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                    depth -= 1
+                    if lastSignificant == UInt8(ascii: ",") { hasTrailingComma = true }
+                default: break
+                }
+                lastSignificant = byte
             }
-            switch byte {
-            case UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\n"), UInt8(ascii: "\r"): continue
-            case UInt8(ascii: "}"), UInt8(ascii: "]"):
-                if lastSignificant == UInt8(ascii: ",") { return true }
-            case UInt8(ascii: "\""): inString = true
-            default: break
-            }
-            lastSignificant = byte
         }
-        return false
     }
 
     private static func decodeFields(_ body: [UInt8]) throws(ProfileRequestError) -> Fields {
@@ -125,8 +113,10 @@ enum ProfileWriteRequest: Equatable {
         guard body.count <= maximumBodyBytes else {
             throw .malformed(field: nil, "the body is larger than \(maximumBodyBytes) bytes")
         }
-        guard !hasTrailingComma(body) else { throw .malformed(field: nil, "the body is not a valid JSON object") }
-        guard !nestsDeeperThan(maximumNestingDepth, body) else {
+        // Bounds the parser's work on hostile input such as `[[[[…]]]]`, and refuses trailing commas.
+        let structure = Structure(scanning: body)
+        guard !structure.hasTrailingComma else { throw .malformed(field: nil, "the body is not a valid JSON object") }
+        guard structure.deepestNesting <= maximumNestingDepth else {
             throw .malformed(field: nil, "the body nests objects or arrays deeper than \(maximumNestingDepth) levels")
         }
         do {
