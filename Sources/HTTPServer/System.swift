@@ -204,6 +204,11 @@ enum System {
         _ = sysShutdown(fd, Int32(SHUT_WR))
     }
 
+    /// Ends the connection both ways (the peer sees EOF) without releasing the descriptor number.
+    static func shutdownReadWrite(_ fd: Int32) {
+        _ = sysShutdown(fd, Int32(SHUT_RDWR))
+    }
+
     /// Closes a descriptor. Not retried on `EINTR`: on Linux the descriptor is released anyway.
     static func close(_ fd: Int32) {
         let result = sysClose(fd)
