@@ -71,6 +71,11 @@ enum System {
         return UInt64(limit.rlim_cur)
     }
 
+    /// Gives the CPU to another runnable thread, if any.
+    static func yield() {
+        _ = sched_yield()
+    }
+
     /// Seconds since the Unix epoch.
     static func unixTime() -> Int { Int(Glibc.time(nil)) }
 

@@ -86,6 +86,10 @@ struct Completion: Sendable {
 /// the next one without sleeping, and the loop wakes a parked worker only when there are more queued
 /// jobs than workers already on their way. Parked workers are woken last-in first-out (the most
 /// recently active thread, whose stack is still in cache), each on its own semaphore.
+///
+/// Before parking, one worker at a time spins briefly (yielding the CPU) for the next job: under
+/// load one arrives within microseconds, and a spinning worker counts as one on its way, so the loop
+/// does not pay a futex wake and the worker a sleep and a context switch.
 final class WorkQueue: Sendable {
     private struct State {
         var ring: [Job?]
@@ -96,7 +100,20 @@ final class WorkQueue: Sendable {
         var parked: [Int] = []
         /// Workers signalled but not yet back in the queue.
         var waking = 0
+        /// Workers polling for a job before they park.
+        var spinning = 0
     }
+
+    private enum Step {
+        case take(Job?)
+        case spin
+        case park
+    }
+
+    /// Workers spinning at once; more would steal the CPU from the loop on a small machine.
+    private static let maxSpinning = 1
+    /// How long a worker polls for a job before it parks.
+    private static let spinTime: Duration = .microseconds(50)
 
     private let state: Mutex<State>
     private let parkingSpots: [DispatchSemaphore]
@@ -116,7 +133,9 @@ final class WorkQueue: Sendable {
             guard !state.stopped, state.count < state.ring.count else { return (false, nil) }
             state.ring[(state.head + state.count) % state.ring.count] = job
             state.count += 1
-            guard state.count > state.waking, let worker = state.parked.popLast() else { return (true, nil) }
+            guard state.count > state.waking + state.spinning, let worker = state.parked.popLast() else {
+                return (true, nil)
+            }
             state.waking += 1
             return (true, worker)
         }
@@ -128,27 +147,42 @@ final class WorkQueue: Sendable {
     /// Returns the next job for worker `index`, parking until there is one; `nil` once stopped.
     func dequeue(worker index: Int) -> Job? {
         var woken = false
+        var spinning = false
+        var spun = false
         while true {
-            let next = state.withLock { state -> Job?? in
+            let step = state.withLock { state -> Step in
                 if woken { state.waking -= 1 }
-                if state.stopped { return .some(nil) }
+                if spinning { state.spinning -= 1 }
+                if state.stopped { return .take(nil) }
                 guard state.count > 0 else {
+                    if !spun, state.spinning < Self.maxSpinning {
+                        state.spinning += 1
+                        return .spin
+                    }
                     state.parked.append(index)
-                    return .none
+                    return .park
                 }
                 let job = state.ring[state.head]
                 state.ring[state.head] = nil
                 state.head = (state.head + 1) % state.ring.count
                 state.count -= 1
-                return .some(job)
+                return .take(job)
             }
-            switch next {
-            case .some(let job):
+            woken = false
+            spinning = false
+            switch step {
+            case .take(let job):
                 if job != nil { queued.subtract(1, ordering: .relaxed) }
                 return job
-            case .none:
+            case .spin:
+                spinning = true
+                spun = true
+                let deadline = ContinuousClock.now.advanced(by: Self.spinTime)
+                while queued.load(ordering: .relaxed) == 0, ContinuousClock.now < deadline { System.yield() }
+            case .park:
                 parkingSpots[index].wait()
                 woken = true
+                spun = false
             }
         }
     }
