@@ -18,6 +18,10 @@ final class Connection {
     var peerClosed = false
     /// False once the descriptor is closed.
     var isOpen = true
+    /// A socket error arrived while the request was in a worker: close once the worker is done.
+    var failed = false
+    /// Shared with the worker that has this connection's request, if any.
+    let handoff = Handoff()
     /// Bytes dropped during a lingering close.
     var lingerBytes = 0
 

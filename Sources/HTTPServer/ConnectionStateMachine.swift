@@ -9,7 +9,12 @@
 ///        ↑                     └──────────────request──────────────────↑                  │
 ///        └──────────────────────────── written, keep-alive ───────────────────────────────┘
 /// writing ─written, close→ lingering ─EOF/deadline→ closed
+/// processing ─written by the worker (keep-alive)→ awaitingRequest   (or closed when shutting down)
 /// ```
+///
+/// While `processing`, the worker may be writing the socket itself (see `Handoff`), so the
+/// connection must not be closed: no deadline runs (``timerFired(now:)`` answers `.none`) and
+/// ``beginShutdown()`` leaves it to finish. The event loop enforces this in its `close`.
 struct ConnectionStateMachine<Instant: InstantProtocol>: Sendable where Instant.Duration == Duration {
     struct Timeouts: Sendable {
         var head: Duration
@@ -107,6 +112,17 @@ struct ConnectionStateMachine<Instant: InstantProtocol>: Sendable where Instant.
             state = .lingering(deadline: now.advanced(by: timeouts.linger))
             return .linger
         }
+        if isShuttingDown {
+            state = .closed
+            return .close
+        }
+        state = .awaitingRequest(deadline: now.advanced(by: timeouts.idle))
+        return .none
+    }
+
+    /// The worker wrote the whole keep-alive response itself and handed the connection back.
+    mutating func responseWrittenByWorker(now: Instant) -> Action {
+        guard state == .processing else { return .none }
         if isShuttingDown {
             state = .closed
             return .close

@@ -7,8 +7,15 @@ import Synchronization
 ///
 /// Confined to its own thread. Sockets are registered once, edge-triggered, for input and output, so
 /// no `epoll_ctl` is needed per request: a connection whose request is with a worker is simply not
-/// read (backpressure) and its readiness is remembered in ``Connection/mayRead``. Workers post
-/// encoded responses to the ``Mailbox`` and wake the loop through an eventfd.
+/// read (backpressure) and its readiness is remembered in ``Connection/mayRead``. Workers write
+/// keep-alive responses themselves when nothing else is pending on the connection (``Handoff``);
+/// otherwise they post encoded responses to the ``Mailbox`` and wake the loop through an eventfd.
+///
+/// Invariant: the loop never closes a connection whose request is with a worker (``close(_:)``
+/// checks it), so a worker never writes into a reused descriptor number. While a request is with a
+/// worker, socket errors are remembered (``Connection/failed``), deadlines do not run, and shutdown
+/// waits for the worker; a connection still in a worker when the loop exits is only shut down
+/// (`SHUT_RDWR`) and its descriptor closed after the workers have stopped.
 final class EventLoop {
     private let core: ServerCore
     private let configuration: HTTPServerConfiguration
@@ -64,7 +71,9 @@ final class EventLoop {
     // MARK: - Loop
 
     /// Runs until shutdown has drained; closes every connection and the listener before returning.
-    func run() {
+    /// - Returns: descriptors of connections still in a worker, shut down but not closed: the caller
+    ///   closes them once the workers have stopped.
+    func run() -> [Int32] {
         let tickMilliseconds = Int32(Self.milliseconds(tick))
         var nextTimerCheck = clock.now.advanced(by: tick)
         while true {
@@ -98,8 +107,19 @@ final class EventLoop {
             }
             if let drainDeadline, connectionCount == 0 || now >= drainDeadline { break }
         }
-        for connection in connections.compactMap({ $0 }) { close(connection) }
+        var abandoned: [Int32] = []
+        for connection in connections.compactMap({ $0 }) {
+            if connection.handoff.isIdle {
+                close(connection)
+            } else {
+                // A worker may still write: end the TCP connection but keep the descriptor number.
+                System.shutdownReadWrite(connection.fd)
+                abandoned.append(connection.fd)
+                forget(connection)
+            }
+        }
         closeListener()
+        return abandoned
     }
 
     private func connection(for fd: Int32) -> Connection? {
@@ -161,11 +181,17 @@ final class EventLoop {
     // MARK: - Connection events
 
     private func handle(_ connection: Connection, events: UInt32, now: ContinuousClock.Instant) {
-        if events & System.epollErr != 0 {
+        if events & System.epollErr != 0 { connection.failed = true }
+        if events & (System.epollIn | System.epollRdHup | System.epollHup) != 0 { connection.mayRead = true }
+        if connection.machine.state == .processing {
+            // A worker may be writing the socket: only remember the readiness and ask to hear back.
+            if connection.handoff.watch() { resumeAfterDirectWrite(connection, now: now) }
+            return
+        }
+        if connection.failed {
             close(connection)
             return
         }
-        if events & (System.epollIn | System.epollRdHup | System.epollHup) != 0 { connection.mayRead = true }
         if events & System.epollOut != 0, connection.hasPendingOutput {
             flush(connection, now: now)
         }
@@ -247,18 +273,25 @@ final class EventLoop {
                     flush(connection, now: now)
                 }
             case .request(let request, let keepAlive):
-                dispatch(connection, request, keepAlive: keepAlive, now: now)
+                dispatch(connection, request, keepAlive: keepAlive, pipelined: offset < bytes.count, now: now)
             }
         }
         return offset
     }
 
+    /// - Parameter pipelined: bytes of a further request follow in the buffer being parsed.
     private func dispatch(
-        _ connection: Connection, _ request: HTTPRequest, keepAlive: Bool, now: ContinuousClock.Instant
+        _ connection: Connection, _ request: HTTPRequest, keepAlive: Bool, pipelined: Bool,
+        now: ContinuousClock.Instant
     ) {
         connection.machine.requestDispatched()
-        let job = Job(fd: connection.fd, connectionID: connection.id, request: request, keepAlive: keepAlive)
+        // With bytes buffered or possibly unread, the loop must hear when the response is out.
+        connection.handoff.dispatch(watched: pipelined || connection.mayRead)
+        let job = Job(
+            fd: connection.fd, connectionID: connection.id, request: request, keepAlive: keepAlive,
+            handoff: connection.handoff, mayWriteDirectly: !connection.hasPendingOutput)
         guard core.queue.tryEnqueue(job) else {
+            connection.handoff.reclaim()
             let close = !keepAlive || core.draining.load(ordering: .relaxed)
             let response = HTTPResponse.problem(
                 .serviceUnavailable, detail: "the server is at capacity; retry shortly", headers: ["Retry-After": "1"])
@@ -290,8 +323,22 @@ final class EventLoop {
             guard let connection = connection(for: completion.fd), connection.id == completion.connectionID,
                 connection.machine.state == .processing
             else { continue }
-            startResponse(connection, completion.bytes, closeAfter: completion.closeAfter, now: now)
-            drive(connection, now: now)
+            switch completion.kind {
+            case .response(let bytes, let closeAfter):
+                connection.handoff.reclaim()
+                if connection.failed {
+                    close(connection)
+                    continue
+                }
+                startResponse(connection, bytes, closeAfter: closeAfter, now: now)
+                drive(connection, now: now)
+            case .failed:
+                connection.handoff.reclaim()
+                close(connection)
+            case .written:
+                // Already resumed (and possibly in a worker again) if not idle.
+                if connection.handoff.isIdle { resumeAfterDirectWrite(connection, now: now) }
+            }
         }
         completions.removeAll(keepingCapacity: true)
     }
@@ -327,7 +374,11 @@ final class EventLoop {
         }
         connection.output = []
         connection.outputOffset = 0
-        switch connection.machine.responseWritten(now: now) {
+        apply(connection.machine.responseWritten(now: now), to: connection)
+    }
+
+    private func apply(_ action: ConnectionStateMachine<ContinuousClock.Instant>.Action, to connection: Connection) {
+        switch action {
         case .none, .sendRequestTimeout:
             break
         case .close:
@@ -341,6 +392,17 @@ final class EventLoop {
                 connection.pending = []
             }
         }
+    }
+
+    /// The worker wrote the response itself and gave the connection back (``Handoff/isIdle``):
+    /// back to reading, or closed if shutting down or the socket failed meanwhile.
+    private func resumeAfterDirectWrite(_ connection: Connection, now: ContinuousClock.Instant) {
+        apply(connection.machine.responseWrittenByWorker(now: now), to: connection)
+        if connection.failed {
+            close(connection)
+            return
+        }
+        drive(connection, now: now)
     }
 
     /// Lingering close: read and drop input until EOF so the client reads the response, not a reset.
@@ -365,9 +427,15 @@ final class EventLoop {
 
     private func close(_ connection: Connection) {
         guard connection.isOpen else { return }
+        precondition(connection.handoff.isIdle, "closing connection \(connection.id) while its request is in a worker")
+        System.close(connection.fd)
+        forget(connection)
+    }
+
+    /// Removes `connection` from the table without closing its descriptor.
+    private func forget(_ connection: Connection) {
         connection.isOpen = false
         connection.machine.closed()
-        System.close(connection.fd)
         connections[Int(connection.fd)] = nil
         connectionCount -= 1
         core.openConnections.subtract(1, ordering: .relaxed)
@@ -381,6 +449,12 @@ final class EventLoop {
             if let listenFD { try? System.epollAdd(epollFD, listenFD, events: System.epollIn) }
         }
         for case let connection? in connections {
+            if connection.machine.state == .processing {
+                // No deadline runs while a worker has the request; a direct write ends it here at
+                // the latest (the idle deadline then starts up to one tick late).
+                if connection.handoff.isIdle { resumeAfterDirectWrite(connection, now: now) }
+                continue
+            }
             switch connection.machine.timerFired(now: now) {
             case .none, .linger:
                 break
@@ -399,8 +473,12 @@ final class EventLoop {
         core.draining.store(true, ordering: .releasing)
         drainDeadline = now.advanced(by: configuration.drainTimeout)
         closeListener()
-        for case let connection? in connections where connection.machine.beginShutdown() == .close {
-            close(connection)
+        for case let connection? in connections {
+            if connection.machine.beginShutdown() == .close {
+                close(connection)
+            } else if connection.machine.state == .processing, connection.handoff.watch() {
+                resumeAfterDirectWrite(connection, now: now)
+            }
         }
         logger.info("draining", metadata: ["connections": "\(connectionCount)"])
     }

@@ -12,6 +12,10 @@ import Synchronization
 ///                    └────── eventfd ◀── Mailbox ◀── encoded response ──┘
 /// ```
 ///
+/// A keep-alive response on a connection with nothing else pending is `send` by the worker itself
+/// (see ``Handoff``); only a partial write, a close, or a connection the loop is waiting on goes
+/// back through the mailbox.
+///
 /// ```swift
 /// let server = HTTPServer(configuration: config, responder: router, logger: logger)
 /// let port = try server.start()
@@ -119,9 +123,11 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
             try System.startThread(name: "http-loop") { [self] in
                 let loop = EventLoop(
                     core: core, configuration: configuration, logger: logger, epollFD: epollFD, listenFD: listenFD)
-                loop.run()
+                let abandoned = loop.run()
                 core.queue.stop()
                 workers.wait()
+                // Only now can no worker write into these descriptors.
+                for fd in abandoned { System.close(fd) }
                 // No signal can reach the eventfd once the state is .stopped and the workers are gone.
                 lifecycle.withLock { $0 = .stopped }
                 System.close(epollFD)
@@ -157,9 +163,49 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
             let bytes = HTTPResponseEncoder.encode(
                 response, date: dateCache.current(), isHeadResponse: job.request.method == .head,
                 connection: EventLoop.connectionHeader(close: close, version: job.request.version))
-            core.mailbox.post(
-                Completion(fd: job.fd, connectionID: job.connectionID, bytes: bytes, closeAfter: close), from: index)
+            let kind: Completion.Kind
+            if job.mayWriteDirectly, !close {
+                switch Self.writeDirectly(bytes, to: job.fd) {
+                case .complete:
+                    // Last touch of the connection: from here the loop may close the descriptor.
+                    guard job.handoff.workerFinished() else { continue }
+                    kind = .written
+                case .partial(let sent):
+                    kind = .response(bytes: Array(bytes[sent...]), closeAfter: false)
+                case .failed:
+                    kind = .failed
+                }
+            } else {
+                kind = .response(bytes: bytes, closeAfter: close)
+            }
+            core.mailbox.post(Completion(fd: job.fd, connectionID: job.connectionID, kind: kind), from: index)
         }
+    }
+
+    private enum DirectWrite {
+        case complete
+        /// The socket buffer filled (`EAGAIN`) after `sent` bytes: the loop writes the rest.
+        case partial(sent: Int)
+        case failed
+    }
+
+    /// Sends a keep-alive response on the worker thread, saving the loop a wake-up and a write.
+    /// The descriptor cannot be closed meanwhile: the loop waits for ``Handoff/workerFinished()``.
+    private static func writeDirectly(_ bytes: [UInt8], to fd: Int32) -> DirectWrite {
+        var sent = 0
+        while sent < bytes.count {
+            let result: IOResult<Int>
+            do {
+                result = try bytes.withUnsafeBytes { buffer throws(IOError) in
+                    try System.send(fd, UnsafeRawBufferPointer(rebasing: buffer[sent...]))
+                }
+            } catch {
+                return .failed
+            }
+            guard case .processed(let written) = result else { return .partial(sent: sent) }
+            sent += written
+        }
+        return .complete
     }
 
     private static func asksToClose(_ response: HTTPResponse) -> Bool {

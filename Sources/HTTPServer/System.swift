@@ -71,6 +71,11 @@ enum System {
         return UInt64(limit.rlim_cur)
     }
 
+    /// Gives the CPU to another runnable thread, if any.
+    static func yield() {
+        _ = sched_yield()
+    }
+
     /// Seconds since the Unix epoch.
     static func unixTime() -> Int { Int(Glibc.time(nil)) }
 
@@ -202,6 +207,11 @@ enum System {
     /// Stops sending (FIN) while still reading: the first half of a lingering close.
     static func shutdownWrite(_ fd: Int32) {
         _ = sysShutdown(fd, Int32(SHUT_WR))
+    }
+
+    /// Ends the connection both ways (the peer sees EOF) without releasing the descriptor number.
+    static func shutdownReadWrite(_ fd: Int32) {
+        _ = sysShutdown(fd, Int32(SHUT_RDWR))
     }
 
     /// Closes a descriptor. Not retried on `EINTR`: on Linux the descriptor is released anyway.

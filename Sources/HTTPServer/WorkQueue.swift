@@ -2,20 +2,78 @@ import Dispatch
 import HTTP1
 import Synchronization
 
+/// Who owns the write side of a connection while its request is with a worker. Shared by the event
+/// loop and (for one request at a time) one worker.
+///
+/// The loop arms it when it dispatches a request; the worker may then `send` the response on the
+/// socket itself. The worker gives the connection back with ``workerFinished()`` *after* its last
+/// use of the descriptor, and the loop never closes a connection (never frees its descriptor number)
+/// until it has been given back, so a worker can never write into a reused descriptor.
+///
+/// ```
+/// idle ─dispatch→ inWorker ─loop needs to hear back (readiness, shutdown)→ watched
+///   ↑                 │                                                       │
+///   └─workerFinished──┘                  workerFinished → post `.written`  ←──┘
+/// ```
+final class Handoff: Sendable {
+    private static let idle: UInt8 = 0
+    private static let inWorker: UInt8 = 1
+    private static let watched: UInt8 = 2
+    private let state = Atomic<UInt8>(0)
+
+    /// Loop: the request goes to a worker. `watched`: the loop wants to hear when the worker is done
+    /// (it holds pipelined bytes, or the socket may hold more).
+    func dispatch(watched: Bool) {
+        state.store(watched ? Self.watched : Self.inWorker, ordering: .releasing)
+    }
+
+    /// Loop: takes the connection back without a worker (the request never reached one, or the
+    /// worker posted a completion and will not touch the socket again).
+    func reclaim() {
+        state.store(Self.idle, ordering: .releasing)
+    }
+
+    /// Loop: whether the loop owns the connection (no worker may touch the socket).
+    var isIdle: Bool { state.load(ordering: .acquiring) == Self.idle }
+
+    /// Loop: asks the worker to post `.written` when it finishes; true if it has already finished.
+    func watch() -> Bool {
+        let (exchanged, original) = state.compareExchange(
+            expected: Self.inWorker, desired: Self.watched, ordering: .acquiringAndReleasing)
+        return !exchanged && original == Self.idle
+    }
+
+    /// Worker: done with the socket; true if the loop asked to hear about it.
+    func workerFinished() -> Bool {
+        state.exchange(Self.idle, ordering: .acquiringAndReleasing) == Self.watched
+    }
+}
+
 /// A request handed to a worker thread.
 struct Job: Sendable {
     var fd: Int32
     var connectionID: UInt64
     var request: HTTPRequest
     var keepAlive: Bool
+    var handoff: Handoff
+    /// The worker may `send` a keep-alive response itself (no output of the loop is pending).
+    var mayWriteDirectly: Bool
 }
 
-/// A worker's encoded response on its way back to the event loop.
+/// A worker's message about a connection, on its way back to the event loop.
 struct Completion: Sendable {
+    enum Kind: Sendable {
+        /// An encoded response (or its unsent tail) for the loop to write.
+        case response(bytes: [UInt8], closeAfter: Bool)
+        /// The worker wrote the whole response itself and the loop had asked to hear about it.
+        case written
+        /// The worker's `send` failed: the connection is dead.
+        case failed
+    }
+
     var fd: Int32
     var connectionID: UInt64
-    var bytes: [UInt8]
-    var closeAfter: Bool
+    var kind: Kind
 }
 
 /// The bounded queue between the event loop and the worker threads, with a parking lot.
@@ -28,6 +86,10 @@ struct Completion: Sendable {
 /// the next one without sleeping, and the loop wakes a parked worker only when there are more queued
 /// jobs than workers already on their way. Parked workers are woken last-in first-out (the most
 /// recently active thread, whose stack is still in cache), each on its own semaphore.
+///
+/// Before parking, one worker at a time spins briefly (yielding the CPU) for the next job: under
+/// load one arrives within microseconds, and a spinning worker counts as one on its way, so the loop
+/// does not pay a futex wake and the worker a sleep and a context switch.
 final class WorkQueue: Sendable {
     private struct State {
         var ring: [Job?]
@@ -38,7 +100,20 @@ final class WorkQueue: Sendable {
         var parked: [Int] = []
         /// Workers signalled but not yet back in the queue.
         var waking = 0
+        /// Workers polling for a job before they park.
+        var spinning = 0
     }
+
+    private enum Step {
+        case take(Job?)
+        case spin
+        case park
+    }
+
+    /// Workers spinning at once; more would steal the CPU from the loop on a small machine.
+    private static let maxSpinning = 1
+    /// How long a worker polls for a job before it parks.
+    private static let spinTime: Duration = .microseconds(50)
 
     private let state: Mutex<State>
     private let parkingSpots: [DispatchSemaphore]
@@ -58,7 +133,9 @@ final class WorkQueue: Sendable {
             guard !state.stopped, state.count < state.ring.count else { return (false, nil) }
             state.ring[(state.head + state.count) % state.ring.count] = job
             state.count += 1
-            guard state.count > state.waking, let worker = state.parked.popLast() else { return (true, nil) }
+            guard state.count > state.waking + state.spinning, let worker = state.parked.popLast() else {
+                return (true, nil)
+            }
             state.waking += 1
             return (true, worker)
         }
@@ -70,27 +147,42 @@ final class WorkQueue: Sendable {
     /// Returns the next job for worker `index`, parking until there is one; `nil` once stopped.
     func dequeue(worker index: Int) -> Job? {
         var woken = false
+        var spinning = false
+        var spun = false
         while true {
-            let next = state.withLock { state -> Job?? in
+            let step = state.withLock { state -> Step in
                 if woken { state.waking -= 1 }
-                if state.stopped { return .some(nil) }
+                if spinning { state.spinning -= 1 }
+                if state.stopped { return .take(nil) }
                 guard state.count > 0 else {
+                    if !spun, state.spinning < Self.maxSpinning {
+                        state.spinning += 1
+                        return .spin
+                    }
                     state.parked.append(index)
-                    return .none
+                    return .park
                 }
                 let job = state.ring[state.head]
                 state.ring[state.head] = nil
                 state.head = (state.head + 1) % state.ring.count
                 state.count -= 1
-                return .some(job)
+                return .take(job)
             }
-            switch next {
-            case .some(let job):
+            woken = false
+            spinning = false
+            switch step {
+            case .take(let job):
                 if job != nil { queued.subtract(1, ordering: .relaxed) }
                 return job
-            case .none:
+            case .spin:
+                spinning = true
+                spun = true
+                let deadline = ContinuousClock.now.advanced(by: Self.spinTime)
+                while queued.load(ordering: .relaxed) == 0, ContinuousClock.now < deadline { System.yield() }
+            case .park:
                 parkingSpots[index].wait()
                 woken = true
+                spun = false
             }
         }
     }

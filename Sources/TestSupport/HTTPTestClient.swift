@@ -81,6 +81,14 @@ public final class HTTPTestClient {
     /// Half-closes the connection (FIN); responses can still be read.
     public func shutdownWrite() { Glibc.shutdown(fd, Int32(SHUT_WR)) }
 
+    /// Aborts the connection: the server sees a reset (`EPOLLERR`/`EPOLLHUP`), not a FIN.
+    public func reset() {
+        guard !isClosed else { return }
+        var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
+        _ = setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+        close()
+    }
+
     public func close() {
         guard !isClosed else { return }
         isClosed = true

@@ -89,4 +89,29 @@ struct FakeInstant: InstantProtocol {
         #expect(busy.state == .writing(deadline: at(6), closeAfter: true))
         #expect(busy.responseWritten(now: at(2)) == .linger)
     }
+
+    @Test func aRequestInAWorkerHasNoDeadlineAndIsNotClosedByShutdown() {
+        // The worker may be writing the socket: nothing may close it meanwhile.
+        var machine = Machine(now: start, timeouts: timeouts)
+        machine.receivedRequestBytes(now: at(1))
+        machine.requestDispatched()
+        #expect(machine.timerFired(now: at(100_000)) == .none)
+        #expect(machine.beginShutdown() == .none)
+        #expect(machine.state == .processing)
+        // Written by the worker during shutdown: close, as an idle connection would.
+        #expect(machine.responseWrittenByWorker(now: at(100_001)) == .close)
+        #expect(machine.state == .closed)
+    }
+
+    @Test func responseWrittenByTheWorkerStartsTheIdleDeadline() {
+        var machine = Machine(now: start, timeouts: timeouts)
+        machine.receivedRequestBytes(now: at(1))
+        machine.requestDispatched()
+        #expect(machine.responseWrittenByWorker(now: at(3)) == .none)
+        #expect(machine.isIdle)
+        #expect(machine.timerFired(now: at(77.9)) == .none)
+        #expect(machine.timerFired(now: at(78)) == .close)
+        // Not processing: nothing to do.
+        #expect(machine.responseWrittenByWorker(now: at(79)) == .none)
+    }
 }

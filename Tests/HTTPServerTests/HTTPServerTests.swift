@@ -48,6 +48,60 @@ import Testing
         }
     }
 
+    @Test func pipelinedResponsesStayOrderedWhenWorkersAndTheLoopBothWrite() throws {
+        // /big (16 MiB) cannot be sent at once: the worker hands its tail to the loop; the small
+        // responses around it are written by workers directly, one of them with Connection: close.
+        try withServer(EchoResponder(), configure: { $0.workerCount = 4 }) { port, _ in
+            let client = try HTTPTestClient(port: port)
+            try client.send(
+                "GET /1 HTTP/1.1\r\nHost: a\r\n\r\n" + "GET /big HTTP/1.1\r\nHost: a\r\n\r\n"
+                    + "GET /3 HTTP/1.1\r\nHost: a\r\n\r\n" + "GET /big HTTP/1.1\r\nHost: a\r\n\r\n"
+                    + "GET /5 HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+            let responses = try (0..<5).map { _ in try client.readResponse() }
+            #expect(responses.map(\.status) == [200, 200, 200, 200, 200])
+            #expect(responses.map { $0.header("X-Path") } == ["/1", nil, "/3", nil, "/5"])
+            #expect(responses[1].body.count == 16 << 20)
+            #expect(responses[3].body.count == 16 << 20)
+            #expect(client.isClosedByServer())
+
+            // Not pipelined: each response written directly, the connection back to reading each time.
+            let sequential = try HTTPTestClient(port: port)
+            for index in 0..<50 {
+                try sequential.send("GET /s\(index) HTTP/1.1\r\nHost: a\r\n\r\n")
+                #expect(try sequential.readResponse().header("X-Path") == "/s\(index)")
+            }
+        }
+    }
+
+    @Test func aConnectionIsNeverClosedWhileItsRequestIsInAWorker() throws {
+        // If the loop closed A while its worker still held A's descriptor number, B could get that
+        // number and receive A's response.
+        let responder = BlockingResponder()
+        try withServer(responder, configure: { $0.idleTimeout = .seconds(2) }) { port, server in
+            for reset in [false, true] {
+                let first = try HTTPTestClient(port: port)
+                try first.send("GET /block HTTP/1.1\r\nHost: a\r\n\r\n")
+                responder.entered.wait()
+                // EOF (RDHUP), or a reset (ERR, HUP), reaches the loop while the request is in the worker.
+                if reset { first.reset() } else { first.close() }
+                usleepMilliseconds(500)  // the event and a few timer ticks (200 ms)
+                #expect(server.statistics.openConnections == 1, "closed while its request was in a worker")
+
+                let second = try HTTPTestClient(port: port)
+                try second.send("GET /second HTTP/1.1\r\nHost: a\r\n\r\n")
+                #expect(try second.readResponse().bodyText == "done /second")
+                responder.releaseAll(1)
+                #expect(
+                    eventually { server.statistics.openConnections == 1 }, "the first closes once the worker is done")
+                try second.send("GET /again HTTP/1.1\r\nHost: a\r\n\r\n")
+                #expect(try second.readResponse().bodyText == "done /again")
+                #expect(!second.hasInput())
+                second.close()
+                #expect(eventually { server.statistics.openConnections == 0 })
+            }
+        }
+    }
+
     @Test func connectionCloseAndHTTP10() throws {
         try withServer(EchoResponder()) { port, _ in
             let closing = try HTTPTestClient(port: port)
