@@ -21,9 +21,9 @@ public struct ProfileCacheConfiguration: Sendable {
 
     func key(for id: Int64) -> String { keyPrefix + String(id) }
 
-    func jitteredTTLSeconds() -> Int {
+    func jitteredTTLSeconds(using random: inout some RandomNumberGenerator) -> Int {
         let seconds = Double(ttl.components.seconds)
-        return max(1, Int((seconds * Double.random(in: (1 - ttlJitter)...(1 + ttlJitter))).rounded()))
+        return max(1, Int((seconds * Double.random(in: (1 - ttlJitter)...(1 + ttlJitter), using: &random)).rounded()))
     }
 
     var leaseTTLSeconds: Int { max(1, Int(leaseTTL.components.seconds)) }

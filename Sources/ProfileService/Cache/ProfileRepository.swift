@@ -35,6 +35,8 @@ public final class ProfileRepository {
     private let cache: any CacheClient
     private let shared: ProfileCacheShared
     private let logger: Logger
+    /// Lease tokens and TTL jitter, without a system call each (see ``SplitMix64``).
+    private var random = SplitMix64()
     private var configuration: ProfileCacheConfiguration { shared.configuration }
     private var statistics: CacheStatistics { shared.statistics }
 
@@ -155,7 +157,7 @@ public final class ProfileRepository {
     /// Puts a lease where there is no entry (or replaces an undecodable one) and returns the
     /// lease's CAS value, or `nil` if another reader or a writer got there first.
     private func takeLease(key: String, replacingCAS: UInt64?) -> UInt64? {
-        let token = UInt64.random(in: 1...UInt64.max)
+        let token = UInt64.random(in: 1...UInt64.max, using: &random)
         let lease = CacheEntry.encodeLease(token: token)
         let ttl = configuration.leaseTTLSeconds
         let placed =
@@ -175,7 +177,7 @@ public final class ProfileRepository {
     private func populate(key: String, profile: Profile, leaseCAS: UInt64) -> RefreshOutcome {
         let result = cache.cas(
             key, value: CacheEntry.encode(profile), cas: leaseCAS, flags: 0,
-            expiration: configuration.jitteredTTLSeconds())
+            expiration: configuration.jitteredTTLSeconds(using: &random))
         switch result {
         case .stored:
             return .stored
@@ -251,7 +253,7 @@ public final class ProfileRepository {
                     }
                     let entry = CacheEntry.encode(profile)
                     switch cache.cas(
-                        key, value: entry, cas: item.cas, flags: 0, expiration: configuration.jitteredTTLSeconds())
+                        key, value: entry, cas: item.cas, flags: 0, expiration: configuration.jitteredTTLSeconds(using: &random))
                     {
                     case .stored:
                         statistics.record(.writeThroughStored)
