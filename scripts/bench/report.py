@@ -86,7 +86,8 @@ os.makedirs("docs", exist_ok=True)
 open("docs/benchmark.md", "w").write(report + "\n")
 
 # SVG: two panels (requests/s, p99), grouped bars per workload.
-width, height, pad, panel_w = 900, 360, 60, 400
+pad, panel_w, height = 60, 400, 360
+width = 2 * panel_w + 3 * pad
 colors = {"ps": "#e4572e", "go": "#4c78a8"}
 svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="11">',
        f'<rect width="{width}" height="{height}" fill="white"/>']
