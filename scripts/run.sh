@@ -29,10 +29,12 @@ fi
 chmod 600 "$secret"
 token="$(.build/release/profile-service token --sub 1 --ttl 3600 --jwt-secret-file "$secret")"
 port="${PROFILE_PORT:-8080}"
+# The PUT below must carry profile 1's current version, or it answers 409.
+version="$(psql -tA "$PROFILE_DATABASE_URL" -c "SELECT version FROM user_profiles WHERE id = 1")"
 cat >&2 <<EOF
 profile-service: read   curl -i localhost:$port/users/profile/1
 profile-service: write  curl -i -X PUT localhost:$port/users/profile/1 -H 'Content-Type: application/json' \\
-                          -H 'Authorization: Bearer $token' -d '{"display_name":"Ada King","version":1}'
+                          -H 'Authorization: Bearer $token' -d '{"display_name":"Ada King","version":$version}'
 profile-service: more tokens: .build/release/profile-service token --sub ID --jwt-secret-file $secret
 EOF
 exec .build/release/profile-service serve --port "$port" --jwt-secret-file "$secret" "$@"
