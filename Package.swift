@@ -21,7 +21,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
-        .package(url: "https://github.com/vapor/jwt-kit", from: "5.8.0"),
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
     ],
     targets: [
@@ -71,11 +70,10 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // Bearer-token verification (JWT via jwt-kit) and the owner-or-admin rule. No SwiftNIO.
+        // Bearer-token verification (JWT over swift-crypto) and the owner-or-admin rule.
         .target(
             name: "ProfileAuth",
             dependencies: [
-                .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ],

@@ -1,6 +1,5 @@
 import Crypto
 public import Foundation
-import JWTKit
 
 /// Mints HS256 tokens: for `profile-service token`, development and tests. Not used by the server.
 public struct TokenMinter: Sendable {
@@ -27,12 +26,10 @@ public struct TokenMinter: Sendable {
         let now = Date(timeIntervalSince1970: now.timeIntervalSince1970.rounded(.down))  // NumericDate as integer
         let expiry = now.addingTimeInterval(TimeInterval(lifetime.components.seconds))
         let claims = TokenClaims(
-            sub: SubjectClaim(value: subject), exp: ExpirationClaim(value: expiry),
-            nbf: NotBeforeClaim(value: now), iat: IssuedAtClaim(value: now),
-            iss: issuer.map { IssuerClaim(value: $0) }, aud: audience.map { AudienceClaim(value: [$0]) },
+            sub: subject, exp: NumericDate(expiry), nbf: NumericDate(now), iat: NumericDate(now),
+            iss: issuer, aud: audience.map { Audience([$0]) },
             scope: scope, scopes: nil)
         let encoder = JSONEncoder()
-        encoder.dateEncodingStrategy = .secondsSince1970
         encoder.outputFormatting = .sortedKeys
         let payload = (try? encoder.encode(claims)) ?? Data("{}".utf8)
         let signingInput = Base64URL.encode(Data(#"{"alg":"HS256","typ":"JWT"}"#.utf8)) + "." + Base64URL.encode(payload)

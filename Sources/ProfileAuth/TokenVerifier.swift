@@ -1,14 +1,12 @@
 import Foundation
-import JWTKit
 
 /// Verifies `Authorization: Bearer <JWT>` headers synchronously, on the caller's thread.
 ///
-/// jwt-kit 5 verifies only through `JWTKeyCollection`, an actor with `async` methods, and keeps
-/// its signers internal. The service calls this on its fixed worker threads, which must not wait
-/// on the Swift concurrency pool (DESIGN §3), so verification is done here without `async`:
-/// jwt-kit supplies the JWKS model and the registered-claim types and their decoder; the
-/// signature checks are swift-crypto's (HMAC-SHA256, P-256 ECDSA, RSASSA-PKCS1-v1_5), the same
-/// primitives jwt-kit's signers call. It can go when jwt-kit offers a synchronous verify.
+/// Built on swift-crypto (HMAC-SHA256, P-256 ECDSA, RSASSA-PKCS1-v1_5) rather than jwt-kit: jwt-kit 5
+/// verifies only through `JWTKeyCollection`, an actor with `async` methods, with its signers
+/// internal, and the service verifies on its fixed worker threads, which must not wait on the
+/// Swift concurrency pool (DESIGN §3). What jwt-kit would add beyond the signatures — the
+/// registered claims and the JWK model — is small and lives in `TokenClaims.swift`.
 ///
 /// ```swift
 /// let verifier = try TokenVerifier(configuration: AuthConfiguration(key: .secretFile(path)))
@@ -69,7 +67,7 @@ public struct TokenVerifier: Sendable {
         }
 
         guard let payload = Base64URL.decode(parts[1]),
-            let claims = try? DefaultJWTParser().jsonDecoder.decode(TokenClaims.self, from: Data(payload))
+            let claims = try? JSONDecoder().decode(TokenClaims.self, from: Data(payload))
         else { throw .invalid(.claims) }
         return try check(claims)
     }
@@ -81,11 +79,11 @@ public struct TokenVerifier: Sendable {
         guard now.timeIntervalSince(exp.value) < leeway else { throw .invalid(.expired) }
         if let nbf = claims.nbf, nbf.value.timeIntervalSince(now) > leeway { throw .invalid(.notYetValid) }
         if let iat = claims.iat, iat.value.timeIntervalSince(now) > leeway { throw .invalid(.issuedInFuture) }
-        if let issuer = configuration.issuer, claims.iss?.value != issuer { throw .invalid(.issuer) }
+        if let issuer = configuration.issuer, claims.iss != issuer { throw .invalid(.issuer) }
         if let audience = configuration.audience, claims.aud?.value.contains(audience) != true {
             throw .invalid(.audience)
         }
-        guard let subject = claims.sub?.value, !subject.isEmpty else { throw .invalid(.missingSubject) }
+        guard let subject = claims.sub, !subject.isEmpty else { throw .invalid(.missingSubject) }
         var scopes = Set(claims.scopes ?? [])
         if let scope = claims.scope { scopes.formUnion(scope.split(separator: " ").map(String.init)) }
         return VerifiedToken(subject: subject, scopes: scopes)

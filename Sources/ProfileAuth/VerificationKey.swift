@@ -1,6 +1,5 @@
 import Crypto
 import Foundation
-import JWTKit
 import _CryptoExtras
 
 /// One key of the pinned algorithm. The case fixes the algorithm: an HMAC secret can only check
@@ -74,9 +73,9 @@ enum VerificationKey: Sendable {
             }
         case (.jwksFile(let path), _):
             let data = try read(path, what: "JWKS file")
-            let set: JWKS
+            let set: JSONWebKeySet
             do {
-                set = try JSONDecoder().decode(JWKS.self, from: Data(data))
+                set = try JSONDecoder().decode(JSONWebKeySet.self, from: Data(data))
             } catch {
                 throw AuthConfigurationError("JWKS file \(path) is not a JSON Web Key Set")
             }
@@ -89,21 +88,23 @@ enum VerificationKey: Sendable {
     }
 
     /// A JWK of the pinned algorithm's type, or nil (a key for another algorithm is skipped, not trusted).
-    private static func key(from jwk: JWK, for algorithm: AuthConfiguration.Algorithm) -> VerificationKey? {
-        if let declared = jwk.algorithm, declared.rawValue != algorithm.rawValue { return nil }
-        let keyID = jwk.keyIdentifier?.string
+    private static func key(from jwk: JSONWebKeySet.Key, for algorithm: AuthConfiguration.Algorithm)
+        -> VerificationKey?
+    {
+        if let declared = jwk.alg, declared != algorithm.rawValue { return nil }
+        let keyID = jwk.kid
         switch algorithm {
         case .es256:
-            guard jwk.keyType == .ecdsa, jwk.curve == .ecdsa(.p256),
+            guard jwk.kty == "EC", jwk.crv == "P-256",
                 let x = jwk.x.flatMap({ Base64URL.decode(Substring($0)) }),
                 let y = jwk.y.flatMap({ Base64URL.decode(Substring($0)) }), x.count == 32, y.count == 32,
                 let key = try? P256.Signing.PublicKey(rawRepresentation: x + y)
             else { return nil }
             return .p256(key, keyID: keyID)
         case .rs256:
-            guard jwk.keyType == .rsa,
-                let n = jwk.modulus.flatMap({ Base64URL.decode(Substring($0)) }),
-                let e = jwk.exponent.flatMap({ Base64URL.decode(Substring($0)) }),
+            guard jwk.kty == "RSA",
+                let n = jwk.n.flatMap({ Base64URL.decode(Substring($0)) }),
+                let e = jwk.e.flatMap({ Base64URL.decode(Substring($0)) }),
                 let key = try? _RSA.Signing.PublicKey(n: n, e: e), key.keySizeInBits >= 2048
             else { return nil }
             return .rsa(key, keyID: keyID)
