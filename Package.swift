@@ -2,7 +2,7 @@
 import PackageDescription
 
 // Enforce the module arrows: imports are internal unless marked `public`, so a C type
-// cannot leak into a wrapper's public API by accident (same settings as Hummingbird 2).
+// cannot leak into a wrapper's public API by accident.
 let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
     .enableUpcomingFeature("MemberImportVisibility"),
