@@ -52,9 +52,7 @@ final class InFlightReads: Sendable {
             if let ready {
                 outcome = ready
             } else {
-                let nanoseconds = Int(timeout.components.seconds) * 1_000_000_000
-                    + Int(timeout.components.attoseconds / 1_000_000_000)
-                guard semaphore.wait(timeout: .now() + .nanoseconds(nanoseconds)) == .success else { return nil }
+                guard semaphore.wait(timeout: .after(timeout)) == .success else { return nil }
                 outcome = state.withLock { $0.outcome }
             }
             switch outcome {

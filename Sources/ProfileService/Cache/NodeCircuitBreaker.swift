@@ -46,8 +46,7 @@ public final class NodeCircuitBreaker: Sendable {
             state.consecutiveFailures += 1
             let opens = state.consecutiveFailures >= failureThreshold && state.openUntil == nil
             if opens {
-                let (seconds, attoseconds) = openDuration.components
-                state.openUntil = .now() + .nanoseconds(Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000))
+                state.openUntil = .after(openDuration)
             }
             nodes[server] = state
             troubledNodes.store(nodes.count, ordering: .releasing)

@@ -329,8 +329,8 @@ public final class ProfileRepository {
     }
 
     private func sleep(for duration: Duration) {
-        let (seconds, attoseconds) = duration.components
-        var request = timespec(tv_sec: Int(seconds), tv_nsec: Int(attoseconds / 1_000_000_000))
+        let nanoseconds = duration.totalNanoseconds
+        var request = timespec(tv_sec: Int(nanoseconds / 1_000_000_000), tv_nsec: Int(nanoseconds % 1_000_000_000))
         nanosleep(&request, nil)
     }
 }

@@ -18,6 +18,8 @@ public struct ProfileResponder: HTTPResponder {
     public typealias Worker = ProfileWorker
 
     public static let profilePathPrefix = "/users/profile/"
+    /// The profile route's label in metrics and in ``allowedMethods``.
+    static let profileRoute = "/users/profile/{id}"
 
     /// Every route and the methods it answers (the `Allow` of its 405). `openapi.yaml` must
     /// document exactly these; `scripts/check-deploy.py` reads this table to hold them together.
@@ -27,6 +29,11 @@ public struct ProfileResponder: HTTPResponder {
         "/readyz": "GET, HEAD",
         "/metrics": "GET, HEAD",
     ]
+
+    /// ``allowedMethods`` as sets, for the one method check every request goes through.
+    private static let allowedMethodSets = allowedMethods.mapValues { list in
+        Set(list.split(separator: ",").map { String($0.trimmed) })
+    }
 
     /// How requests are observed.
     public struct Observability: Sendable {
@@ -99,41 +106,37 @@ public struct ProfileResponder: HTTPResponder {
     /// The answer and the route's label for metrics (never the raw path: ids would explode it).
     private func route(_ request: HTTPRequest, worker: ProfileWorker) -> (HTTPResponse, String) {
         let path = request.path
+        let route: String
         if path.hasPrefix(Self.profilePathPrefix) {
-            let route = "/users/profile/{id}"
-            switch request.method {
-            case .get, .head: return (handle { () throws(Problem) in try getProfile(request, worker: worker) }, route)
-            case .put: return (handle { () throws(Problem) in try putProfile(request, worker: worker) }, route)
-            default: return (Self.methodNotAllowed(route), route)
-            }
+            route = Self.profileRoute
+        } else if Self.allowedMethods[path] != nil, path != "/metrics" || observability.renderMetrics != nil {
+            route = path
+        } else {
+            let problem = Problem(.notFound, kind: "no-such-route", detail: "no route for \(path.prefix(200))")
+            return (problem.response, "unmatched")
         }
-        switch path {
+        guard Self.allowedMethodSets[route]?.contains(request.method.rawValue) == true else {
+            return (Self.methodNotAllowed(route), route)
+        }
+        switch route {
         case "/healthz":
-            guard request.method == .get || request.method == .head else {
-                return (Self.methodNotAllowed(path), path)
-            }
-            return (Self.json(.ok, #"{"status":"ok"}"#), path)
+            return (Self.json(.ok, #"{"status":"ok"}"#), route)
         case "/readyz":
-            guard request.method == .get || request.method == .head else {
-                return (Self.methodNotAllowed(path), path)
-            }
-            return (readiness(worker: worker), path)
-        case "/metrics" where observability.renderMetrics != nil:
-            guard request.method == .get || request.method == .head else {
-                return (Self.methodNotAllowed(path), path)
-            }
+            return (readiness(worker: worker), route)
+        case "/metrics":
             observability.metrics.sampleGauges()
             let body = observability.renderMetrics?() ?? []
             return (
                 HTTPResponse(
                     status: .ok, headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"], body: body),
-                path
+                route
             )
-        default:
-            return (
-                Problem(.notFound, kind: "no-such-route", detail: "no route for \(path.prefix(200))").response,
-                "unmatched"
-            )
+        default:  // Self.profileRoute, the only other entry of allowedMethods
+            let response =
+                request.method == .put
+                ? handle { () throws(Problem) in try putProfile(request, worker: worker) }
+                : handle { () throws(Problem) in try getProfile(request, worker: worker) }
+            return (response, route)
         }
     }
 
@@ -152,7 +155,7 @@ public struct ProfileResponder: HTTPResponder {
     }
 
     private static func milliseconds(_ duration: Duration) -> String {
-        let microseconds = duration.components.seconds * 1_000_000 + duration.components.attoseconds / 1_000_000_000_000
+        let microseconds = duration.totalNanoseconds / 1000
         let whole = microseconds / 1000, fraction = microseconds % 1000
         return "\(whole)." + String(repeating: "0", count: 3 - String(fraction).count) + String(fraction)
     }

@@ -52,8 +52,7 @@ public final class ServiceMetrics: Sendable {
             cache.series[key] = series
         }
         series.count.increment()
-        series.duration.recordNanoseconds(
-            duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
+        series.duration.recordNanoseconds(duration.totalNanoseconds)
     }
 
     /// Lets `/metrics` report the server's connection and queue gauges.
