@@ -15,7 +15,7 @@ extension ProfileServiceCommand {
             abstract: "Run the HTTP service.",
             discussion: """
                 Stops gracefully on SIGTERM or SIGINT: /readyz turns 503 at once, new connections are
-                refused after --shutdown-delay, in-flight requests finish within --drain-timeout.
+                refused after --shutdown-delay-s, in-flight requests finish within --drain-timeout-s.
                 """)
 
         @Option(help: "Address to listen on. [PROFILE_HOST]")
