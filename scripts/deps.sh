@@ -62,6 +62,10 @@ pid_alive() { [ -f "$1" ] && kill -0 "$(head -n1 "$1")" 2>/dev/null; }
 
 pg_pidfile() { echo "$pg_data/postmaster.pid"; }
 
+pg_setting() {
+    psql -h 127.0.0.1 -p "$pg_port" -U "$pg_user" -d postgres -tAc "SHOW $1" 2>/dev/null || true
+}
+
 start_postgres() {
     mkdir -p "$state/postgres"
     chmod 755 "$state" "$state/postgres"
@@ -74,13 +78,20 @@ start_postgres() {
         as_postgres "$(pg_bin initdb)" -D "$pg_data" -U "$pg_user" -A trust -E UTF8 \
             --locale=C.UTF-8 >/dev/null
     fi
+    if pid_alive "$(pg_pidfile)" && [ "$(pg_setting wal_level)" != logical ]; then
+        # Started by an older deps.sh: the change feed needs logical decoding (a restart).
+        log "restarting postgres with wal_level=logical"
+        stop_postgres
+    fi
     if pid_alive "$(pg_pidfile)"; then
         log "postgres already running (pid $(head -n1 "$(pg_pidfile)"), port $pg_port)"
     else
         log "starting postgres on 127.0.0.1:$pg_port"
         as_postgres "$(pg_bin pg_ctl)" -D "$pg_data" -l "$pg_log" -w -t 60 start -o \
             "-c listen_addresses=127.0.0.1 -p $pg_port -c unix_socket_directories=$state/postgres \
-             -c max_connections=200 -c fsync=off -c synchronous_commit=on -c shared_buffers=128MB" \
+             -c max_connections=200 -c fsync=off -c synchronous_commit=on -c shared_buffers=128MB \
+             -c wal_level=logical -c max_replication_slots=10 -c max_wal_senders=10 \
+             -c max_slot_wal_keep_size=1GB -c wal_sender_timeout=30s" \
             >/dev/null
     fi
     local i
