@@ -22,7 +22,7 @@ internal import CLibPQ
 /// Related libpq documentation: <https://www.postgresql.org/docs/15/libpq-connect.html#LIBPQ-CONNSTRING>
 public struct PostgresConfiguration: Sendable, CustomStringConvertible {
     /// Keyword/value pairs as `PQconninfoParse` lists them, then the defaults added.
-    let parameters: [(keyword: String, value: String)]
+    private(set) var parameters: [(keyword: String, value: String)]
 
     /// Parses `url` and adds the defaults it does not set.
     ///
@@ -69,6 +69,19 @@ public struct PostgresConfiguration: Sendable, CustomStringConvertible {
             }
         }
         self.parameters = parameters
+    }
+
+    /// This configuration with `-c name=value` server settings appended to `options`, for
+    /// sessions that need a fixed setting (the change feed decodes timestamps in UTC, ISO style).
+    public func addingSettings(_ settings: [(name: String, value: String)]) -> PostgresConfiguration {
+        var copy = self
+        let added = settings.map { "-c \($0.name)=\($0.value)" }.joined(separator: " ")
+        if let index = copy.parameters.firstIndex(where: { $0.keyword == "options" }) {
+            copy.parameters[index].value += " " + added
+        } else {
+            copy.parameters.append(("options", added))
+        }
+        return copy
     }
 
     /// The value of a conninfo keyword after parsing and defaults, e.g. `value(for: "connect_timeout")`.

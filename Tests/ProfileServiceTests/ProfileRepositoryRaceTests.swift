@@ -30,7 +30,7 @@ import Testing
 
     @Test func lateReaderDoesNotOverwriteTheWritersVersion() throws {
         let gate = ReaderGate()
-        let shared = ProfileCacheShared(hooks: .init(afterDatabaseRead: gate.afterDatabaseRead))
+        let shared = ProfileCacheShared(hooks: .init(afterDatabaseRead: gate.pause))
         let backends = try IntegrationBackends()
         let profile = try backends.seed()
         let writer = backends.repository(shared)
@@ -53,7 +53,7 @@ import Testing
 
     @Test func lateReaderDoesNotFillAnEvictedSlot() throws {
         let gate = ReaderGate()
-        let shared = ProfileCacheShared(hooks: .init(afterDatabaseRead: gate.afterDatabaseRead))
+        let shared = ProfileCacheShared(hooks: .init(afterDatabaseRead: gate.pause))
         let backends = try IntegrationBackends()
         let profile = try backends.seed()
         let writer = backends.repository(shared)
@@ -73,7 +73,7 @@ import Testing
 
     @Test func writeThroughThatCannotStoreDeletesAndTheLateReaderLoses() throws {
         let gate = ReaderGate()
-        let shared = ProfileCacheShared(hooks: .init(afterDatabaseRead: gate.afterDatabaseRead))
+        let shared = ProfileCacheShared(hooks: .init(afterDatabaseRead: gate.pause))
         let backends = try IntegrationBackends()
         let profile = try backends.seed()
         let writer = backends.repository(shared, cache: ConflictingCache(backends.cache))

@@ -28,8 +28,6 @@ public final class CacheStatistics: Sendable {
         case writeThroughCASConflict
         case writeThroughDeleted
         case writeThroughFailed
-        /// A node that missed writes while unreachable was flushed before use.
-        case nodeFlushed
     }
 
     private final class EventCounter: @unchecked Sendable {  // Metrics.Counter is a thread-safe class
@@ -80,7 +78,6 @@ extension CacheStatistics.Event {
         case .writeThroughCASConflict: "write_through_cas_conflict"
         case .writeThroughDeleted: "write_through_deleted"
         case .writeThroughFailed: "write_through_failed"
-        case .nodeFlushed: "node_flushed"
         }
     }
 }

@@ -7,6 +7,9 @@ import Synchronization
 /// began after the follower's request did. A follower that joined later uses it only if the
 /// leader's populate landed, which proves no write-through touched the key since the lease was
 /// taken, and so no acknowledged write is newer than the row; otherwise it reads for itself.
+/// That proof covers only followers that joined before the populate was sent, so the leader
+/// closes its flight to new followers first (``close(_:flight:)``; docs/design.md §2.1).
+/// A follower also checks the row against its own `min_version`.
 final class InFlightReads: Sendable {
     enum Outcome: Sendable {
         case found(Profile, populated: Bool)
@@ -91,6 +94,14 @@ final class InFlightReads: Sendable {
     /// The read of `id` under way in this process, if any.
     func existing(_ id: Int64) -> Flight? {
         shard(id).flights.withLock { $0[id] }
+    }
+
+    /// Takes the flight out of the map so that later readers do not join it; they start their
+    /// own. Its followers still get its outcome.
+    func close(_ id: Int64, flight: Flight) {
+        shard(id).flights.withLock { flights in
+            if flights[id] === flight { flights[id] = nil }
+        }
     }
 
     func finish(_ id: Int64, flight: Flight, outcome: Outcome) {

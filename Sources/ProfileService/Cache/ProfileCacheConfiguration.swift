@@ -33,8 +33,17 @@ public struct ProfileCacheConfiguration: Sendable {
 public struct ProfileCacheHooks: Sendable {
     /// Called by a populating reader after its PostgreSQL read, before it stores the row.
     public var afterDatabaseRead: (@Sendable (Int64) -> Void)?
+    /// Called by a populating reader after its populate was sent, before its flight ends.
+    public var afterPopulate: (@Sendable (Int64) -> Void)?
+    /// Called by a reader about to wait for another reader's PostgreSQL read in this process.
+    public var willFollow: (@Sendable (Int64) -> Void)?
 
-    public init(afterDatabaseRead: (@Sendable (Int64) -> Void)? = nil) {
+    public init(
+        afterDatabaseRead: (@Sendable (Int64) -> Void)? = nil, afterPopulate: (@Sendable (Int64) -> Void)? = nil,
+        willFollow: (@Sendable (Int64) -> Void)? = nil
+    ) {
         self.afterDatabaseRead = afterDatabaseRead
+        self.afterPopulate = afterPopulate
+        self.willFollow = willFollow
     }
 }

@@ -71,7 +71,7 @@ final class TestThread: Sendable {
     func join() { done.wait() }
 }
 
-/// Holds the first populating reader of one id between its PostgreSQL read and its populate.
+/// Holds the first reader of one id that reaches the hook it is installed as, until released.
 final class ReaderGate: Sendable {
     private let armedID = Mutex<Int64?>(nil)
     private let paused = DispatchSemaphore(value: 0)
@@ -79,8 +79,8 @@ final class ReaderGate: Sendable {
 
     func arm(_ id: Int64) { armedID.withLock { $0 = id } }
 
-    /// The hook: pauses once, for the armed id.
-    func afterDatabaseRead(_ id: Int64) {
+    /// The hook: pauses once, for the armed id (any of ``ProfileCacheHooks``' points).
+    func pause(_ id: Int64) {
         let shouldPause = armedID.withLock { armed in
             guard armed == id else { return false }
             armed = nil

@@ -1,0 +1,177 @@
+import Logging
+import MemcachedClient
+
+/// Read and populate (docs/design.md §2.1): hits from memcached, misses populated under a lease.
+extension ProfileRepository {
+    /// The profile with this id, never older than `minVersion` when PostgreSQL has that version.
+    ///
+    /// - Returns: `nil` when no such profile exists.
+    /// - Throws: ``ProfileStoreError/unavailable`` when the answer needs PostgreSQL and it is down.
+    public func read(id: Int64, minVersion: Int32? = nil) throws(ProfileStoreError) -> Representation? {
+        let key = configuration.key(for: id)
+        var waits = configuration.leaseWaits[...]
+        while true {
+            switch cache.get(key) {
+            case .hit(let item):
+                switch CacheEntry(decoding: item.value) {
+                case .profile(let version, let json)?:
+                    if let minVersion, version < minVersion {
+                        statistics.record(.bypass)
+                        return try bypass(id: id, cachedVersion: version)
+                    }
+                    statistics.record(.hit)
+                    return Representation(version: version, json: Array(json), cacheOutcome: .hit)
+                case .lease?:
+                    // A reader of this process holds it: share its read rather than wait.
+                    if let flight = shared.inFlight.existing(id) {
+                        return try follow(flight, id: id, minVersion: minVersion)
+                    }
+                    if let wait = waits.popFirst() {
+                        statistics.record(.leaseWait)
+                        sleep(for: wait)
+                        continue
+                    }
+                    statistics.record(.miss)
+                    return try readDatabase(id: id, outcome: .miss)
+                case nil:
+                    // Written by another format version, or garbage: a miss, and replaced.
+                    statistics.record(.miss)
+                    return try load(id: id, key: key, minVersion: minVersion, replacingCAS: item.cas)
+                }
+            case .miss:
+                statistics.record(.miss)
+                return try load(id: id, key: key, minVersion: minVersion, replacingCAS: nil)
+            case .failure(let error):
+                statistics.record(.error)
+                logger.debug("cache read failed", metadata: ["error": "\(error)"])
+                return try readDatabase(id: id, outcome: .error)
+            }
+        }
+    }
+
+    /// A miss: coalesce with other readers of the id in this process, else populate under a lease.
+    private func load(
+        id: Int64, key: String, minVersion: Int32?, replacingCAS: UInt64?
+    ) throws(ProfileStoreError) -> Representation? {
+        let flight: InFlightReads.Flight
+        switch shared.inFlight.join(id) {
+        case .follower(let leadersFlight):
+            return try follow(leadersFlight, id: id, minVersion: minVersion)
+        case .leader(let newFlight):
+            flight = newFlight
+        }
+
+        var outcome = InFlightReads.Outcome.failed(.unavailable)
+        defer { shared.inFlight.finish(id, flight: flight, outcome: outcome) }
+
+        let leaseCAS = takeLease(key: key, replacingCAS: replacingCAS)
+        flight.markReadStarted()
+        let profile: Profile?
+        do {
+            statistics.record(.databaseRead)
+            profile = try store.profile(id: id)
+        } catch {
+            outcome = .failed(error)
+            // Deleting is always safe: at worst the next reader misses.
+            if leaseCAS != nil { _ = cache.delete(key) }
+            throw error
+        }
+        shared.hooks.afterDatabaseRead?(id)
+
+        guard let profile else {
+            outcome = .notFound
+            if leaseCAS != nil { _ = cache.delete(key) }
+            return nil
+        }
+        var populated = false
+        if let leaseCAS {
+            // Closed to new followers before the populate is sent: one that joined after the row
+            // landed could miss a write acknowledged (and evicted) since (§2.1).
+            shared.inFlight.close(id, flight: flight)
+            populated = populate(key: key, profile: profile, leaseCAS: leaseCAS) == .stored
+            statistics.record(populated ? .populateStored : .populateLost)
+            shared.hooks.afterPopulate?(id)
+        } else {
+            statistics.record(.populateSkipped)
+        }
+        outcome = .found(profile, populated: populated)
+        return Representation(profile, outcome: .miss)
+    }
+
+    /// Waits for another reader's PostgreSQL read in this process and uses it if it may.
+    private func follow(
+        _ flight: InFlightReads.Flight, id: Int64, minVersion: Int32?
+    ) throws(ProfileStoreError) -> Representation? {
+        shared.hooks.willFollow?(id)
+        guard let outcome = flight.usableOutcome(timeout: configuration.coalescedWait) else {
+            return try readDatabase(id: id, outcome: .miss)
+        }
+        statistics.record(.coalesced)
+        switch outcome {
+        case .found(let profile, _):
+            // The leader's row may predate the version this reader was promised.
+            if let minVersion, profile.version < minVersion {
+                statistics.record(.bypass)
+                return try bypass(id: id, cachedVersion: profile.version)
+            }
+            return Representation(profile, outcome: .miss)
+        case .notFound: return nil
+        case .failed(let error): throw error
+        }
+    }
+
+    /// Puts a lease where there is no entry (or replaces an undecodable one) and returns the
+    /// lease's CAS value, or `nil` if another reader or a writer got there first.
+    func takeLease(key: String, replacingCAS: UInt64?) -> UInt64? {
+        let token = UInt64.random(in: 1...UInt64.max, using: &random)
+        let lease = CacheEntry.encodeLease(token: token)
+        let ttl = configuration.leaseTTLSeconds
+        let placed =
+            if let replacingCAS {
+                cache.cas(key, value: lease, cas: replacingCAS, flags: 0, expiration: ttl)
+            } else {
+                cache.add(key, value: lease, flags: 0, expiration: ttl)
+            }
+        guard case .stored = placed else { return nil }
+        // `add` does not return the CAS value; read it back, and make sure the lease is ours.
+        guard case .hit(let item) = cache.get(key), CacheEntry(decoding: item.value) == .lease(token: token) else {
+            return nil
+        }
+        return item.cas
+    }
+
+    enum PopulateOutcome {
+        case stored, lost, failed
+    }
+
+    /// Stores `profile` over the lease whose CAS value is `leaseCAS`, if the lease is still there.
+    func populate(key: String, profile: Profile, leaseCAS: UInt64) -> PopulateOutcome {
+        let result = cache.cas(
+            key, value: CacheEntry.encode(profile), cas: leaseCAS, flags: 0,
+            expiration: configuration.jitteredTTLSeconds(using: &random))
+        switch result {
+        case .stored:
+            return .stored
+        case .exists, .notFound, .notStored:
+            return .lost
+        case .failure(let error):
+            statistics.record(.error)
+            logger.debug("cache populate failed", metadata: ["error": "\(error)"])
+            return .failed
+        }
+    }
+
+    /// The cached entry is older than the reader's `min_version`: answer from PostgreSQL and
+    /// bring the entry up to the row.
+    private func bypass(id: Int64, cachedVersion: Int32) throws(ProfileStoreError) -> Representation? {
+        statistics.record(.databaseRead)
+        guard let profile = try store.profile(id: id) else { return nil }
+        if profile.version > cachedVersion { writeThrough(profile) }
+        return Representation(profile, outcome: .bypass)
+    }
+
+    private func readDatabase(id: Int64, outcome: CacheOutcome) throws(ProfileStoreError) -> Representation? {
+        statistics.record(.databaseRead)
+        return try store.profile(id: id).map { Representation($0, outcome: outcome) }
+    }
+}

@@ -1,0 +1,73 @@
+import MemcachedClient
+
+/// A change committed to one profile, whoever made it.
+public enum ProfileChange: Sendable, Equatable {
+    /// Inserted or updated to `version`; `row` is the committed row when the change carried all
+    /// of it (the change feed's decoded tuple, a 409's current profile).
+    case changed(id: Int64, version: Int32, row: Profile?)
+    case deleted(id: Int64)
+
+    public var id: Int64 {
+        switch self {
+        case .changed(let id, _, _), .deleted(let id): id
+        }
+    }
+}
+
+/// Refresh (docs/design.md §2.3): after a change committed elsewhere — on the change feed, a
+/// 409's current row, an update whose outcome is unknown — make sure no reader is served
+/// anything older from memcached. It never reads PostgreSQL: the entry is brought up to the
+/// committed row when that is known and the entry is a profile, else it is deleted (always safe:
+/// the next reader populates it under a lease).
+extension ProfileRepository {
+    public enum RefreshOutcome: String, Sendable {
+        /// The entry already held this version or a newer one.
+        case current
+        /// The committed row replaced an older entry.
+        case stored
+        /// An older entry, a reader's lease or an undecodable entry was deleted.
+        case invalidated
+        /// No entry: the next reader populates from PostgreSQL.
+        case absent
+        /// memcached did not answer; the entry may still be stale.
+        case failed
+    }
+
+    @discardableResult
+    public func refresh(after change: ProfileChange) -> RefreshOutcome {
+        let key = configuration.key(for: change.id)
+        guard case .changed(_, let version, let row) = change else { return invalidate(key) }
+        for _ in 0..<configuration.writeThroughAttempts {
+            switch cache.get(key) {
+            case .miss:
+                return .absent
+            case .failure:
+                return .failed
+            case .hit(let item):
+                guard case .profile(let cachedVersion, _)? = CacheEntry(decoding: item.value) else {
+                    // A lease may belong to a reader whose row predates this commit.
+                    return invalidate(key)
+                }
+                if cachedVersion >= version { return .current }
+                guard let row, row.version == version else { return invalidate(key) }
+                let stored = cache.cas(
+                    key, value: CacheEntry.encode(row), cas: item.cas, flags: 0,
+                    expiration: configuration.jitteredTTLSeconds(using: &random))
+                switch stored {
+                case .stored: return .stored
+                case .exists, .notFound: continue  // changed meanwhile: look again
+                case .notStored, .failure: return invalidate(key)
+                }
+            }
+        }
+        return invalidate(key)
+    }
+
+    private func invalidate(_ key: String) -> RefreshOutcome {
+        switch cache.delete(key) {
+        case .deleted: return .invalidated
+        case .notFound: return .absent
+        case .failure: return .failed
+        }
+    }
+}
