@@ -112,6 +112,37 @@ extension PostgresServerTests {
             _ = try Self.waitForSlot(feed, on: connection) { $0.confirmedFlushLSN == walEnd }
         }
 
+        /// A replication connection is not bound by `statement_timeout`, and `next` repeats the
+        /// last status update on its own, so an idle consumer is not cut off by `wal_sender_timeout`.
+        @Test func idleStreamOutlivesStatementTimeoutAndRepeatsItsStatus() throws {
+            let feed = Feed("idle")
+            let connection = try PostgresServerTests.connection()
+            defer { connection.close(); feed.drop() }
+            try feed.create(on: connection)
+            let stream = try LogicalReplicationStream(
+                configuration: PostgresServerTests.configuration(statementTimeout: .milliseconds(200)), slot: feed.slot,
+                publication: feed.publication, statusInterval: .milliseconds(100), logger: PostgresServerTests.logger)
+            defer { stream.close() }
+
+            let start = ContinuousClock.now
+            var replyTimes: Set<String> = []
+            while replyTimes.count < 4 {
+                #expect(ContinuousClock.now - start < .seconds(10), "no status updates from an idle stream")
+                guard ContinuousClock.now - start < .seconds(10) else { return }
+                _ = try stream.next(timeout: .milliseconds(50))
+                let reply = try connection.simpleQuery(
+                    """
+                    SELECT reply_time::text AS reply_time FROM pg_stat_replication
+                    WHERE pid = (SELECT active_pid FROM pg_replication_slots WHERE slot_name = '\(feed.slot)')
+                    """
+                ).rows.first
+                if let time = try reply?.decodeIfPresent("reply_time", as: String.self) { replyTimes.insert(time) }
+            }
+            #expect(ContinuousClock.now - start > .milliseconds(200))
+            try connection.simpleQuery("INSERT INTO \(feed.table) (id, name) VALUES (1, 'still here')")
+            #expect(try Transaction.read(from: stream).insertedIDs == ["1"])
+        }
+
         @Test func reconnectResendsOnlyWhatWasNotConfirmed() throws {
             let feed = Feed("resume")
             let connection = try PostgresServerTests.connection()

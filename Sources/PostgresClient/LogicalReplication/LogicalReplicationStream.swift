@@ -49,6 +49,11 @@ public final class LogicalReplicationStream {
     private var pgConnection: OpaquePointer?
     /// `PQflush` returned 1: libpq still holds output to send (nonblocking mode).
     private var hasPendingOutput = false
+    /// How often ``next(timeout:)`` repeats the last status update on its own.
+    private let statusInterval: Duration
+    /// The highest position confirmed so far, repeated every `statusInterval`.
+    private var confirmedLSN = LSN.zero
+    private var lastStatusTime = ContinuousClock.now
 
     /// Connects (adding `replication=database` to the configuration's parameters) and runs
     /// `START_REPLICATION SLOT <slot> LOGICAL <startLSN> (proto_version '1', publication_names '<publication>')`.
@@ -62,6 +67,10 @@ public final class LogicalReplicationStream {
     ///   - slot: A logical slot made with the `pgoutput` plugin (``LogicalReplicationSetup/ensureSlot(named:on:)``).
     ///   - publication: The publication naming the tables to stream.
     ///   - startLSN: Where to start if later than the slot's confirmed position.
+    ///   - statusInterval: ``next(timeout:)`` sends the last confirmed position again when no
+    ///     status update went out for this long, as pg_recvlogical does (its `--status-interval`,
+    ///     10 s): the server ends a stream it has not heard from in `wal_sender_timeout` (60 s by
+    ///     default). Keep it well below that.
     ///   - logger: Receives start, end and failures of the stream, never row data.
     /// - Throws: ``PostgresError``: ``PostgresError/Kind/connectionUnavailable`` when the server
     ///   cannot be reached; SQLSTATE 55006 (``PostgresError/isObjectInUse``) when another
@@ -69,8 +78,9 @@ public final class LogicalReplicationStream {
     ///   is not logical; ``PostgresError/Kind/invalidConfiguration`` for a name holding a NUL.
     public init(
         configuration: PostgresConfiguration, slot: String, publication: String, startLSN: LSN = .zero,
-        logger: Logger
+        statusInterval: Duration = .seconds(10), logger: Logger
     ) throws {
+        self.statusInterval = statusInterval
         var logger = logger
         logger[metadataKey: "postgres.slot"] = "\(slot)"
         self.logger = logger
@@ -121,7 +131,9 @@ public final class LogicalReplicationStream {
 
     /// The next message, waiting at most `timeout`; `nil` when none came in time.
     ///
-    /// It also sends what an earlier ``sendStatus(flushed:replyRequested:)`` could not send at once.
+    /// It also sends what an earlier ``sendStatus(flushed:replyRequested:)`` could not send at
+    /// once, and repeats the last confirmed position every `statusInterval` (see ``init(configuration:slot:publication:startLSN:statusInterval:logger:)``),
+    /// so a consumer that calls it in a loop stays connected while nothing happens.
     ///
     /// - Throws: ``PostgresError``, and the stream is closed: of kind
     ///   ``PostgresError/Kind/connectionUnavailable`` when the connection breaks, the server shuts
@@ -132,11 +144,16 @@ public final class LogicalReplicationStream {
         let deadline = ContinuousClock.now + timeout
         var hasPolled = false
         while true {
+            if ContinuousClock.now - lastStatusTime >= statusInterval {
+                try sendStatus(flushed: confirmedLSN)
+            }
             if hasPendingOutput { try flush(connection) }
             if let message = try bufferedMessage(connection) { return message }
             let remaining = deadline - .now
             if remaining <= .zero && hasPolled { return nil }
-            guard let events = waitForSocket(connection, writable: hasPendingOutput, timeout: remaining) else {
+            let untilStatus = lastStatusTime + statusInterval - .now
+            let wait = max(.zero, min(remaining, untilStatus))
+            guard let events = waitForSocket(connection, writable: hasPendingOutput, timeout: wait) else {
                 throw fail(connectionError(connection))
             }
             hasPolled = true
@@ -177,6 +194,8 @@ public final class LogicalReplicationStream {
         }
         guard queued == 1 else { throw fail(connectionError(connection)) }
         try flush(connection)
+        confirmedLSN = max(confirmedLSN, flushed)
+        lastStatusTime = .now
         logger.trace("PostgreSQL replication status sent", metadata: ["postgres.flushed_lsn": "\(flushed)"])
     }
 
