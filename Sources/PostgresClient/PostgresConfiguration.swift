@@ -99,7 +99,7 @@ public struct PostgresConfiguration: Sendable, CustomStringConvertible {
         Self.conninfo(parameters, redactingPassword: false)
     }
 
-    private static func conninfo(_ parameters: [(keyword: String, value: String)], redactingPassword: Bool) -> String {
+    static func conninfo(_ parameters: [(keyword: String, value: String)], redactingPassword: Bool) -> String {
         parameters.map { keyword, value in
             let shown = redactingPassword && keyword == "password" ? "********" : value
             return "\(keyword)=\(quote(shown))"

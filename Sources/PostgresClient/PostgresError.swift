@@ -73,6 +73,12 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
         kind == .serializationFailure || kind == .deadlockDetected
     }
 
+    /// True for SQLSTATE 55006 (object_in_use): for one, a replication slot that another
+    /// connection is streaming (``LogicalReplicationStream``).
+    public var isObjectInUse: Bool {
+        sqlState == .objectInUse
+    }
+
     /// Kind, SQLSTATE and statement name only: no message, detail or data.
     public var description: String {
         var text = "PostgresError.\(kind)"

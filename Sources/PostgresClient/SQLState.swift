@@ -87,10 +87,15 @@ extension SQLState {
     public static let undefinedTable: SQLState = "42P01"
     public static let undefinedColumn: SQLState = "42703"
     public static let duplicatePreparedStatement: SQLState = "42P05"
+    public static let undefinedObject: SQLState = "42704"
+    public static let duplicateObject: SQLState = "42710"
     // Class 53 — Insufficient Resources
     public static let insufficientResources: SQLState = "53000"
     public static let tooManyConnections: SQLState = "53300"
     // Class 55 — Object Not In Prerequisite State
+    public static let objectNotInPrerequisiteState: SQLState = "55000"
+    /// A replication slot another connection is streaming, among others.
+    public static let objectInUse: SQLState = "55006"
     public static let lockNotAvailable: SQLState = "55P03"
     // Class 57 — Operator Intervention
     public static let operatorIntervention: SQLState = "57000"

@@ -1,0 +1,145 @@
+/// Creates and inspects what a ``LogicalReplicationStream`` needs: a logical slot with the
+/// `pgoutput` plugin, and a publication. Plain SQL over a normal ``PostgresConnection``.
+///
+/// ```swift
+/// _ = try LogicalReplicationSetup.ensurePublication(named: "profile_changes", tables: ["user_profiles"], on: connection)
+/// _ = try LogicalReplicationSetup.ensureSlot(named: "profile_cache", on: connection)
+/// let lag = try LogicalReplicationSetup.slotStatus(named: "profile_cache", on: connection)?.lagBytes
+/// ```
+///
+/// Related PostgreSQL documentation:
+/// <https://www.postgresql.org/docs/15/functions-admin.html#FUNCTIONS-REPLICATION>,
+/// <https://www.postgresql.org/docs/15/view-pg-replication-slots.html>
+public enum LogicalReplicationSetup {
+    /// What `pg_replication_slots` says about a slot.
+    public struct SlotStatus: Sendable, Equatable {
+        /// Everything before it is confirmed by a stream (`confirmed_flush_lsn`); `nil` only while
+        /// a new slot is being created.
+        public var confirmedFlushLSN: LSN?
+        /// Whether a stream is using the slot now.
+        public var isActive: Bool
+        /// `pg_current_wal_lsn()` minus the confirmed position: WAL the slot keeps the server from
+        /// recycling; `nil` with ``confirmedFlushLSN``.
+        public var lagBytes: Int64?
+
+        public init(confirmedFlushLSN: LSN?, isActive: Bool, lagBytes: Int64?) {
+            self.confirmedFlushLSN = confirmedFlushLSN
+            self.isActive = isActive
+            self.lagBytes = lagBytes
+        }
+    }
+
+    /// Creates the logical slot with the `pgoutput` plugin unless it exists. Returns whether it
+    /// created it.
+    ///
+    /// Safe when two processes race: the loser's SQLSTATE 42710 (duplicate_object) counts as
+    /// "exists". Creating waits for the transactions running at that moment to end (the slot
+    /// needs a consistent starting point), within the connection's `statement_timeout`; run it
+    /// outside a transaction. A slot of that name that is physical or uses another plugin is an
+    /// error, not a match.
+    ///
+    /// - Throws: ``PostgresError``; SQLSTATE 55000 with a message naming `wal_level` when the
+    ///   server does not run with `wal_level=logical`; 53400 when `max_replication_slots` are all in use.
+    public static func ensureSlot(named name: String, on connection: PostgresConnection) throws -> Bool {
+        if try existingSlotPlugin(named: name, on: connection) != nil { return false }
+        do {
+            _ = try connection.execute(.createLogicalSlot, [name])
+            return true
+        } catch let error as PostgresError where error.sqlState == .duplicateObject {
+            _ = try existingSlotPlugin(named: name, on: connection)
+            return false
+        } catch let error as PostgresError where error.sqlState == .objectNotInPrerequisiteState {
+            throw PostgresError(
+                kind: error.kind, sqlState: error.sqlState,
+                message: "logical replication slot \"\(name)\" needs wal_level=logical on the server "
+                    + "(postgresql.conf or -c wal_level=logical, then a restart): \(error.message)",
+                detail: error.detail, statementName: error.statementName)
+        }
+    }
+
+    /// Drops the slot if it exists; returns whether it did. A slot nothing reads keeps WAL forever
+    /// (up to `max_slot_wal_keep_size`), so drop the ones no longer used.
+    ///
+    /// - Throws: ``PostgresError``; SQLSTATE 55006 (``PostgresError/isObjectInUse``) while a
+    ///   stream uses it.
+    @discardableResult
+    public static func dropSlot(named name: String, on connection: PostgresConnection) throws -> Bool {
+        do {
+            _ = try connection.execute(.dropSlot, [name])
+            return true
+        } catch let error as PostgresError where error.sqlState == .undefinedObject {
+            return false
+        }
+    }
+
+    /// The slot's confirmed position, whether a stream uses it, and its lag in bytes; `nil` when
+    /// there is no such slot.
+    ///
+    /// - Throws: ``PostgresError``.
+    public static func slotStatus(named name: String, on connection: PostgresConnection) throws -> SlotStatus? {
+        guard let row = try connection.execute(.slotStatus, [name]).rows.first else { return nil }
+        let confirmed: String? = try row.decodeIfPresent("confirmed_flush_lsn")
+        return SlotStatus(
+            confirmedFlushLSN: confirmed.flatMap(LSN.init), isActive: try row.decode("active"),
+            lagBytes: try row.decodeIfPresent("lag_bytes"))
+    }
+
+    /// Creates a publication of `tables` (names in the search path, each quoted as one
+    /// identifier) unless one of that name exists; returns whether it created it. An existing
+    /// publication is left as it is. 42710 from a race counts as "exists".
+    ///
+    /// - Throws: ``PostgresError``; 42P01 for a table that does not exist.
+    public static func ensurePublication(
+        named name: String, tables: [String], on connection: PostgresConnection
+    ) throws -> Bool {
+        guard !name.contains("\0"), tables.allSatisfy({ !$0.contains("\0") }), !tables.isEmpty else {
+            throw PostgresError(kind: .invalidConfiguration, message: "a publication needs tables and names without NUL")
+        }
+        if try !connection.execute(.publicationExists, [name]).rows.isEmpty { return false }
+        let quotedTables = tables.map(LogicalReplicationStream.quoteIdentifier).joined(separator: ", ")
+        do {
+            try connection.simpleQuery(
+                "CREATE PUBLICATION \(LogicalReplicationStream.quoteIdentifier(name)) FOR TABLE \(quotedTables)")
+            return true
+        } catch let error as PostgresError where error.sqlState == .duplicateObject {
+            return false
+        }
+    }
+
+    /// The plugin of the logical slot `name`, `nil` when there is none; throws for a slot that
+    /// is not a logical `pgoutput` slot.
+    private static func existingSlotPlugin(named name: String, on connection: PostgresConnection) throws -> String? {
+        guard let row = try connection.execute(.slotKind, [name]).rows.first else { return nil }
+        let type: String = try row.decode("slot_type")
+        let plugin: String? = try row.decodeIfPresent("plugin")
+        guard type == "logical", plugin == "pgoutput" else {
+            throw PostgresError(
+                kind: .other, sqlState: .duplicateObject,
+                message: "replication slot \"\(name)\" exists but is \(type) with plugin \(plugin ?? "none"), not logical pgoutput")
+        }
+        return plugin
+    }
+}
+
+extension PostgresStatement {
+    // Statement names start with "logical_replication_" so they cannot clash with a caller's.
+    fileprivate static let createLogicalSlot = PostgresStatement(
+        name: "logical_replication_create_slot",
+        sql: "SELECT slot_name FROM pg_create_logical_replication_slot($1, 'pgoutput')", isIdempotent: false)
+    fileprivate static let dropSlot = PostgresStatement(
+        name: "logical_replication_drop_slot", sql: "SELECT pg_drop_replication_slot($1)", isIdempotent: false)
+    fileprivate static let slotKind = PostgresStatement(
+        name: "logical_replication_slot_kind",
+        sql: "SELECT slot_type, plugin FROM pg_replication_slots WHERE slot_name = $1", isIdempotent: true)
+    fileprivate static let slotStatus = PostgresStatement(
+        name: "logical_replication_slot_status",
+        sql: """
+            SELECT confirmed_flush_lsn::text AS confirmed_flush_lsn, active,
+                   pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint AS lag_bytes
+            FROM pg_replication_slots WHERE slot_name = $1
+            """,
+        isIdempotent: true)
+    fileprivate static let publicationExists = PostgresStatement(
+        name: "logical_replication_publication_exists", sql: "SELECT 1 FROM pg_publication WHERE pubname = $1",
+        isIdempotent: true)
+}
