@@ -37,6 +37,23 @@ extension ProfileServiceCommand {
             } catch {
                 throw RuntimeFailure(description: "migrate failed: \(error)")
             }
+            createChangeFeedSlot(on: connection, logger: logger)
+        }
+
+        /// The change feed's slot, so that changes from now on are kept for it even before the
+        /// first `serve` (which creates it too). Not an error without logical decoding: the
+        /// service runs with --no-change-feed there.
+        private func createChangeFeedSlot(on connection: PostgresConnection, logger: Logger) {
+            let slot = ChangeFeedConfiguration().slotName
+            do {
+                if try LogicalReplicationSetup.ensureSlot(named: slot, on: connection) {
+                    logger.info("created the change feed's replication slot", metadata: ["slot": "\(slot)"])
+                }
+            } catch {
+                logger.warning(
+                    "no replication slot for the change feed; serve will retry, or run it with --no-change-feed",
+                    metadata: ["error": "\(error)"])
+            }
         }
     }
 }

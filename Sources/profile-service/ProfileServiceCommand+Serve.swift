@@ -62,6 +62,14 @@ extension ProfileServiceCommand {
 
         @Flag(
             inversion: .prefixedNo,
+            help: """
+                Repair the cache from PostgreSQL's commit stream (needs wal_level=logical); one \
+                instance of a cluster consumes it, the others stand by. [PROFILE_CHANGE_FEED=true|false]
+                """)
+        var changeFeed: Bool = EnvironmentDefaults.bool("PROFILE_CHANGE_FEED", true)
+
+        @Flag(
+            inversion: .prefixedNo,
             help: "One access-log line per request. [PROFILE_ACCESS_LOG=true|false]")
         var accessLog: Bool = EnvironmentDefaults.bool("PROFILE_ACCESS_LOG", true)
 
@@ -109,7 +117,8 @@ extension ProfileServiceCommand {
             var cache = ProfileCacheConfiguration()
             cache.ttl = .seconds(cacheTtlS)
             let shared = ProfileCacheShared(configuration: cache)
-            let lifecycle = ServiceLifecycle()
+            let feed = startChangeFeed(postgres: postgres, memcached: memcached, shared: shared, logger: logger)
+            let lifecycle = ServiceLifecycle(changeFeed: feed?.monitor ?? ChangeFeedMonitor(enabled: false))
             let responder = ProfileResponder(
                 lifecycle: lifecycle, authorization: try auth.authorization(), observability: observability,
                 logger: logger
@@ -133,8 +142,28 @@ extension ProfileServiceCommand {
                 }
             }
             server.waitUntilStopped()
+            feed?.stop()  // releases the slot: another instance takes over within a second
             signals.cancel()
             logger.notice("stopped")
+        }
+
+        /// The cache-repair feed (docs/design.md §3), unless turned off.
+        private func startChangeFeed(
+            postgres: PostgresConfiguration, memcached: MemcachedConfiguration, shared: ProfileCacheShared,
+            logger: Logger
+        ) -> ChangeFeed? {
+            guard changeFeed else {
+                logger.warning(
+                    """
+                    change feed off (--no-change-feed): only this service's own writes update the cache; \
+                    rows changed in SQL, or by an instance that died before its write-through, are served \
+                    stale until their cache TTL
+                    """)
+                return nil
+            }
+            let feed = ChangeFeed(postgres: postgres, memcached: memcached, shared: shared, logger: logger)
+            feed.start()
+            return feed
         }
 
         private func serverConfiguration() -> HTTPServerConfiguration {

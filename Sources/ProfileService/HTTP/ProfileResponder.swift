@@ -142,16 +142,27 @@ public struct ProfileResponder: HTTPResponder {
 
     /// Ready when PostgreSQL answers and no drain has begun; memcached's state is reported but
     /// not required, since reads fall back to PostgreSQL without it.
+    /// The change feed is reported too, never required: the cache is still served while it is
+    /// down, only repaired later (docs/design.md §3).
     private func readiness(worker: ProfileWorker) -> HTTPResponse {
         let memcached = worker.isCacheReachable() ? "up" : "down"
+        let feed = Self.changeFeedJSON(lifecycle.changeFeed.current)
         if lifecycle.isDraining {
-            return Self.json(.serviceUnavailable, #"{"status":"draining","memcached":"\#(memcached)"}"#)
+            return Self.json(
+                .serviceUnavailable, #"{"status":"draining","memcached":"\#(memcached)","change_feed":\#(feed)}"#)
         }
         guard worker.store.isHealthy() else {
             return Self.json(
-                .serviceUnavailable, #"{"status":"unavailable","database":"down","memcached":"\#(memcached)"}"#)
+                .serviceUnavailable,
+                #"{"status":"unavailable","database":"down","memcached":"\#(memcached)","change_feed":\#(feed)}"#)
         }
-        return Self.json(.ok, #"{"status":"ready","database":"up","memcached":"\#(memcached)"}"#)
+        return Self.json(.ok, #"{"status":"ready","database":"up","memcached":"\#(memcached)","change_feed":\#(feed)}"#)
+    }
+
+    private static func changeFeedJSON(_ status: ChangeFeedStatus) -> String {
+        let seconds = (status.lagSeconds * 1000).rounded() / 1000
+        return #"{"state":"\#(status.state.rawValue)","lag_bytes":\#(status.lagBytes),"lag_seconds":\#(seconds),"#
+            + #""pending_repairs":\#(status.pendingRepairs)}"#
     }
 
     private static func milliseconds(_ duration: Duration) -> String {
@@ -184,8 +195,12 @@ public struct ProfileResponder: HTTPResponder {
 /// Process-wide run state that the routes report, such as a drain in progress.
 public final class ServiceLifecycle: Sendable {
     private let draining = Atomic<Bool>(false)
+    /// The change feed's state, reported by `/readyz`.
+    public let changeFeed: ChangeFeedMonitor
 
-    public init() {}
+    public init(changeFeed: ChangeFeedMonitor = ChangeFeedMonitor(enabled: false)) {
+        self.changeFeed = changeFeed
+    }
 
     /// True once a shutdown has begun: `/readyz` answers 503 so gateways stop sending traffic.
     public var isDraining: Bool { draining.load(ordering: .acquiring) }

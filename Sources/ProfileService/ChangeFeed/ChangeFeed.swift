@@ -1,0 +1,61 @@
+import Foundation
+public import Logging
+public import MemcachedClient
+public import PostgresClient
+import Synchronization
+
+/// Keeps memcached right whoever wrote a profile: it streams PostgreSQL's commit stream
+/// (logical decoding, pgoutput) and refreshes every changed entry, then tells every instance
+/// (NOTIFY) what changed. See docs/design.md §3.
+///
+/// Every instance runs one; the replication slot lets one stream at a time, so one consumes
+/// and the others stand by, trying to take the slot over every ``ChangeFeedConfiguration/takeoverInterval``.
+public final class ChangeFeed: Sendable {
+    public let monitor: ChangeFeedMonitor
+    private let configuration: ChangeFeedConfiguration
+    private let postgres: PostgresConfiguration
+    private let memcached: MemcachedConfiguration
+    private let shared: ProfileCacheShared
+    private let logger: Logger
+    private let stopping = Atomic<Bool>(false)
+    private let started = Atomic<Bool>(false)
+    private let stopped = DispatchSemaphore(value: 0)
+
+    public init(
+        configuration: ChangeFeedConfiguration = .init(), postgres: PostgresConfiguration,
+        memcached: MemcachedConfiguration, shared: ProfileCacheShared, logger: Logger
+    ) {
+        self.configuration = configuration
+        self.postgres = postgres
+        self.memcached = memcached
+        self.shared = shared
+        self.logger = logger
+        self.monitor = ChangeFeedMonitor(enabled: true)
+    }
+
+    /// Starts the feed on a thread of its own (it blocks in libpq and libmemcached).
+    public func start() {
+        guard !started.exchange(true, ordering: .relaxed) else { return }
+        let thread = Thread { [self] in
+            defer { stopped.signal() }
+            do {
+                let consumer = try ChangeFeedConsumer(
+                    configuration: configuration, postgres: postgres, memcached: memcached, shared: shared,
+                    monitor: monitor, stopping: { self.stopping.load(ordering: .relaxed) }, logger: logger)
+                consumer.run()
+            } catch {
+                monitor.enter(.unavailable, detail: "\(error)")
+                logger.error("change feed cannot start", metadata: ["error": "\(error)"])
+            }
+        }
+        thread.name = "change-feed"
+        thread.start()
+    }
+
+    /// Stops streaming (releasing the slot for another instance) and waits for the thread.
+    public func stop(timeout: Duration = .seconds(5)) {
+        stopping.store(true, ordering: .relaxed)
+        guard started.load(ordering: .relaxed) else { return }
+        _ = stopped.wait(timeout: .now() + .nanoseconds(Int(timeout.totalNanoseconds)))
+    }
+}

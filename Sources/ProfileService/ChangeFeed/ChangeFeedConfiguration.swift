@@ -1,0 +1,28 @@
+/// Names and timings of the change feed (docs/design.md §3).
+public struct ChangeFeedConfiguration: Sendable {
+    /// The logical replication slot: one per cluster, shared by every instance. Only one
+    /// connection can stream from it at a time, which makes it the feed's leader lock.
+    public var slotName = "profile_service_cache"
+    /// The publication of `user_profiles` (migrations/0002_change_feed_publication.sql).
+    public var publicationName = "profile_service_changes"
+    /// The channel on which the active consumer announces applied changes to every instance.
+    public var notifyChannel = "profile_changes"
+    /// How often an instance that is not consuming tries to take the slot over.
+    public var takeoverInterval: Duration = .seconds(1)
+    /// How long to wait before reconnecting after the stream broke or PostgreSQL was down.
+    public var reconnectDelay: Duration = .seconds(1)
+    /// How often the applied position is reported to PostgreSQL while nothing new is applied.
+    public var statusInterval: Duration = .seconds(1)
+    /// How often changes memcached refused are tried again.
+    public var retryInterval: Duration = .milliseconds(250)
+    /// Transactions applied together at most; more are applied in the next batch.
+    public var maxBatchTransactions = 1024
+    /// Changes held back for a memcached node that does not answer, at most. Beyond it the feed
+    /// stops reading (PostgreSQL keeps the WAL, bounded by `max_slot_wal_keep_size`) rather than
+    /// forget a repair.
+    public var maxPendingRepairs = 100_000
+    /// NOTIFY payloads stay below PostgreSQL's 8000-byte limit.
+    public var maxNotifyPayloadBytes = 7_900
+
+    public init() {}
+}

@@ -1,0 +1,99 @@
+import Metrics
+public import PostgresClient
+import Synchronization
+
+/// What the change feed of this instance is doing.
+public enum ChangeFeedState: String, Sendable {
+    /// `--no-change-feed`: the cache is repaired only by the writers (docs/design.md §3).
+    case disabled
+    case starting
+    /// This instance streams the slot and repairs the cache for the whole cluster.
+    case active
+    /// Another instance streams the slot; this one takes over when it stops.
+    case standby
+    /// PostgreSQL cannot stream now: down, or not configured for logical decoding.
+    case unavailable
+}
+
+/// A snapshot for `/readyz` and tests.
+public struct ChangeFeedStatus: Sendable, Equatable {
+    public var state: ChangeFeedState
+    /// Why the feed is not active, when it is unavailable.
+    public var detail: String?
+    /// The last position confirmed to PostgreSQL by this instance.
+    public var confirmedLSN: LSN?
+    /// WAL the server has sent past the confirmed position.
+    public var lagBytes: UInt64
+    /// From the commit of the last applied transaction to its application; 0 when caught up.
+    public var lagSeconds: Double
+    /// Changes applied by this instance since it started.
+    public var changesApplied: Int
+    /// Changes held back because their memcached node did not answer.
+    public var pendingRepairs: Int
+}
+
+/// The feed's state, shared between its thread and the request workers (for `/readyz`), and
+/// mirrored in metrics:
+///
+/// | series | meaning |
+/// | --- | --- |
+/// | `profile_change_feed_active` | 1 while this instance consumes the slot |
+/// | `profile_change_feed_lag_bytes` | WAL sent past the confirmed position |
+/// | `profile_change_feed_lag_seconds` | commit → applied, of the last applied transaction |
+/// | `profile_change_feed_changes_total{outcome}` | changes applied, by ``ProfileRepository/RefreshOutcome`` |
+/// | `profile_change_feed_pending_repairs` | changes waiting for a memcached node |
+public final class ChangeFeedMonitor: Sendable {
+    private let status: Mutex<ChangeFeedStatus>
+    private let activeGauge = Gauge(label: "profile_change_feed_active")
+    private let lagBytesGauge = Gauge(label: "profile_change_feed_lag_bytes")
+    private let lagSecondsGauge = Gauge(label: "profile_change_feed_lag_seconds")
+    private let pendingGauge = Gauge(label: "profile_change_feed_pending_repairs")
+    private let outcomeCounters: [ProfileRepository.RefreshOutcome: Counter]
+
+    public init(enabled: Bool) {
+        status = Mutex(
+            ChangeFeedStatus(
+                state: enabled ? .starting : .disabled, detail: nil, confirmedLSN: nil, lagBytes: 0, lagSeconds: 0,
+                changesApplied: 0, pendingRepairs: 0))
+        var counters: [ProfileRepository.RefreshOutcome: Counter] = [:]
+        for outcome in [ProfileRepository.RefreshOutcome.current, .stored, .invalidated, .absent, .failed] {
+            counters[outcome] = Counter(label: "profile_change_feed_changes_total", dimensions: [("outcome", outcome.rawValue)])
+        }
+        outcomeCounters = counters
+    }
+
+    public var current: ChangeFeedStatus { status.withLock { $0 } }
+
+    func enter(_ state: ChangeFeedState, detail: String? = nil) {
+        status.withLock {
+            $0.state = state
+            $0.detail = detail
+        }
+        activeGauge.record(state == .active ? 1 : 0)
+    }
+
+    func recordApplied(_ outcomes: [ProfileRepository.RefreshOutcome], lastCommitTime: Int64) {
+        for outcome in outcomes { outcomeCounters[outcome]?.increment() }
+        let lag = max(0, Double(Int64.postgresNow - lastCommitTime) / 1_000_000)
+        status.withLock {
+            $0.changesApplied += outcomes.count
+            $0.lagSeconds = lag
+        }
+        lagSecondsGauge.record(lag)
+    }
+
+    func recordPosition(confirmed: LSN, serverEnd: LSN, pending: Int) {
+        let lagBytes = serverEnd > confirmed ? serverEnd.rawValue - confirmed.rawValue : 0
+        let caughtUp = lagBytes == 0 && pending == 0
+        status.withLock {
+            $0.confirmedLSN = confirmed
+            $0.lagBytes = lagBytes
+            $0.pendingRepairs = pending
+            if caughtUp { $0.lagSeconds = 0 }
+        }
+        lagBytesGauge.record(Int64(clamping: lagBytes))
+        pendingGauge.record(pending)
+        if caughtUp { lagSecondsGauge.record(0) }
+    }
+}
+
