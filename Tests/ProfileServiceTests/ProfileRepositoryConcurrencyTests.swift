@@ -2,6 +2,7 @@ import Foundation
 import MemcachedClient
 import Synchronization
 import Testing
+import TestSupport
 
 @testable import ProfileService
 

@@ -80,10 +80,7 @@ import TestSupport
             profile = try backends.seed()
         }
         let repository = backends.repository(shared)
-        let stateDirectory = TestEnvironment.variable("PROFILE_STATE_DIR")
-            ?? TestEnvironment.repositoryRoot.appendingPathComponent(".state").path
-        let pidText = try String(contentsOfFile: "\(stateDirectory)/memcached/\(hungNode.port).pid", encoding: .utf8)
-        let pid = try #require(pid_t(pidText.trimmingCharacters(in: .whitespacesAndNewlines)))
+        let pid = try TestEnvironment.memcachedPID(port: hungNode.port)
 
         kill(pid, SIGSTOP)
         defer { kill(pid, SIGCONT) }

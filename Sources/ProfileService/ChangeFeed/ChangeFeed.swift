@@ -20,6 +20,7 @@ public final class ChangeFeed: Sendable {
     private let stopping = Atomic<Bool>(false)
     private let started = Atomic<Bool>(false)
     private let stopped = DispatchSemaphore(value: 0)
+    private let finished = Atomic<Bool>(false)
 
     public init(
         configuration: ChangeFeedConfiguration = .init(), postgres: PostgresConfiguration,
@@ -37,7 +38,10 @@ public final class ChangeFeed: Sendable {
     public func start() {
         guard !started.exchange(true, ordering: .relaxed) else { return }
         let thread = Thread { [self] in
-            defer { stopped.signal() }
+            defer {
+                finished.store(true, ordering: .releasing)
+                stopped.signal()
+            }
             do {
                 let consumer = try ChangeFeedConsumer(
                     configuration: configuration, postgres: postgres, memcached: memcached, shared: shared,
@@ -55,7 +59,7 @@ public final class ChangeFeed: Sendable {
     /// Stops streaming (releasing the slot for another instance) and waits for the thread.
     public func stop(timeout: Duration = .seconds(5)) {
         stopping.store(true, ordering: .relaxed)
-        guard started.load(ordering: .relaxed) else { return }
+        guard started.load(ordering: .relaxed), !finished.load(ordering: .acquiring) else { return }
         _ = stopped.wait(timeout: .now() + .nanoseconds(Int(timeout.totalNanoseconds)))
     }
 }

@@ -55,22 +55,6 @@ final class IntegrationBackends {
     }
 }
 
-/// Runs `body` on a thread of its own; `join()` waits for it.
-final class TestThread: Sendable {
-    private let done = DispatchSemaphore(value: 0)
-
-    init(_ body: @escaping @Sendable () -> Void) {
-        let done = self.done
-        let thread = Thread {
-            body()
-            done.signal()
-        }
-        thread.start()
-    }
-
-    func join() { done.wait() }
-}
-
 /// Holds the first reader of one id that reaches the hook it is installed as, until released.
 final class ReaderGate: Sendable {
     private let armedID = Mutex<Int64?>(nil)

@@ -1,0 +1,180 @@
+import Foundation
+import Glibc
+import Logging
+import MemcachedClient
+import PostgresClient
+import Testing
+import TestSupport
+
+@testable import ProfileService
+
+/// The change feed on the real replication protocol (docs/design.md §3). Each test streams a
+/// slot of its own (created now, so it carries no other test's backlog) and drops it after.
+@Suite(.serialized) struct ChangeFeedTests {
+    /// A feed on a fresh slot, with this test's cache state.
+    final class Harness {
+        let shared = ProfileCacheShared()
+        let backends: IntegrationBackends
+        let slot = "test_feed_\(UInt32.random(in: 0...UInt32.max))"
+        let sql: PostgresConnection
+        private var feeds: [ChangeFeed] = []
+
+        init() throws {
+            backends = try IntegrationBackends()
+            sql = PostgresConnection(
+                configuration: try PostgresConfiguration(url: TestEnvironment.databaseURL), statements: [],
+                logger: IntegrationBackends.logger)
+            try sql.connect()
+            _ = try LogicalReplicationSetup.ensureSlot(named: slot, on: sql)
+        }
+
+        /// Starts another consumer of this harness's slot.
+        @discardableResult
+        func startFeed() throws -> ChangeFeed {
+            var configuration = ChangeFeedConfiguration()
+            configuration.slotName = slot
+            configuration.takeoverInterval = .milliseconds(200)
+            configuration.reconnectDelay = .milliseconds(200)
+            let feed = ChangeFeed(
+                configuration: configuration, postgres: try PostgresConfiguration(url: TestEnvironment.databaseURL),
+                memcached: try MemcachedConfiguration(servers: TestEnvironment.memcachedServerList), shared: shared,
+                logger: IntegrationBackends.logger)
+            feed.start()
+            feeds.append(feed)
+            return feed
+        }
+
+        /// A profile at version 1, cached. The feed may invalidate the first populate's lease
+        /// when it applies the INSERT (it cannot tell how old a reader's row is), so read again.
+        func cachedProfile() throws -> Profile {
+            let profile = try backends.seed()
+            let cached = waitUntil {
+                _ = try? backends.repository(shared).read(id: profile.id)
+                return backends.cachedVersion(profile.id, shared: shared) == 1
+            }
+            #expect(cached)
+            return profile
+        }
+
+        /// An UPDATE as a support tool would run it: straight SQL, no write-through.
+        func updateInSQL(_ id: Int64, displayName: String) throws {
+            try sql.simpleQuery(
+                "UPDATE user_profiles SET display_name = '\(displayName)', version = version + 1, updated_at = now() "
+                    + "WHERE id = \(id)")
+        }
+
+        func waitUntil(seconds: Double = 10, _ condition: () -> Bool) -> Bool {
+            let deadline = Date().addingTimeInterval(seconds)
+            while Date() < deadline {
+                if condition() { return true }
+                usleep(5_000)
+            }
+            return condition()
+        }
+
+        func waitUntilActive(_ feed: ChangeFeed) -> Bool {
+            waitUntil { feed.monitor.current.state == .active }
+        }
+
+        deinit {
+            for feed in feeds { feed.stop() }
+            _ = waitUntil(seconds: 5) { (try? LogicalReplicationSetup.dropSlot(named: slot, on: sql)) != nil }
+            sql.close()
+        }
+    }
+
+    @Test func anUpdateInSQLIsRepairedWithTheRowAsTheAPIServesIt() throws {
+        let harness = try Harness()
+        let feed = try harness.startFeed()
+        #expect(harness.waitUntilActive(feed))
+        let profile = try harness.cachedProfile()
+
+        try harness.updateInSQL(profile.id, displayName: "Changed in SQL")
+        #expect(harness.waitUntil { harness.backends.cachedVersion(profile.id, shared: harness.shared) == 2 })
+        let row = try #require(try harness.backends.store.profile(id: profile.id))
+        let read = try #require(try harness.backends.repository(harness.shared).read(id: profile.id))
+        #expect(read.cacheOutcome == .hit)
+        #expect(read.json == row.jsonBytes, "the feed stored the row byte for byte as PostgreSQL formats it")
+        #expect(feed.monitor.current.changesApplied >= 1)
+    }
+
+    @Test func fiftyProfilesChangedInSQLOneAfterAnotherAreEachServedNewWithinTwoSeconds() throws {
+        let harness = try Harness()
+        let feed = try harness.startFeed()
+        #expect(harness.waitUntilActive(feed))
+        let profiles = try (0..<50).map { _ in try harness.cachedProfile() }
+
+        var delays: [Double] = []
+        for profile in profiles {
+            let committed = Date()
+            try harness.updateInSQL(profile.id, displayName: "Support tool")
+            let repaired = harness.waitUntil(seconds: 2) {
+                (try? harness.backends.repository(harness.shared).read(id: profile.id))?.version == 2
+            }
+            #expect(repaired, "profile \(profile.id) still served at version 1 two seconds after its UPDATE")
+            delays.append(Date().timeIntervalSince(committed))
+        }
+        delays.sort()
+        print(
+            "change feed, UPDATE in SQL → served new: p50 \(Int(delays[delays.count / 2] * 1000)) ms, "
+                + "p99 \(Int(delays[delays.count * 99 / 100] * 1000)) ms, max \(Int(delays.last! * 1000)) ms (n=\(delays.count))")
+    }
+
+    @Test func changesCommittedWhileNoConsumerRanAreRepairedWhenOneReturns() throws {
+        let harness = try Harness()
+        let first = try harness.startFeed()
+        #expect(harness.waitUntilActive(first))
+        let profile = try harness.cachedProfile()
+        first.stop()
+
+        try harness.updateInSQL(profile.id, displayName: "While down")
+        usleep(300_000)
+        #expect(harness.backends.cachedVersion(profile.id, shared: harness.shared) == 1, "nobody consumed the change")
+
+        let second = try harness.startFeed()
+        #expect(harness.waitUntilActive(second))
+        #expect(harness.waitUntil { harness.backends.cachedVersion(profile.id, shared: harness.shared) == 2 })
+    }
+
+    @Test func twoConsumersOfOneSlotOneActiveThenTheOtherTakesOver() throws {
+        let harness = try Harness()
+        let a = try harness.startFeed()
+        let b = try harness.startFeed()
+        #expect(harness.waitUntil { [a, b].contains { $0.monitor.current.state == .active } })
+        #expect(harness.waitUntil { Set([a.monitor.current.state, b.monitor.current.state]) == [.active, .standby] })
+        let (active, standby) = a.monitor.current.state == .active ? (a, b) : (b, a)
+
+        active.stop()
+        let stopped = Date()
+        #expect(harness.waitUntil(seconds: 5) { standby.monitor.current.state == .active })
+        print("change feed takeover after the consumer stopped: \(Int(Date().timeIntervalSince(stopped) * 1000)) ms")
+        let profile = try harness.cachedProfile()
+        try harness.updateInSQL(profile.id, displayName: "After takeover")
+        #expect(harness.waitUntil { harness.backends.cachedVersion(profile.id, shared: harness.shared) == 2 })
+    }
+
+    @Test func aChangeForAHungNodeIsHeldConfirmedNoFurtherAndAppliedWhenItAnswers() throws {
+        let harness = try Harness()
+        let feed = try harness.startFeed()
+        #expect(harness.waitUntilActive(feed))
+        let hungNode = TestEnvironment.memcachedServers[1]
+        var profile = try harness.cachedProfile()
+        while harness.backends.cache.server(forKey: harness.shared.configuration.key(for: profile.id))?.port
+            != hungNode.port
+        {
+            profile = try harness.cachedProfile()
+        }
+        let pid = try TestEnvironment.memcachedPID(port: hungNode.port)
+        kill(pid, SIGSTOP)
+        defer { kill(pid, SIGCONT) }
+
+        try harness.updateInSQL(profile.id, displayName: "While hung")
+        #expect(harness.waitUntil { feed.monitor.current.pendingRepairs == 1 }, "the change is held, not dropped")
+        let slot = try LogicalReplicationSetup.slotStatus(named: harness.slot, on: harness.sql)
+        #expect((slot?.lagBytes ?? 0) > 0, "the slot is not confirmed past the held change")
+
+        kill(pid, SIGCONT)
+        #expect(harness.waitUntil { harness.backends.cachedVersion(profile.id, shared: harness.shared) == 2 })
+        #expect(harness.waitUntil { feed.monitor.current.pendingRepairs == 0 })
+    }
+}
