@@ -153,6 +153,22 @@ def compose_dependencies_gated_on_health():
 
 
 @check("compose")
+def compose_postgres_feeds_the_change_feed():
+    """The change feed needs logical decoding, and its slot must not be able to fill the disk."""
+    command = compose()["services"]["postgres"].get("command") or []
+    settings = dict(arg.split("=", 1) for arg in command if "=" in str(arg))
+    assert settings.get("wal_level") == "logical", f"postgres runs without wal_level=logical: {command}"
+    assert int(settings.get("max_replication_slots", 0)) >= 1, command
+    assert int(settings.get("max_wal_senders", 0)) >= 1, command
+    assert settings.get("max_slot_wal_keep_size", "-1") not in ("-1", ""), "max_slot_wal_keep_size must cap the slot"
+    for name in replicas(compose()["services"]):
+        env = compose()["services"][name]["environment"]
+        assert str(env.get("PROFILE_CHANGE_FEED", "true")).lower() == "true", f"{name} turns the change feed off"
+    unit = read("deploy/profile-service.service")
+    assert "wal_level=logical" in unit and "max_slot_wal_keep_size" in unit, "the systemd unit must name the settings"
+
+
+@check("compose")
 def compose_configuration_and_secret():
     doc = compose()
     services = doc["services"]
