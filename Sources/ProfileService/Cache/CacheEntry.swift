@@ -10,7 +10,7 @@
 /// A hit answers with the stored JSON bytes as they are: no decode, no re-encode.
 enum CacheEntry: Equatable {
     case profile(version: Int32, json: ArraySlice<UInt8>)
-    /// A reader's placeholder while it reads PostgreSQL (DESIGN.md §2).
+    /// A reader's placeholder while it reads PostgreSQL (docs/design.md §2.1).
     case lease(token: UInt64)
 
     static let formatMarker: UInt8 = 0xA1
