@@ -111,7 +111,9 @@ public struct ProfileChangeDecoder {
         guard text.hasSuffix("+00") else { return nil }
         let body = text.dropLast(3)
         let parts = body.split(separator: " ", omittingEmptySubsequences: false)
-        guard parts.count == 2, parts[0].count == 10, parts[1].count >= 8 else { return nil }
+        guard parts.count == 2, parts[1].count >= 8, matches(parts[0], "dddd-dd-dd"),
+            matches(parts[1].prefix(8), "dd:dd:dd")
+        else { return nil }
         let time = parts[1]
         let seconds = time.prefix(8)
         var fraction = ""
@@ -119,8 +121,18 @@ public struct ProfileChangeDecoder {
             guard time[time.index(time.startIndex, offsetBy: 8)] == "." else { return nil }
             fraction = String(time.dropFirst(9))
         }
-        guard fraction.count <= 6, fraction.allSatisfy(\.isASCII), fraction.allSatisfy(\.isNumber) else { return nil }
+        guard fraction.count <= 6, matches(Substring(fraction), String(repeating: "d", count: fraction.count)) else {
+            return nil
+        }
         fraction += String(repeating: "0", count: 6 - fraction.count)
         return "\(parts[0])T\(seconds).\(fraction)Z"
+    }
+
+    /// Whether `text` has `pattern`'s shape: `d` is an ASCII digit, anything else itself.
+    private static func matches(_ text: Substring, _ pattern: String) -> Bool {
+        text.count == pattern.count
+            && zip(text, pattern).allSatisfy { character, expected in
+                expected == "d" ? ("0"..."9").contains(character) : character == expected
+            }
     }
 }

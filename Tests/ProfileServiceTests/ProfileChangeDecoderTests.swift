@@ -1,0 +1,86 @@
+import PostgresClient
+import Testing
+
+@testable import ProfileService
+
+/// pgoutput messages → committed profile changes (pure logic; the real stream is in ChangeFeedTests).
+struct ProfileChangeDecoderTests {
+    private static let profiles = PgOutputRelation(
+        id: 16_384, namespace: "public", name: "user_profiles",
+        columns: ["id", "username", "display_name", "version", "created_at", "updated_at"].map {
+            .init(name: $0, typeOID: 25, isKey: $0 == "id")
+        })
+    private static let other = PgOutputRelation(
+        id: 99, namespace: "public", name: "audit", columns: [.init(name: "id", typeOID: 20, isKey: true)])
+
+    private func row(_ id: Int64, _ version: Int32, updatedAt: PgOutputValue = .text("2026-11-23 12:51:45.12+00"))
+        -> [PgOutputValue]
+    {
+        [.text("\(id)"), .text("u\(id)"), .text("Name \(id)"), .text("\(version)"), .text("2026-11-01 00:00:00+00"), updatedAt]
+    }
+
+    private func transaction(_ messages: [PgOutputMessage]) throws -> CommittedTransaction? {
+        var decoder = ProfileChangeDecoder()
+        var completed: CommittedTransaction?
+        for message in [.relation(Self.profiles), .relation(Self.other), .begin(finalLSN: LSN(rawValue: 90), commitTime: 5, xid: 7)]
+            + messages + [.commit(commitLSN: LSN(rawValue: 90), endLSN: LSN(rawValue: 100), commitTime: 5)]
+        {
+            if let done = try decoder.consume(message) { completed = done }
+        }
+        return completed
+    }
+
+    @Test func insertsAndUpdatesCarryTheWholeRowInTheAPIsForm() throws {
+        let done = try #require(
+            try transaction([.insert(relationID: 16_384, new: row(1, 1)), .update(relationID: 16_384, old: nil, new: row(2, 7))]))
+        #expect(done.endLSN == LSN(rawValue: 100))
+        #expect(done.commitTime == 5)
+        let expected = Profile(id: 2, username: "u2", displayName: "Name 2", version: 7, updatedAt: "2026-11-23T12:51:45.120000Z")
+        #expect(done.changes.last == .changed(id: 2, version: 7, row: expected))
+        #expect(done.changes.count == 2)
+    }
+
+    @Test func anUnchangedToastedColumnLeavesTheVersionAlone() throws {
+        var values = row(3, 4)
+        values[2] = .unchangedToast
+        let done = try #require(try transaction([.update(relationID: 16_384, old: nil, new: values)]))
+        #expect(done.changes == [.changed(id: 3, version: 4, row: nil)])
+    }
+
+    @Test func deletesTruncatesAndOtherTables() throws {
+        let done = try #require(
+            try transaction([
+                .delete(relationID: 16_384, old: [.text("5"), .null, .null, .null, .null, .null]),
+                .insert(relationID: 99, new: [.text("1")]),
+                .truncate(relationIDs: [16_384]),
+            ]))
+        #expect(done.changes == [.deleted(id: 5)])
+        #expect(done.truncated)
+    }
+
+    @Test func rowsWithoutIdOrVersionOrRelationAreErrors() {
+        #expect(throws: ProfileChangeDecoder.DecodingError.unknownRelation(4)) {
+            var decoder = ProfileChangeDecoder()
+            _ = try decoder.consume(.insert(relationID: 4, new: []))
+        }
+        var values = row(6, 1)
+        values[3] = .null
+        #expect(throws: ProfileChangeDecoder.DecodingError.self) {
+            _ = try transaction([.insert(relationID: 16_384, new: values)])
+        }
+    }
+
+    @Test(arguments: [
+        ("2026-11-23 12:51:45.123456+00", "2026-11-23T12:51:45.123456Z"),
+        ("2026-11-23 12:51:45.1+00", "2026-11-23T12:51:45.100000Z"),
+        ("2026-11-23 12:51:45+00", "2026-11-23T12:51:45.000000Z"),
+    ])
+    func timestampsInUTC(text: String, api: String) {
+        #expect(ProfileChangeDecoder.apiTimestamp(text) == api)
+    }
+
+    @Test(arguments: ["2026-11-23 12:51:45+01", "2026-11-23T12:51:45Z", "23.11.2026 12:51:45+00", "2026-11-23 12:51:45.1234567+00", ""])
+    func otherTimestampFormsAreNotGuessed(text: String) {
+        #expect(ProfileChangeDecoder.apiTimestamp(text) == nil)
+    }
+}
