@@ -18,7 +18,9 @@ let logger = {
     return logger
 }()
 let configuration = try PostgresConfiguration(url: url)
-let table = "bench_feed", publication = "bench_feed_pub", slot = "bench_feed_slot"
+let table = "bench_feed"
+let publication = "bench_feed_pub"
+let slot = "bench_feed_slot"
 
 let setup = PostgresConnection(configuration: configuration, statements: [], logger: logger)
 _ = try? LogicalReplicationSetup.dropSlot(named: slot, on: setup)
@@ -44,7 +46,9 @@ func write(_ body: @escaping @Sendable (PostgresConnection) throws -> Void) {
 
 /// Reads until `transactions` commits arrived; returns each commit's latency (arrival minus the
 /// server's commit time, in µs), the rows seen, the payloads and the elapsed time from the first message.
-func read(_ stream: LogicalReplicationStream, transactions: Int) throws -> (
+func read(
+    _ stream: LogicalReplicationStream, transactions: Int
+) throws -> (
     latencies: [Int64], rows: Int, payloads: [[UInt8]], elapsed: Duration
 ) {
     var latencies: [Int64] = []
@@ -68,12 +72,15 @@ func read(_ stream: LogicalReplicationStream, transactions: Int) throws -> (
 }
 
 func milliseconds(_ microseconds: Int64) -> String { String(format: "%.2f ms", Double(microseconds) / 1000) }
-func percentile(_ sorted: [Int64], _ p: Double) -> Int64 { sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] }
+func percentile(_ sorted: [Int64], _ p: Double) -> Int64 {
+    sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
+}
 func seconds(_ duration: Duration) -> Double {
     Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
 }
 
-let stream = try LogicalReplicationStream(configuration: configuration, slot: slot, publication: publication, logger: logger)
+let stream = try LogicalReplicationStream(
+    configuration: configuration, slot: slot, publication: publication, logger: logger)
 defer { stream.close() }
 
 // 1. Paced single-row updates, one commit every 2 ms: COMMIT-to-arrival latency.
@@ -81,7 +88,8 @@ try setup.simpleQuery("INSERT INTO \(table) SELECT i, 'user ' || i, 1 FROM gener
 _ = try read(stream, transactions: 1)
 write { connection in
     for i in 0..<pacedCommits {
-        try connection.simpleQuery("UPDATE \(table) SET display_name = 'paced \(i)', version = version + 1 WHERE id = \(1 + i % 1000)")
+        try connection.simpleQuery(
+            "UPDATE \(table) SET display_name = 'paced \(i)', version = version + 1 WHERE id = \(1 + i % 1000)")
         usleep(2000)
     }
 }
@@ -111,4 +119,5 @@ for _ in 0..<5 {
     for payload in backlog.payloads { if case .update = try PgOutputDecoder.decode(payload) { updates += 1 } }
 }
 let decodeElapsed = ContinuousClock.now - decodeStart
-print("decoder: \(Int(Double(backlog.payloads.count * 5) / seconds(decodeElapsed))) pgoutput messages/s on one core (\(updates) updates)")
+let decodeRate = Int(Double(backlog.payloads.count * 5) / seconds(decodeElapsed))
+print("decoder: \(decodeRate) pgoutput messages/s on one core (\(updates) updates)")

@@ -91,8 +91,10 @@ extension PostgresServerTests {
                 connection.close()
             }
             try connection.simpleQuery("CREATE TABLE \(table) (id BIGINT PRIMARY KEY)")
-            #expect(try LogicalReplicationSetup.ensurePublication(named: "\(table)_pub", tables: [table], on: connection))
-            #expect(try !LogicalReplicationSetup.ensurePublication(named: "\(table)_pub", tables: [table], on: connection))
+            #expect(
+                try LogicalReplicationSetup.ensurePublication(named: "\(table)_pub", tables: [table], on: connection))
+            #expect(
+                try !LogicalReplicationSetup.ensurePublication(named: "\(table)_pub", tables: [table], on: connection))
             let tables = try connection.simpleQuery(
                 "SELECT tablename FROM pg_publication_tables WHERE pubname = '\(table)_pub'")
             #expect(try tables.rows.map { try $0.decode("tablename", as: String.self) } == [table])

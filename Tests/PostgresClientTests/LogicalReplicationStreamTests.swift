@@ -33,7 +33,10 @@ extension PostgresServerTests {
 
                 let update = try Transaction.read(from: stream)
                 #expect(update.relations.isEmpty)  // sent once per stream and table
-                #expect(update.changes == [.update(relationID: relation.id, old: nil, new: [.text("1"), .text("ada ✓"), .text("it's")])])
+                #expect(
+                    update.changes == [
+                        .update(relationID: relation.id, old: nil, new: [.text("1"), .text("ada ✓"), .text("it's")])
+                    ])
                 #expect(insert.endLSN <= update.commitLSN)
 
                 let delete = try Transaction.read(from: stream)
@@ -69,7 +72,10 @@ extension PostgresServerTests {
                 #expect(big.count == 256 * 32)
 
                 let update = try Transaction.read(from: stream)
-                #expect(update.changes == [.update(relationID: relationID, old: nil, new: [.text("7"), .text("renamed"), .unchangedToast])])
+                #expect(
+                    update.changes == [
+                        .update(relationID: relationID, old: nil, new: [.text("7"), .text("renamed"), .unchangedToast])
+                    ])
 
                 let full = try Transaction.read(from: stream)
                 guard case .update(relationID, let old?, let new) = try #require(full.changes.first) else {
@@ -111,8 +117,10 @@ extension PostgresServerTests {
         @Test func idleStreamOutlivesStatementTimeoutAndRepeatsItsStatus() throws {
             try Feed.with("idle") { feed, connection in
                 let stream = try LogicalReplicationStream(
-                    configuration: PostgresServerTests.configuration(statementTimeout: .milliseconds(200)), slot: feed.slot,
-                    publication: feed.publication, statusInterval: .milliseconds(100), logger: PostgresServerTests.logger)
+                    configuration: PostgresServerTests.configuration(statementTimeout: .milliseconds(200)),
+                    slot: feed.slot,
+                    publication: feed.publication, statusInterval: .milliseconds(100),
+                    logger: PostgresServerTests.logger)
                 defer { stream.close() }
 
                 let start = ContinuousClock.now
@@ -137,7 +145,9 @@ extension PostgresServerTests {
 
         @Test func reconnectResendsOnlyWhatWasNotConfirmed() throws {
             try Feed.with("resume") { feed, connection in
-                for id in 1...2 { try connection.simpleQuery("INSERT INTO \(feed.table) (id, name) VALUES (\(id), 'r')") }
+                for id in 1...2 {
+                    try connection.simpleQuery("INSERT INTO \(feed.table) (id, name) VALUES (\(id), 'r')")
+                }
 
                 let first = try feed.stream()
                 let one = try Transaction.read(from: first)
@@ -146,7 +156,9 @@ extension PostgresServerTests {
                 let two = try Transaction.read(from: first)
                 #expect(two.insertedIDs == ["2"])
                 first.close()  // 2 was received but never confirmed
-                #expect(try LogicalReplicationSetup.slotStatus(named: feed.slot, on: connection)?.confirmedFlushLSN == one.endLSN)
+                #expect(
+                    try LogicalReplicationSetup.slotStatus(named: feed.slot, on: connection)?.confirmedFlushLSN
+                        == one.endLSN)
 
                 try connection.simpleQuery("INSERT INTO \(feed.table) (id, name) VALUES (3, 'r')")
                 let second = try feed.stream()
@@ -198,7 +210,8 @@ extension PostgresServerTests {
                 defer { stream.close() }
 
                 let terminated = try connection.simpleQuery(
-                    "SELECT pg_terminate_backend(active_pid) AS done FROM pg_replication_slots WHERE slot_name = '\(feed.slot)'")
+                    "SELECT pg_terminate_backend(active_pid) AS done FROM pg_replication_slots WHERE slot_name = '\(feed.slot)'"
+                )
                 #expect(try terminated.rows.first?.decode("done", as: Bool.self) == true)
                 let (error, elapsed) = PostgresServerTests.elapsed {
                     #expect(throws: PostgresError.self) {
@@ -216,7 +229,8 @@ extension PostgresServerTests {
         @Test func missingPublicationIsReportedAtTheFirstChange() throws {
             try Feed.with("nopub") { feed, connection in
                 let stream = try LogicalReplicationStream(
-                    configuration: PostgresServerTests.configuration(), slot: feed.slot, publication: "\(feed.table)_missing",
+                    configuration: PostgresServerTests.configuration(), slot: feed.slot,
+                    publication: "\(feed.table)_missing",
                     logger: PostgresServerTests.logger)
                 defer { stream.close() }
 
@@ -360,7 +374,9 @@ extension PostgresServerTests {
             defer { connection.close() }
             // A stream's server process may still be letting go of the slot.
             let deadline = ContinuousClock.now + .seconds(10)
-            while (try? LogicalReplicationSetup.dropSlot(named: slot, on: connection)) == nil, ContinuousClock.now < deadline {
+            while (try? LogicalReplicationSetup.dropSlot(named: slot, on: connection)) == nil,
+                ContinuousClock.now < deadline
+            {
                 PostgresServerTests.sleep(.milliseconds(20))
             }
             _ = try? connection.simpleQuery("DROP PUBLICATION IF EXISTS \(publication)")

@@ -1,5 +1,6 @@
-@testable import PostgresClient
 import Testing
+
+@testable import PostgresClient
 
 /// pgoutput messages built byte by byte as PostgreSQL 15's proto.c writes them.
 @Suite struct PgOutputDecoderTests {
@@ -46,7 +47,9 @@ import Testing
 
     @Test func updateWithoutOldRow() throws {
         let bytes = Bytes("U").int32(7).byte("N").int16(2).text("1").byte("u")
-        #expect(try PgOutputDecoder.decode(bytes.value) == .update(relationID: 7, old: nil, new: [.text("1"), .unchangedToast]))
+        #expect(
+            try PgOutputDecoder.decode(bytes.value)
+                == .update(relationID: 7, old: nil, new: [.text("1"), .unchangedToast]))
     }
 
     @Test(arguments: ["K", "O"])
@@ -87,7 +90,9 @@ import Testing
         let commit = Bytes("C").int8(0).int64(1).int64(2).int64(3)
         let delete = Bytes("D").int32(1).byte("K").int16(1).text("k")
         let truncate = Bytes("T").int32(1).int8(0).int32(5)
-        for message in [insert.value, update.value, begin.value, commit.value, delete.value, truncate.value, Self.relationBytes] {
+        for message in [
+            insert.value, update.value, begin.value, commit.value, delete.value, truncate.value, Self.relationBytes,
+        ] {
             #expect(throws: Never.self) { try PgOutputDecoder.decode(message) }
             for length in 0..<message.count {
                 let error = #expect(throws: PgOutputDecodingError.self) {
@@ -187,7 +192,9 @@ import Testing
             ReplicationMessage(copyData: bytes.value)
                 == .keepalive(walEnd: LSN(rawValue: 0x1_0000_0000), serverTime: -7, replyRequested: true))
         let noReply = Bytes("k").int64(1).int64(2).int8(0)
-        #expect(ReplicationMessage(copyData: noReply.value) == .keepalive(walEnd: LSN(rawValue: 1), serverTime: 2, replyRequested: false))
+        #expect(
+            ReplicationMessage(copyData: noReply.value)
+                == .keepalive(walEnd: LSN(rawValue: 1), serverTime: 2, replyRequested: false))
     }
 
     @Test func shortOrUnknownMessagesAreRefused() {
@@ -197,7 +204,9 @@ import Testing
         }
         let header = Bytes("w").int64(1).int64(2).int64(3)
         #expect(ReplicationMessage(copyData: Array(header.value.dropLast())) == nil)
-        #expect(ReplicationMessage(copyData: header.value) == .walData(start: LSN(rawValue: 1), walEnd: LSN(rawValue: 2), serverTime: 3, payload: []))
+        #expect(
+            ReplicationMessage(copyData: header.value)
+                == .walData(start: LSN(rawValue: 1), walEnd: LSN(rawValue: 2), serverTime: 3, payload: []))
         #expect(ReplicationMessage(copyData: [UInt8(ascii: "r")] + Array(repeating: 0, count: 33)) == nil)
     }
 
@@ -214,10 +223,13 @@ import Testing
         #expect(
             try LogicalReplicationStream.startReplicationCommand(
                 slot: "cache_feed", publication: "profile_changes", startLSN: LSN(rawValue: 0x1_0000_0010))
-                == #"START_REPLICATION SLOT "cache_feed" LOGICAL 1/10 (proto_version '1', publication_names '"profile_changes"')"#)
+                == #"START_REPLICATION SLOT "cache_feed" LOGICAL 1/10 (proto_version '1', publication_names '"profile_changes"')"#
+        )
         #expect(
-            try LogicalReplicationStream.startReplicationCommand(slot: #"a"b"#, publication: #"it's "x", y"#, startLSN: .zero)
-                == #"START_REPLICATION SLOT "a""b" LOGICAL 0/0 (proto_version '1', publication_names '"it''s ""x"", y"')"#)
+            try LogicalReplicationStream.startReplicationCommand(
+                slot: #"a"b"#, publication: #"it's "x", y"#, startLSN: .zero)
+                == #"START_REPLICATION SLOT "a""b" LOGICAL 0/0 (proto_version '1', publication_names '"it''s ""x"", y"')"#
+        )
         let error = #expect(throws: PostgresError.self) {
             try LogicalReplicationStream.startReplicationCommand(slot: "a\0b", publication: "p", startLSN: .zero)
         }

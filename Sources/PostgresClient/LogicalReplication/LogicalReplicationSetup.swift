@@ -2,7 +2,8 @@
 /// `pgoutput` plugin, and a publication. Plain SQL over a normal ``PostgresConnection``.
 ///
 /// ```swift
-/// _ = try LogicalReplicationSetup.ensurePublication(named: "profile_changes", tables: ["user_profiles"], on: connection)
+/// _ = try LogicalReplicationSetup.ensurePublication(
+///     named: "profile_changes", tables: ["user_profiles"], on: connection)
 /// _ = try LogicalReplicationSetup.ensureSlot(named: "profile_cache", on: connection)
 /// let lag = try LogicalReplicationSetup.slotStatus(named: "profile_cache", on: connection)?.lagBytes
 /// ```
@@ -93,7 +94,8 @@ public enum LogicalReplicationSetup {
         named name: String, tables: [String], on connection: PostgresConnection
     ) throws -> Bool {
         guard !name.contains("\0"), tables.allSatisfy({ !$0.contains("\0") }), !tables.isEmpty else {
-            throw PostgresError(kind: .invalidConfiguration, message: "a publication needs tables and names without NUL")
+            throw PostgresError(
+                kind: .invalidConfiguration, message: "a publication needs tables and names without NUL")
         }
         if try !connection.execute(.publicationExists, [name]).rows.isEmpty { return false }
         let quotedTables = tables.map(LogicalReplicationStream.quoteIdentifier).joined(separator: ", ")
@@ -115,7 +117,8 @@ public enum LogicalReplicationSetup {
         guard type == "logical", plugin == "pgoutput" else {
             throw PostgresError(
                 kind: .other, sqlState: .duplicateObject,
-                message: "replication slot \"\(name)\" exists but is \(type) with plugin \(plugin ?? "none"), not logical pgoutput")
+                message: "replication slot \"\(name)\" exists but is \(type) with plugin \(plugin ?? "none"), "
+                    + "not logical pgoutput")
         }
         return plugin
     }

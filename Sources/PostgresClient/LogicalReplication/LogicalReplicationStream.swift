@@ -21,8 +21,10 @@ import Darwin
 ///             // … once the transaction's changes are applied:
 ///             try stream.sendStatus(flushed: endLSN)
 ///         }
-///     case .keepalive(_, _, let replyRequested):
-///         if replyRequested { try stream.sendStatus(flushed: lastAppliedEnd) }
+///     case .keepalive(let walEnd, _, let replyRequested):
+///         // Between transactions, everything before walEnd is applied: confirm it, or a server
+///         // shutting down waits for wal_sender_timeout.
+///         if replyRequested { try stream.sendStatus(flushed: isInTransaction ? lastAppliedEnd : walEnd) }
 ///     }
 /// }
 /// ```
@@ -132,8 +134,8 @@ public final class LogicalReplicationStream {
     /// The next message, waiting at most `timeout`; `nil` when none came in time.
     ///
     /// It also sends what an earlier ``sendStatus(flushed:replyRequested:)`` could not send at
-    /// once, and repeats the last confirmed position every `statusInterval` (see ``init(configuration:slot:publication:startLSN:statusInterval:logger:)``),
-    /// so a consumer that calls it in a loop stays connected while nothing happens.
+    /// once, and repeats the last confirmed position every `statusInterval`, so a consumer that
+    /// calls it in a loop stays connected while nothing happens. Timeouts above a day count as a day.
     ///
     /// - Throws: ``PostgresError``, and the stream is closed: of kind
     ///   ``PostgresError/Kind/connectionUnavailable`` when the connection breaks, the server shuts
@@ -141,7 +143,7 @@ public final class LogicalReplicationStream {
     ///   the publication does not exist).
     public func next(timeout: Duration) throws -> ReplicationMessage? {
         let connection = try openConnection()
-        let deadline = ContinuousClock.now + timeout
+        let deadline = ContinuousClock.now + min(timeout, .seconds(86_400))
         var hasPolled = false
         while true {
             if ContinuousClock.now - lastStatusTime >= statusInterval {
@@ -372,7 +374,8 @@ extension PostgresConfiguration {
     /// database specified in the dbname parameter, which will allow the connection to be used for
     /// logical replication from that database" (libpq 34.1.2).
     var replicationConninfo: String {
-        Self.conninfo(parameters.filter { $0.keyword != "replication" } + [("replication", "database")], redactingPassword: false)
+        Self.conninfo(
+            parameters.filter { $0.keyword != "replication" } + [("replication", "database")], redactingPassword: false)
     }
 }
 

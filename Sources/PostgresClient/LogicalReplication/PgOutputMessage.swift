@@ -13,8 +13,9 @@
 public enum PgOutputMessage: Sendable, Equatable {
     /// 'B': a transaction starts; `finalLSN` is its commit record's position.
     case begin(finalLSN: LSN, commitTime: Int64, xid: UInt32)
-    /// 'C': the transaction committed. Confirming `endLSN` (``LogicalReplicationStream/sendStatus(flushed:replyRequested:)``)
-    /// tells the server never to send it again.
+    /// 'C': the transaction committed. Confirming `endLSN`
+    /// (``LogicalReplicationStream/sendStatus(flushed:replyRequested:)``) tells the server never to
+    /// send it again.
     case commit(commitLSN: LSN, endLSN: LSN, commitTime: Int64)
     /// 'R': a table's id, name and columns.
     case relation(PgOutputRelation)

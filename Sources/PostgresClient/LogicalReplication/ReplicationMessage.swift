@@ -48,7 +48,9 @@ extension ReplicationMessage {
         var bytes: [UInt8] = [UInt8(ascii: "r")]
         bytes.reserveCapacity(34)
         for value in [written.rawValue, flushed.rawValue, applied.rawValue, UInt64(bitPattern: clock)] {
-            for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: value >> shift)) }
+            for shift in stride(from: 56, through: 0, by: -8) {
+                bytes.append(UInt8(truncatingIfNeeded: value >> shift))
+            }
         }
         bytes.append(replyRequested ? 1 : 0)
         return bytes
