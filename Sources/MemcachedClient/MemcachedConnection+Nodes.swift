@@ -1,4 +1,5 @@
 internal import CLibMemcached
+internal import Glibc
 internal import Logging
 
 // Per-node operations: which node owns a key, and `flush_all` / `stats` on one node.
@@ -25,8 +26,8 @@ extension MemcachedConnection {
     /// Sends `flush_all` to one node only, invalidating every item on it.
     ///
     /// For a node that missed writes while unreachable: its stale items must not be served once
-    /// it is back. `memcached_flush` flushes every server of a handle, so this uses a short-lived
-    /// handle with the same options and only `server`.
+    /// it is back. `memcached_flush` flushes every server of a handle, so this uses a handle with
+    /// the same options and only `server`, made on first use and kept (see ``reconnect()``).
     ///
     /// - Returns: nil on success, else the error (``MemcachedError/Code/invalidConfiguration`` if
     ///   `server` is not part of the configuration).
@@ -40,7 +41,6 @@ extension MemcachedConnection {
         case .success(let handle): node = handle
         case .failure(let error): return error
         }
-        defer { memcached_free(node) }
         let rc = memcached_flush(node, 0)
         guard rc == MEMCACHED_SUCCESS else {
             let error = Self.error(rc, handle: node)
@@ -57,15 +57,14 @@ extension MemcachedConnection {
     /// The general-purpose `stats` of one node as name → value (e.g. `"curr_items"`, `"cmd_get"`),
     /// or nil if the node cannot be reached or is not part of the configuration.
     ///
-    /// Uses `memcached_stat_execute`, which "executes a "stat" command on each server" of a
-    /// short-lived handle holding only `server`, and hands each pair to a callback.
+    /// Uses `memcached_stat_execute`, which "executes a "stat" command on each server" of the
+    /// handle holding only `server`, and hands each pair to a callback.
     ///
     /// Related libmemcached documentation:
     /// <https://awesomized.github.io/libmemcached/libmemcached/memcached_stats.html>
     public func stats(server: MemcachedServer) -> [String: String]? {
         _ = ownedHandle()
         guard case .success(let node) = nodeHandle(server) else { return nil }
-        defer { memcached_free(node) }
         var stats: [String: String] = [:]
         let rc = withUnsafeMutablePointer(to: &stats) { statsPointer in
             memcached_stat_execute(
@@ -93,13 +92,42 @@ extension MemcachedConnection {
         return stats
     }
 
-    /// A new handle over `server` alone with the cluster's options; the caller frees it.
+    /// One round trip to one node: a `get` of a key nobody stores. nil when the node answered
+    /// (hit or miss), else the error. For readiness checks.
+    ///
+    /// Not `memcached_version`: libmemcached asks each node for its version once per socket
+    /// ("Optimization, we only fetch version once", src/libmemcached/version.cc) and then answers
+    /// without any I/O.
+    public func ping(server: MemcachedServer) -> MemcachedError? {
+        _ = ownedHandle()
+        let node: MemcachedHandle
+        switch nodeHandle(server) {
+        case .success(let handle): node = handle
+        case .failure(let error): return error
+        }
+        var length = 0
+        var flags: UInt32 = 0
+        var rc = MEMCACHED_SUCCESS
+        let key = "memcached-client:ping"
+        let value = key.withCString { memcached_get(node, $0, key.utf8.count, &length, &flags, &rc) }
+        free(value)
+        switch rc {
+        case MEMCACHED_SUCCESS, MEMCACHED_NOTFOUND, MEMCACHED_END: return nil
+        default: return Self.error(rc, handle: node)
+        }
+    }
+
+    /// The handle over `server` alone with the cluster's options, made on first use and owned
+    /// by this connection (freed by ``reconnect()`` and ``close()``).
     private func nodeHandle(_ server: MemcachedServer) -> Result<MemcachedHandle, MemcachedError> {
+        if let node = nodeHandles[server] { return .success(node) }
         guard configuration.servers.contains(server) else {
             return .failure(.invalidConfiguration("memcached server \(server) is not part of this configuration"))
         }
         do {
-            return .success(try Self.makeHandle(configuration.configurationString(for: server), configuration: configuration))
+            let node = try Self.makeHandle(configuration.configurationString(for: server), configuration: configuration)
+            nodeHandles[server] = node
+            return .success(node)
         } catch {
             return .failure(error)
         }

@@ -39,6 +39,9 @@ public final class MemcachedConnection {
     /// The owned `memcached_result_st` storage reused by every `get` (its value buffer is reused,
     /// so values are copied out before the next call).
     private var result: UnsafeMutablePointer<memcached_result_st>?
+    /// Handles over one node each, for ``flush(server:)``, ``stats(server:)`` and
+    /// ``ping(server:)``: made on first use, kept until ``reconnect()`` or ``close()``.
+    var nodeHandles: [MemcachedServer: MemcachedHandle] = [:]
     /// The thread of the first operation.
     private var owner: pthread_t?
     let configuration: MemcachedConfiguration
@@ -100,6 +103,7 @@ public final class MemcachedConnection {
             result.deallocate()
         }
         if let handle { memcached_free(handle) }
+        for node in nodeHandles.values { memcached_free(node) }
     }
 
     /// Frees the handle and closes its sockets. Idempotent. May be called from a thread other
@@ -112,9 +116,50 @@ public final class MemcachedConnection {
             result.deallocate()
         }
         if let handle { memcached_free(handle) }
+        freeNodeHandles()
         result = nil
         handle = nil
     }
+
+    /// Closes every socket and forgets every node's failure state by replacing the handle with a
+    /// new one of the same configuration; the next operation on each node connects again.
+    ///
+    /// libmemcached keeps a failed node in timeout per handle and clears it only when a connect
+    /// succeeds, which it does not try before the timeout ends ("a host which is problematic
+    /// will only be checked for usage based on the amount of time set by this behavior"). When
+    /// something else (the service's shared circuit breaker) knows the node is back, this makes
+    /// the handle use it at once.
+    ///
+    /// - Important: on the owner thread, like every operation. If a new handle cannot be made
+    ///   (memory), the old one is kept.
+    public func reconnect() {
+        let old = ownedHandle()
+        guard let result else { return }
+        guard let fresh = try? Self.makeHandle(configuration.configurationString, configuration: configuration) else {
+            logger.warning("memcached reconnect failed: the old handle is kept")
+            return
+        }
+        memcached_result_free(result)
+        guard memcached_result_create(fresh, result) != nil else {
+            // The storage is ours and still valid: bind it to the old handle again.
+            memcached_free(fresh)
+            _ = memcached_result_create(old, result)
+            logger.warning("memcached reconnect failed: the old handle is kept")
+            return
+        }
+        memcached_free(old)
+        handle = fresh
+        freeNodeHandles()
+        logger.debug("memcached handle renewed")
+    }
+
+    private func freeNodeHandles() {
+        for node in nodeHandles.values { memcached_free(node) }
+        nodeHandles = [:]
+    }
+
+    /// Every node of the cluster, in the order of the configuration.
+    public var servers: [MemcachedServer] { configuration.servers }
 
     /// Checks the owner thread (recording it on first use) and returns the open handle.
     @inline(__always)

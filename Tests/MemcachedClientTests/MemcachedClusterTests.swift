@@ -142,6 +142,55 @@ extension LiveMemcachedTests {
             for key in alive { if case .hit = connection.get(key) {} else { Issue.record("live key lost") } }
         }
 
+        /// libmemcached keeps a failed node in timeout per handle until a connect succeeds, which
+        /// it does not try before the retry timeout; `reconnect()` forgets that at once, and
+        /// `ping(server:)` makes a real round trip to one node.
+        @Test func reconnectUsesARestartedNodeAtOnce() throws {
+            let connection = try LiveMemcachedTests.connection(retryTimeout: .seconds(5))
+            defer { connection.close() }
+            let servers = try LiveMemcachedTests.configuration().servers
+            let (_, doomed) = try keys(on: servers, connection, count: 1)
+            #expect(connection.ping(server: servers[1]) == nil)
+
+            try #require(try LiveMemcachedTests.deps("stop-memcached", "2") == 0)
+            var started = false
+            defer { if !started { _ = try? LiveMemcachedTests.deps("start-memcached", "2") } }
+            #expect(connection.ping(server: servers[1]) != nil, "ping reaches the node, not a cached answer")
+            for _ in 0..<3 { _ = connection.get(doomed[0]) }
+            guard case .failure(let error) = connection.get(doomed[0]) else {
+                Issue.record("a stopped node answered")
+                return
+            }
+            #expect(error.code == .serverMarkedDead)
+
+            try #require(try LiveMemcachedTests.deps("start-memcached", "2") == 0)
+            started = true
+            if case .failure(let error) = connection.get(doomed[0]) {
+                #expect(error.code == .serverMarkedDead, "still in this handle's 5 s timeout")
+            } else {
+                Issue.record("expected the handle to hold the node in timeout")
+            }
+            connection.reconnect()
+            #expect(connection.get(doomed[0]) == .miss, "used at once after reconnect()")
+            #expect(connection.set(doomed[0], value: [1]) == .stored)
+            #expect(connection.ping(server: servers[1]) == nil)
+        }
+
+        /// Per-node flushes and stats reuse one handle (and so one socket) per node.
+        @Test func flushesReuseOneConnectionPerNode() throws {
+            let connection = try LiveMemcachedTests.connection()
+            defer { connection.close() }
+            let server = try LiveMemcachedTests.configuration().servers[0]
+            let observer = try LiveMemcachedTests.connection()
+            defer { observer.close() }
+            #expect(connection.flush(server: server) == nil)
+            let before = try #require(Int(observer.stats(server: server)?["total_connections"] ?? ""))
+            for _ in 0..<10 { #expect(connection.flush(server: server) == nil) }
+            #expect(connection.stats(server: server) != nil)
+            let after = try #require(Int(observer.stats(server: server)?["total_connections"] ?? ""))
+            #expect(after == before, "ten flushes and a stats opened \(after - before) connections")
+        }
+
         /// A node that accepts connections but never answers (SIGSTOP): each operation on its keys
         /// times out after the poll timeout. libmemcached 1.1.4 does not put a node in timeout for
         /// poll timeouts (only for connect failures), so every one waits the poll timeout.
