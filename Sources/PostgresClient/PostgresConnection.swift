@@ -17,9 +17,11 @@ import Darwin
 ///
 /// It connects lazily (or on ``connect()``) and prepares every declared ``PostgresStatement`` on
 /// each new session. When the connection is lost (`PQstatus` is `CONNECTION_BAD`) it is
-/// dropped with `PQfinish`; the next call reconnects. A failed connect starts an exponential
-/// backoff (50 ms doubling to 2 s): while it lasts, calls fail at once with
-/// ``PostgresError/Kind/connectionUnavailable`` instead of waiting for another `connect_timeout`.
+/// dropped with `PQfinish`; the next call reconnects. A failed connect marks the server down in
+/// its ``PostgresServerHealth`` (shared by every connection to it): while the backoff lasts,
+/// calls fail at once with ``PostgresError/Kind/connectionUnavailable`` instead of waiting for
+/// another `connect_timeout`, one connection at a time probes the server, and once one connects
+/// all of them do.
 ///
 /// ```swift
 /// let connection = PostgresConnection(configuration: configuration, statements: [.selectProfile], logger: logger)
@@ -42,7 +44,7 @@ public final class PostgresConnection {
     private var preparedSQL: [String: String] = [:]
     /// The thread of the first call; every later call must come from it.
     private var owner: pthread_t?
-    private var backoff = ReconnectBackoff()
+    private let health: PostgresServerHealth
     /// How many sessions were lost; tells a lost connection apart from a failed connect.
     private var lostConnections = 0
     private var transaction = TransactionState.none
@@ -61,11 +63,17 @@ public final class PostgresConnection {
     /// - Parameters:
     ///   - configuration: Where to connect, with timeouts.
     ///   - statements: Statements to prepare on every new session.
+    ///   - health: The server's health, shared by every connection to it; by default this
+    ///     connection's own.
     ///   - logger: Receives connects, losses and failures with SQLSTATE and statement name, never
     ///     parameter values.
-    public init(configuration: PostgresConfiguration, statements: [PostgresStatement], logger: Logger) {
+    public init(
+        configuration: PostgresConfiguration, statements: [PostgresStatement], health: PostgresServerHealth? = nil,
+        logger: Logger
+    ) {
         self.configuration = configuration
         self.statements = statements
+        self.health = health ?? PostgresServerHealth()
         self.logger = logger
     }
 
@@ -219,30 +227,32 @@ extension PostgresConnection {
         if transaction == .lost {
             throw PostgresError(kind: .connectionUnavailable, message: "the connection was lost inside a transaction")
         }
-        let now = ContinuousClock.now
-        if backoff.isWaiting(at: now) {
+        if health.admitConnect(at: .now) == .failFast {
             throw PostgresError(kind: .connectionUnavailable, message: "reconnecting to PostgreSQL is in backoff")
         }
         // libpq: "Note that when PQconnectdb … returns a non-null pointer, you must call PQfinish
         // when you are finished with it, in order to dispose of the structure and any associated
         // memory blocks. This must be done even if the connection attempt fails or is abandoned."
         guard let newConnection = PQconnectdb(configuration.conninfo) else {
-            backoff.recordFailure(at: .now)
+            health.recordConnectFailure(at: .now)
             throw PostgresError(kind: .connectionUnavailable, message: "libpq could not allocate a connection")
         }
         guard PQstatus(newConnection) == CONNECTION_OK else {
             let message = Self.errorMessage(of: newConnection)
             PQfinish(newConnection)
-            let delay = backoff.recordFailure(at: .now)
-            logger.warning(
-                "PostgreSQL connection failed", metadata: ["postgres.retry_in_ms": "\(delay.milliseconds)"])
+            let wasDown = health.isDown
+            let delay = health.recordConnectFailure(at: .now)
+            // Once per outage at warning; the probes that follow (a few a second) at debug.
+            logger.log(
+                level: wasDown ? .debug : .warning, "PostgreSQL connection failed",
+                metadata: ["postgres.retry_in_ms": "\(delay.milliseconds)"])
             throw PostgresError(kind: .connectionUnavailable, message: message)
         }
         // Notices (e.g. "there is no transaction in progress") would go to stderr by default.
         _ = PQsetNoticeProcessor(newConnection, { _, _ in }, nil)
         pgConnection = newConnection
         preparedSQL = [:]
-        backoff.reset()
+        health.recordConnected()
         logger.info("PostgreSQL connected", metadata: ["postgres.statements": "\(statements.count)"])
         for statement in statements {
             do {

@@ -1,14 +1,14 @@
-/// When the next connect may be tried after failed ones: 50 ms, doubling to 2 s.
+/// When the next connect may be tried after failed ones: an initial delay, doubling to a maximum.
 ///
 /// While waiting, calls fail fast instead of each spending a `connect_timeout` on a server that
-/// is down. A successful connect resets it.
+/// is down. A successful connect resets it. Held by ``PostgresServerHealth``.
 struct ReconnectBackoff {
     let initialDelay: Duration
     let maximumDelay: Duration
     private var nextDelay: Duration
     private var retryAt: ContinuousClock.Instant?
 
-    init(initialDelay: Duration = .milliseconds(50), maximumDelay: Duration = .seconds(2)) {
+    init(initialDelay: Duration, maximumDelay: Duration) {
         self.initialDelay = initialDelay
         self.maximumDelay = maximumDelay
         self.nextDelay = initialDelay
