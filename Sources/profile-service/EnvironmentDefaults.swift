@@ -27,6 +27,15 @@ enum EnvironmentDefaults {
         return number
     }
 
+    static func double(_ name: String, _ fallback: Double) -> Double {
+        guard let text = value(name) else { return fallback }
+        guard let number = Double(text), number.isFinite else {
+            problems.withLock { $0.append("\(name)=\(text) is not a number") }
+            return fallback
+        }
+        return number
+    }
+
     /// `1`, `true`, `yes` or `on` (any case) is true; `0`, `false`, `no` or `off` is false.
     static func bool(_ name: String, _ fallback: Bool = false) -> Bool {
         guard let text = value(name) else { return fallback }

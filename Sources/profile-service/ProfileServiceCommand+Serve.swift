@@ -33,8 +33,12 @@ extension ProfileServiceCommand {
         @Option(help: "memcached connect and poll timeout in milliseconds. [PROFILE_MEMCACHED_TIMEOUT_MS]")
         var memcachedTimeoutMs: Int = EnvironmentDefaults.int("PROFILE_MEMCACHED_TIMEOUT_MS", 100)
 
-        @Option(help: "Seconds a failing memcached node is skipped before it is tried again. [PROFILE_MEMCACHED_RETRY_S]")
-        var memcachedRetryS: Int = EnvironmentDefaults.int("PROFILE_MEMCACHED_RETRY_S", 2)
+        @Option(
+            help: """
+                Seconds a failing memcached node is skipped before one request probes it (fractions \
+                allowed). [PROFILE_MEMCACHED_RETRY_S]
+                """)
+        var memcachedRetryS: Double = EnvironmentDefaults.double("PROFILE_MEMCACHED_RETRY_S", 0.5)
 
         @Option(help: "Cache entry lifetime in seconds (±10% jitter). [PROFILE_CACHE_TTL_S]")
         var cacheTtlS: Int = EnvironmentDefaults.int("PROFILE_CACHE_TTL_S", 300)
@@ -82,7 +86,9 @@ extension ProfileServiceCommand {
             try require(queueCapacity, in: 1...1_000_000, "--queue-capacity")
             try require(maxConnections, in: 1...1_000_000, "--max-connections")
             try require(memcachedTimeoutMs, in: 1...60_000, "--memcached-timeout-ms")
-            try require(memcachedRetryS, in: 0...3600, "--memcached-retry-s")
+            guard (0.05...3600).contains(memcachedRetryS) else {
+                throw ValidationError("--memcached-retry-s must be 0.05…3600, got \(memcachedRetryS)")
+            }
             try require(cacheTtlS, in: 1...2_592_000, "--cache-ttl-s")
             try require(idleTimeoutS, in: 1...3600, "--idle-timeout-s")
             try require(headTimeoutS, in: 1...3600, "--head-timeout-s")
@@ -116,14 +122,18 @@ extension ProfileServiceCommand {
             let memcached = try memcachedConfiguration()
             var cache = ProfileCacheConfiguration()
             cache.ttl = .seconds(cacheTtlS)
-            let shared = ProfileCacheShared(configuration: cache)
+            let shared = ProfileCacheShared(
+                configuration: cache, circuitBreaker: NodeCircuitBreaker(openDuration: .seconds(memcachedRetryS)))
+            let databaseHealth = PostgresServerHealth()
             let feed = startChangeFeed(postgres: postgres, memcached: memcached, shared: shared, logger: logger)
             let lifecycle = ServiceLifecycle(changeFeed: feed?.monitor ?? ChangeFeedMonitor(enabled: false))
             let responder = ProfileResponder(
                 lifecycle: lifecycle, authorization: try auth.authorization(), observability: observability,
                 logger: logger
             ) { _ in
-                try ProfileWorker.connecting(postgres: postgres, memcached: memcached, shared: shared, logger: logger)
+                try ProfileWorker.connecting(
+                    postgres: postgres, databaseHealth: databaseHealth, memcached: memcached, shared: shared,
+                    logger: logger)
             }
             let server = HTTPServer(configuration: serverConfiguration(), responder: responder, logger: logger)
             metrics.observe { server.statistics }
@@ -183,7 +193,9 @@ extension ProfileServiceCommand {
             do {
                 return try MemcachedConfiguration(
                     servers: memcached, connectTimeout: .milliseconds(memcachedTimeoutMs),
-                    pollTimeout: .milliseconds(memcachedTimeoutMs), retryTimeout: .seconds(memcachedRetryS))
+                    // libmemcached's own per-handle skip, in whole seconds; the shared breaker
+                    // (--memcached-retry-s) decides when a node is used again (docs/design.md §5).
+                    pollTimeout: .milliseconds(memcachedTimeoutMs), retryTimeout: .seconds(max(1, memcachedRetryS)))
             } catch let error as MemcachedError {
                 throw ValidationError("--memcached: \(error.message)")
             }

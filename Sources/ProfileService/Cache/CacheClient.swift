@@ -11,6 +11,18 @@ public protocol CacheClient: AnyObject {
     func delete(_ key: String) -> MemcachedDeleteResult
     func server(forKey key: String) -> MemcachedServer?
     func flush(server: MemcachedServer) -> MemcachedError?
+    /// Every node of the cluster.
+    var servers: [MemcachedServer] { get }
+    /// One round trip to `server` (readiness); nil when it answered.
+    func ping(server: MemcachedServer) -> MemcachedError?
+    /// Drops every socket and every node's failure state, so each node is tried again.
+    func reconnect()
+}
+
+extension CacheClient {
+    public var servers: [MemcachedServer] { [] }
+    public func ping(server: MemcachedServer) -> MemcachedError? { nil }
+    public func reconnect() {}
 }
 
 extension MemcachedConnection: CacheClient {}

@@ -8,6 +8,7 @@ extension ProfileRepository {
     /// - Returns: `nil` when no such profile exists.
     /// - Throws: ``ProfileStoreError/unavailable`` when the answer needs PostgreSQL and it is down.
     public func read(id: Int64, minVersion: Int32? = nil) throws(ProfileStoreError) -> Representation? {
+        cache.beginRequest()
         let key = configuration.key(for: id)
         var waits = configuration.leaseWaits[...]
         while true {

@@ -13,6 +13,7 @@ extension ProfileRepository {
     public func updateDisplayName(id: Int64, to displayName: String, expectedVersion: Int32)
         throws(ProfileStoreError) -> ProfileUpdateOutcome
     {
+        cache.beginRequest()
         let outcome: ProfileUpdateOutcome
         do {
             outcome = try store.updateDisplayName(id: id, to: displayName, expectedVersion: expectedVersion)
@@ -31,6 +32,7 @@ extension ProfileRepository {
     }
 
     public func create(id: Int64, username: String, displayName: String) throws(ProfileStoreError) -> Profile {
+        cache.beginRequest()
         let profile = try store.create(id: id, username: username, displayName: displayName)
         writeThrough(profile)
         return profile

@@ -35,7 +35,8 @@ public final class ProfileRepository {
     }
 
     let store: any ProfileStore
-    let cache: any CacheClient
+    /// The worker's memcached connection behind the shared circuit breaker (docs/design.md §5).
+    let cache: CircuitBreakingCacheClient
     let shared: ProfileCacheShared
     let logger: Logger
     /// Lease tokens and TTL jitter, without a system call each (see ``SplitMix64``).
@@ -45,7 +46,7 @@ public final class ProfileRepository {
 
     public init(store: any ProfileStore, cache: any CacheClient, shared: ProfileCacheShared, logger: Logger) {
         self.store = store
-        self.cache = CircuitBreakingCacheClient(cache, breaker: shared.circuitBreaker)
+        self.cache = cache as? CircuitBreakingCacheClient ?? CircuitBreakingCacheClient(cache, breaker: shared.circuitBreaker)
         self.shared = shared
         self.logger = logger
     }

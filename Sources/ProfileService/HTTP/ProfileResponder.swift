@@ -140,12 +140,13 @@ public struct ProfileResponder: HTTPResponder {
         }
     }
 
-    /// Ready when PostgreSQL answers and no drain has begun; memcached's state is reported but
-    /// not required, since reads fall back to PostgreSQL without it.
+    /// Ready when PostgreSQL answers and no drain has begun; memcached's state (`up`, `degraded`:
+    /// some nodes, `down`; docs/design.md §5) is reported but not required, since reads fall back
+    /// to PostgreSQL without it.
     /// The change feed is reported too, never required: the cache is still served while it is
     /// down, only repaired later (docs/design.md §3).
     private func readiness(worker: ProfileWorker) -> HTTPResponse {
-        let memcached = worker.isCacheReachable() ? "up" : "down"
+        let memcached = worker.cacheReadiness().rawValue
         let feed = Self.changeFeedJSON(lifecycle.changeFeed.current)
         if lifecycle.isDraining {
             return Self.json(

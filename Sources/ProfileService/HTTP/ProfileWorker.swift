@@ -7,7 +7,8 @@ public import PostgresClient
 public final class ProfileWorker {
     public let store: any ProfileStore
     public let repository: ProfileRepository
-    private let cache: any CacheClient
+    /// The worker's memcached connection behind the shared circuit breaker.
+    private let cache: CircuitBreakingCacheClient
     /// This thread's metric handles (see ``ServiceMetrics``).
     let requestSeries = RequestSeriesCache()
     private let closeConnections: () -> Void
@@ -18,9 +19,10 @@ public final class ProfileWorker {
         store: any ProfileStore, cache: any CacheClient, shared: ProfileCacheShared, logger: Logger,
         closeConnections: @escaping () -> Void = {}
     ) {
+        let guarded = CircuitBreakingCacheClient(cache, breaker: shared.circuitBreaker)
         self.store = store
-        self.cache = cache
-        self.repository = ProfileRepository(store: store, cache: cache, shared: shared, logger: logger)
+        self.cache = guarded
+        self.repository = ProfileRepository(store: store, cache: guarded, shared: shared, logger: logger)
         self.closeConnections = closeConnections
     }
 
@@ -28,20 +30,37 @@ public final class ProfileWorker {
         closeConnections()
     }
 
-    /// Whether memcached answers a lookup for this worker now (any answer but a failure).
-    public func isCacheReachable() -> Bool {
-        if case .failure = cache.get("profile-service:readyz") { return false }
-        return true
+    /// memcached as `/readyz` reports it.
+    public enum CacheReadiness: String, Sendable {
+        /// Every node answered.
+        case up
+        /// Some nodes answered.
+        case degraded
+        /// No node answered.
+        case down
+    }
+
+    /// One round trip to each memcached node, through the circuit breaker: a node it skips
+    /// counts as down at no cost, so `/readyz` never waits on a hung node the breaker knows.
+    public func cacheReadiness() -> CacheReadiness {
+        let servers = cache.servers
+        let answered = servers.count { cache.ping(server: $0) == nil }
+        if answered == servers.count { return .up }
+        return answered == 0 ? .down : .degraded
     }
 
     /// A worker over real connections. Connects to PostgreSQL lazily, so a worker can start
     /// while the database is still down (cached reads are served meanwhile).
+    ///
+    /// - Parameter databaseHealth: shared by every worker, so that one worker's failed or
+    ///   successful connect decides for all (docs/design.md §5).
     public static func connecting(
-        postgres: PostgresConfiguration, memcached: MemcachedConfiguration, shared: ProfileCacheShared,
-        logger: Logger
+        postgres: PostgresConfiguration, databaseHealth: PostgresServerHealth, memcached: MemcachedConfiguration,
+        shared: ProfileCacheShared, logger: Logger
     ) throws -> ProfileWorker {
         let connection = PostgresConnection(
-            configuration: postgres, statements: PostgresProfileStore.statements, logger: logger)
+            configuration: postgres, statements: PostgresProfileStore.statements, health: databaseHealth,
+            logger: logger)
         let store = PostgresProfileStore(connection: connection, logger: logger)
         let cache: MemcachedConnection
         do {

@@ -1,0 +1,116 @@
+import MemcachedClient
+
+/// A worker's ``CacheClient`` behind the process's ``NodeCircuitBreaker`` (docs/design.md §5).
+///
+/// Every operation, flush and readiness check asks the breaker about the key's node first:
+/// skipped nodes fail at once with ``skipped``; the one probe renews this worker's connection
+/// before it runs, so a node still in libmemcached's own retry timeout in this handle is really
+/// tried. When the breaker's ``NodeCircuitBreaker/recoveryCount`` moved since this worker last
+/// looked, the connection is renewed before the next operation: every worker then uses a node
+/// again as soon as one probe found it back.
+///
+/// Within one request (``beginRequest()``), a node that failed once is not tried again, so a
+/// hung node costs a request at most one poll timeout. A caller that never begins requests (a
+/// background refresher) tries it again after ``requestMemory``.
+///
+/// One value per worker thread, like the connection it wraps.
+final class CircuitBreakingCacheClient: CacheClient {
+    private let base: any CacheClient
+    let breaker: NodeCircuitBreaker
+    private var seenRecoveries: Int
+    /// Nodes that failed during the current request, and when the first did.
+    private var failedThisRequest: [MemcachedServer] = []
+    private var firstFailure = ContinuousClock.now
+    static let requestMemory: Duration = .seconds(1)
+
+    static let skipped = MemcachedError(
+        code: .serverMarkedDead, message: "skipped: the node failed repeatedly (circuit open)", returnCode: -1)
+
+    init(_ base: any CacheClient, breaker: NodeCircuitBreaker) {
+        self.base = base
+        self.breaker = breaker
+        self.seenRecoveries = breaker.recoveryCount
+    }
+
+    /// Starts a new request: nodes that failed during the previous one may be tried again.
+    func beginRequest() {
+        if !failedThisRequest.isEmpty { failedThisRequest.removeAll(keepingCapacity: true) }
+    }
+
+    /// Runs `operation` on `server` unless the breaker skips it; books its outcome.
+    private func guarded<Result>(
+        _ server: MemcachedServer?, _ operation: () -> Result, error: (Result) -> MemcachedError?, skipped: Result
+    ) -> Result {
+        let recoveries = breaker.recoveryCount
+        if recoveries != seenRecoveries {
+            base.reconnect()
+            seenRecoveries = recoveries
+        }
+        guard let server else { return operation() }  // an invalid key: no node, no I/O
+        if !failedThisRequest.isEmpty {
+            if ContinuousClock.now - firstFailure > Self.requestMemory {
+                failedThisRequest.removeAll(keepingCapacity: true)
+            } else if failedThisRequest.contains(server) {
+                return skipped
+            }
+        }
+        let admission = breaker.admit(server)
+        switch admission {
+        case .skip:
+            return skipped
+        case .probe:
+            base.reconnect()
+        case .proceed:
+            break
+        }
+        let result = operation()
+        if let failure = error(result), failure.code != .invalidKey {
+            if failedThisRequest.isEmpty { firstFailure = .now }
+            failedThisRequest.append(server)
+            breaker.recordFailure(server, probe: admission == .probe)
+        } else if let recovered = breaker.recordSuccess(server, probe: admission == .probe),
+            recovered == recoveries + 1
+        {
+            seenRecoveries = recovered  // renewed just before the probe: nothing to catch up on
+        }
+        return result
+    }
+
+    private func node(_ key: String) -> MemcachedServer? { base.server(forKey: key) }
+
+    func get(_ key: String) -> MemcachedGetResult {
+        guarded(node(key), { base.get(key) }, error: { if case .failure(let e) = $0 { e } else { nil } },
+            skipped: .failure(Self.skipped))
+    }
+
+    func add(_ key: String, value: [UInt8], flags: UInt32, expiration: Int) -> MemcachedStoreResult {
+        guarded(
+            node(key), { base.add(key, value: value, flags: flags, expiration: expiration) },
+            error: { if case .failure(let e) = $0 { e } else { nil } }, skipped: .failure(Self.skipped))
+    }
+
+    func cas(_ key: String, value: [UInt8], cas: UInt64, flags: UInt32, expiration: Int) -> MemcachedStoreResult {
+        guarded(
+            node(key), { base.cas(key, value: value, cas: cas, flags: flags, expiration: expiration) },
+            error: { if case .failure(let e) = $0 { e } else { nil } }, skipped: .failure(Self.skipped))
+    }
+
+    func delete(_ key: String) -> MemcachedDeleteResult {
+        guarded(node(key), { base.delete(key) }, error: { if case .failure(let e) = $0 { e } else { nil } },
+            skipped: .failure(Self.skipped))
+    }
+
+    func server(forKey key: String) -> MemcachedServer? { base.server(forKey: key) }
+
+    var servers: [MemcachedServer] { base.servers }
+
+    func flush(server: MemcachedServer) -> MemcachedError? {
+        guarded(server, { base.flush(server: server) }, error: { $0 }, skipped: Self.skipped)
+    }
+
+    func ping(server: MemcachedServer) -> MemcachedError? {
+        guarded(server, { base.ping(server: server) }, error: { $0 }, skipped: Self.skipped)
+    }
+
+    func reconnect() { base.reconnect() }
+}
