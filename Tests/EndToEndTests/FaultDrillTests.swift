@@ -1,0 +1,320 @@
+import Foundation
+import Glibc
+import Logging
+import MemcachedClient
+import PostgresClient
+import Synchronization
+import Testing
+import TestSupport
+
+/// The fault drill of issue 14 on the real servers: the built service with 16 workers, six
+/// client threads reading continuously (four over 200 warmed ids, two over 4,800 never-warmed
+/// ids), two memcached nodes. One node is killed for 4 s and started again; 3 s later
+/// PostgreSQL is stopped for 3 s and started again; 3 s later the other node is frozen
+/// (SIGSTOP) for 2 s. Prints p99 per phase (docs/design.md §5).
+@Suite(.serialized) struct FaultDrillTests {
+    /// Long enough that a request which waited twice stands out from scheduling noise.
+    static let pollTimeoutMilliseconds = 250
+    static var pollTimeout: Double { Double(pollTimeoutMilliseconds) / 1000 }
+
+    @Test func servesThroughEveryDependencyRestart() throws {
+        try TestEnvironment.requirePostgres()
+        try TestEnvironment.requireMemcached()
+        let ids = try DrillData()
+        defer { ids.remove() }
+        let service = try ServiceProcess(extraArguments: [
+            "--workers", "16", "--no-access-log",
+            "--memcached-timeout-ms", String(Self.pollTimeoutMilliseconds),
+        ])
+        defer { service.terminate() }
+        try warm(ids.warmed, port: service.port)
+
+        let clock = ContinuousClock()
+        let origin = clock.now
+        func now() -> Double { (clock.now - origin).seconds }
+        let running = RunFlag()
+        let clients =
+            (0..<4).map { index in
+                DrillClient(port: service.port, ids: ids.warmed, offset: index * 50, warmed: true, origin: origin, running: running)
+            }
+            + (0..<2).map { index in
+                DrillClient(port: service.port, ids: ids.cold, offset: index * 2_400, warmed: false, origin: origin, running: running)
+            }
+        defer {
+            running.stop()
+            clients.forEach { $0.join() }
+        }
+
+        let killedNode = 2, hungNode = 1
+        var events = DrillEvents()
+        Thread.sleep(forTimeInterval: 1.5)
+        events.nodeKilled = now()
+        try #require(try TestEnvironment.deps("stop-memcached", String(killedNode)) == 0)
+        var nodeStarted = false
+        defer { if !nodeStarted { _ = try? TestEnvironment.deps("start-memcached", String(killedNode)) } }
+        Thread.sleep(forTimeInterval: 4)
+        try #require(try TestEnvironment.deps("start-memcached", String(killedNode)) == 0)
+        nodeStarted = true
+        events.nodeBack = now()
+
+        Thread.sleep(forTimeInterval: 3)
+        let cachedAtOutage = try ids.cachedWarmedIDs()
+        events.postgresStopping = now()
+        try #require(try TestEnvironment.deps("stop-postgres") == 0)
+        var postgresStarted = false
+        defer { if !postgresStarted { _ = try? TestEnvironment.deps("start-postgres") } }
+        events.postgresDown = now()
+        Thread.sleep(forTimeInterval: 3)
+        events.postgresStarting = now()
+        try #require(try TestEnvironment.deps("start-postgres") == 0)
+        postgresStarted = true
+        events.postgresBack = now()
+
+        Thread.sleep(forTimeInterval: 3)
+        let pid = try memcachedPID(node: hungNode)
+        events.nodeStopped = now()
+        try #require(kill(pid, SIGSTOP) == 0)
+        var continued = false
+        defer { if !continued { kill(pid, SIGCONT) } }
+        Thread.sleep(forTimeInterval: 2)
+        kill(pid, SIGCONT)
+        continued = true
+        events.nodeContinued = now()
+        Thread.sleep(forTimeInterval: 2)
+        events.end = now()
+        running.stop()
+        clients.forEach { $0.join() }
+
+        let samples = clients.flatMap(\.samples).filter { $0.start < events.end }
+        let report = DrillReport(samples: samples, events: events)
+        report.print()
+        report.printRecovery(pollTimeout: Self.pollTimeout)
+
+        // Every warmed id was back in memcached 3 s after its node returned.
+        #expect(cachedAtOutage.count == ids.warmed.count, "warmed ids cached when PostgreSQL stopped")
+        // Cached ids are served while PostgreSQL is down (and while it stops and starts).
+        let outage = events.postgresStopping..<events.postgresBack
+        let cachedFailures = samples.filter {
+            outage.contains($0.start) && cachedAtOutage.contains($0.id) && $0.status != 200
+        }
+        #expect(cachedFailures.isEmpty, "cached ids answered \(Self.statuses(cachedFailures)) while PostgreSQL was down")
+        #expect(samples.contains { outage.contains($0.start) && cachedAtOutage.contains($0.id) })
+        // Anything else: no failure except while PostgreSQL is down and within 1 s of its return.
+        let excused = events.postgresStopping..<(events.postgresBack + 1)
+        let failures = samples.filter { !excused.contains($0.start) && $0.status != 200 }
+        #expect(failures.isEmpty, "non-200 outside PostgreSQL's outage: \(Self.statuses(failures)) at \(failures.prefix(5).map(\.start))")
+        // Every worker uses a returned node again within 1 s: no memcached error after that.
+        let nodeBack = [(events.nodeBack + 1)..<events.nodeStopped, (events.nodeContinued + 1)..<events.end]
+        let nodeErrors = samples.filter { sample in
+            sample.cache == "error" && nodeBack.contains { $0.contains(sample.start) }
+        }
+        #expect(nodeErrors.isEmpty, "\(nodeErrors.count) reads skipped memcached more than 1 s after a node returned")
+        // A frozen node costs a request at most one poll timeout, and only until the breaker opens.
+        let frozen = samples.filter { (events.nodeStopped..<events.nodeContinued).contains($0.start) }
+        let waited = frozen.filter { $0.duration >= Self.pollTimeout }
+        let longest = frozen.map(\.duration).max() ?? 0
+        #expect(longest < 2 * Self.pollTimeout, "a request waited \(longest) s on the frozen node")
+        #expect(waited.count <= 16, "\(waited.count) requests waited a poll timeout on the frozen node")
+        #expect(frozen.count > waited.count * 4, "most requests skip the frozen node")
+    }
+
+    private static func statuses(_ samples: [DrillSample]) -> [Int: Int] {
+        samples.reduce(into: [:]) { $0[$1.status, default: 0] += 1 }
+    }
+
+    /// Reads each id once (a miss that populates) and checks the second read hits.
+    private func warm(_ ids: [Int64], port: Int) throws {
+        let client = try HTTPTestClient(port: port)
+        for id in ids {
+            try client.send("GET /users/profile/\(id) HTTP/1.1\r\nHost: drill\r\n\r\n")
+            try #require(try client.readResponse().status == 200)
+        }
+        for id in ids {
+            try client.send("GET /users/profile/\(id) HTTP/1.1\r\nHost: drill\r\n\r\n")
+            let response = try client.readResponse()
+            try #require(response.status == 200 && response.header("X-Cache") == "hit", "id \(id) not warmed")
+        }
+    }
+
+    private func memcachedPID(node: Int) throws -> pid_t {
+        let port = TestEnvironment.memcachedServers[node - 1].port
+        let state = TestEnvironment.variable("PROFILE_STATE_DIR") ?? TestEnvironment.repositoryRoot.appendingPathComponent(".state").path
+        let text = try String(contentsOfFile: "\(state)/memcached/\(port).pid", encoding: .utf8)
+        return try #require(pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines)))
+    }
+}
+
+/// When each fault began and ended, in seconds since the clients started.
+struct DrillEvents {
+    var nodeKilled = 0.0, nodeBack = 0.0
+    var postgresStopping = 0.0, postgresDown = 0.0, postgresStarting = 0.0, postgresBack = 0.0
+    var nodeStopped = 0.0, nodeContinued = 0.0, end = 0.0
+
+    /// The phases, by the start of a request.
+    var phases: [(String, Range<Double>)] {
+        [
+            ("baseline", 0..<nodeKilled),
+            ("memcached node killed", nodeKilled..<nodeBack),
+            ("node back", nodeBack..<postgresStopping),
+            ("PostgreSQL stopping", postgresStopping..<postgresDown),
+            ("PostgreSQL down", postgresDown..<postgresStarting),
+            ("PostgreSQL starting", postgresStarting..<postgresBack),
+            ("PostgreSQL back", postgresBack..<nodeStopped),
+            ("memcached node frozen", nodeStopped..<nodeContinued),
+            ("node continued", nodeContinued..<end),
+        ]
+    }
+}
+
+struct DrillSample: Sendable {
+    var id: Int64
+    var warmed: Bool
+    var start: Double
+    var duration: Double
+    /// 0 when the request failed on the wire.
+    var status: Int
+    var cache: String
+}
+
+struct DrillReport {
+    var samples: [DrillSample]
+    var events: DrillEvents
+
+    func print() {
+        Swift.print("fault drill (16 workers, 4 clients over 200 warmed ids, 2 over 4,800 cold ids):")
+        for (name, range) in events.phases {
+            for warmed in [true, false] {
+                let inPhase = samples.filter { range.contains($0.start) && $0.warmed == warmed }
+                let durations = inPhase.map(\.duration).sorted()
+                let p99 = durations.isEmpty ? 0 : durations[min(durations.count - 1, Int(Double(durations.count) * 0.99))]
+                let errors = inPhase.filter { $0.status != 200 }.count
+                let seconds = String(format: "%.2f", range.upperBound - range.lowerBound)
+                let milliseconds = String(format: "%.2f", p99 * 1000)
+                Swift.print(
+                    "  \(name.padding(toLength: 22, withPad: " ", startingAt: 0)) \(warmed ? "warmed" : "cold  ")"
+                        + "  \(seconds) s  \(inPhase.count) requests  p99 \(milliseconds) ms  non-200 \(errors)")
+            }
+        }
+    }
+}
+
+extension DrillReport {
+    /// How long after each return the last failure (or memcached skip) was seen.
+    func printRecovery(pollTimeout: Double) {
+        func last(after start: Double, before end: Double, _ failed: (DrillSample) -> Bool) -> String {
+            let ends = samples.filter { $0.start >= start && $0.start < end && failed($0) }.map { $0.start + $0.duration }
+            guard let latest = ends.max() else { return "none" }
+            return String(format: "%.0f ms after", (latest - start) * 1000)
+        }
+        Swift.print("  memcached node restarted: last read that skipped it \(last(after: events.nodeBack, before: events.postgresStopping) { $0.cache == "error" })")
+        Swift.print("  PostgreSQL started: last non-200 \(last(after: events.postgresBack, before: events.nodeStopped) { $0.status != 200 })")
+        Swift.print("  frozen node continued: last read that skipped it \(last(after: events.nodeContinued, before: events.end) { $0.cache == "error" })")
+        let frozen = samples.filter { $0.start >= events.nodeStopped && $0.start < events.nodeContinued }
+        let waited = frozen.filter { $0.duration >= pollTimeout }.count
+        let longest = (frozen.map(\.duration).max() ?? 0) * 1000
+        Swift.print("  frozen node: \(waited) of \(frozen.count) requests waited a poll timeout; longest \(String(format: "%.0f", longest)) ms")
+    }
+}
+
+/// One client thread: keep-alive GETs in a loop over its ids, each timed.
+final class DrillClient: Sendable {
+    private let done = DispatchSemaphore(value: 0)
+    private let results = Mutex<[DrillSample]>([])
+
+    init(port: Int, ids: [Int64], offset: Int, warmed: Bool, origin: ContinuousClock.Instant, running: RunFlag) {
+        let thread = Thread { [self] in
+            var samples: [DrillSample] = []
+            var client: HTTPTestClient?
+            var index = offset
+            let clock = ContinuousClock()
+            while running.isRunning {
+                let id = ids[index % ids.count]
+                index += 1
+                let started = clock.now
+                var status = 0, cache = "none"
+                do {
+                    let connection = try client ?? HTTPTestClient(port: port, timeout: .seconds(5))
+                    client = connection
+                    try connection.send("GET /users/profile/\(id) HTTP/1.1\r\nHost: drill\r\n\r\n")
+                    let response = try connection.readResponse()
+                    status = response.status
+                    cache = response.header("X-Cache") ?? "none"
+                    if response.header("Connection")?.lowercased() == "close" { client = nil }
+                } catch {
+                    client = nil
+                }
+                samples.append(
+                    DrillSample(
+                        id: id, warmed: warmed, start: (started - origin).seconds,
+                        duration: (clock.now - started).seconds, status: status, cache: cache))
+            }
+            self.results.withLock { $0 = samples }
+            self.done.signal()
+        }
+        thread.start()
+    }
+
+    func join() {
+        done.wait()
+        done.signal()  // a second join returns too
+    }
+
+    var samples: [DrillSample] { results.withLock { $0 } }
+}
+
+/// Tells the client threads to stop.
+final class RunFlag: Sendable {
+    private let running = Atomic<Bool>(true)
+    var isRunning: Bool { running.load(ordering: .relaxed) }
+    func stop() { running.store(false, ordering: .relaxed) }
+}
+
+/// 5,000 profiles of the drill's own: 200 to warm, 4,800 never warmed.
+struct DrillData {
+    let warmed: [Int64]
+    let cold: [Int64]
+    private let base: Int64
+
+    init() throws {
+        let base = Int64.random(in: 7_000_000_000_000_000...7_900_000_000_000_000)
+        self.base = base
+        warmed = (0..<200).map { base + $0 }
+        cold = (200..<5_000).map { base + $0 }
+        try Self.sql(
+            """
+            INSERT INTO user_profiles (id, username, display_name)
+            SELECT g, 'drill' || g, 'Drill ' || g FROM generate_series(\(base), \(base + 4_999)) AS g
+            """)
+    }
+
+    func remove() {
+        try? Self.sql("DELETE FROM user_profiles WHERE id BETWEEN \(base) AND \(base + 4_999)")
+    }
+
+    /// The warmed ids whose memcached entry holds a profile now.
+    func cachedWarmedIDs() throws -> Set<Int64> {
+        let cache = try MemcachedConnection(
+            configuration: try MemcachedConfiguration(servers: TestEnvironment.memcachedServerList),
+            logger: Logger(label: "drill"))
+        defer { cache.close() }
+        return Set(
+            warmed.filter { id in
+                guard case .hit(let item) = cache.get("profile-service:v1:\(id)") else { return false }
+                return item.value.count > 6 && item.value[0] == 0xA1 && item.value[1] == UInt8(ascii: "P")
+            })
+    }
+
+    private static func sql(_ text: String) throws {
+        let connection = PostgresConnection(
+            configuration: try PostgresConfiguration(url: TestEnvironment.databaseURL), statements: [],
+            logger: Logger(label: "drill"))
+        defer { connection.close() }
+        try connection.simpleQuery(text)
+    }
+}
+
+extension Duration {
+    fileprivate var seconds: Double {
+        Double(components.seconds) + Double(components.attoseconds) / 1e18
+    }
+}
