@@ -95,22 +95,23 @@ import TestSupport
         // Cached ids are served while PostgreSQL is down (and while it stops and starts).
         let outage = events.postgresStopping..<events.postgresBack
         let cachedFailures = samples.filter {
-            outage.contains($0.start) && cachedAtOutage.contains($0.id) && $0.status != 200
+            $0.overlaps(outage) && cachedAtOutage.contains($0.id) && $0.status != 200
         }
         #expect(cachedFailures.isEmpty, "cached ids answered \(Self.statuses(cachedFailures)) while PostgreSQL was down")
-        #expect(samples.contains { outage.contains($0.start) && cachedAtOutage.contains($0.id) })
+        #expect(samples.contains { $0.overlaps(outage) && cachedAtOutage.contains($0.id) })
         // Anything else: no failure except while PostgreSQL is down and within 1 s of its return.
         let excused = events.postgresStopping..<(events.postgresBack + 1)
-        let failures = samples.filter { !excused.contains($0.start) && $0.status != 200 }
+        let failures = samples.filter { !$0.overlaps(excused) && $0.status != 200 }
         #expect(failures.isEmpty, "non-200 outside PostgreSQL's outage: \(Self.statuses(failures)) at \(failures.prefix(5).map(\.start))")
-        // Every worker uses a returned node again within 1 s: no memcached error after that.
+        // Every worker uses a returned node again within 1 s: no memcached error after that
+        // (among requests that ended before the next fault began).
         let nodeBack = [(events.nodeBack + 1)..<events.nodeStopped, (events.nodeContinued + 1)..<events.end]
         let nodeErrors = samples.filter { sample in
-            sample.cache == "error" && nodeBack.contains { $0.contains(sample.start) }
+            sample.cache == "error" && nodeBack.contains { $0.contains(sample.start) && $0.contains(sample.end) }
         }
         #expect(nodeErrors.isEmpty, "\(nodeErrors.count) reads skipped memcached more than 1 s after a node returned")
         // A frozen node costs a request at most one poll timeout, and only until the breaker opens.
-        let frozen = samples.filter { (events.nodeStopped..<events.nodeContinued).contains($0.start) }
+        let frozen = samples.filter { $0.overlaps(events.nodeStopped..<events.nodeContinued) }
         let waited = frozen.filter { $0.duration >= Self.pollTimeout }
         let longest = frozen.map(\.duration).max() ?? 0
         #expect(longest < 2 * Self.pollTimeout, "a request waited \(longest) s on the frozen node")
@@ -174,6 +175,11 @@ struct DrillSample: Sendable {
     /// 0 when the request failed on the wire.
     var status: Int
     var cache: String
+
+    var end: Double { start + duration }
+
+    /// Whether the request was under way at some time in `range`.
+    func overlaps(_ range: Range<Double>) -> Bool { start < range.upperBound && end >= range.lowerBound }
 }
 
 struct DrillReport {
@@ -209,7 +215,7 @@ extension DrillReport {
         Swift.print("  memcached node restarted: last read that skipped it \(last(after: events.nodeBack, before: events.postgresStopping) { $0.cache == "error" })")
         Swift.print("  PostgreSQL started: last non-200 \(last(after: events.postgresBack, before: events.nodeStopped) { $0.status != 200 })")
         Swift.print("  frozen node continued: last read that skipped it \(last(after: events.nodeContinued, before: events.end) { $0.cache == "error" })")
-        let frozen = samples.filter { $0.start >= events.nodeStopped && $0.start < events.nodeContinued }
+        let frozen = samples.filter { $0.overlaps(events.nodeStopped..<events.nodeContinued) }
         let waited = frozen.filter { $0.duration >= pollTimeout }.count
         let longest = (frozen.map(\.duration).max() ?? 0) * 1000
         Swift.print("  frozen node: \(waited) of \(frozen.count) requests waited a poll timeout; longest \(String(format: "%.0f", longest)) ms")
