@@ -52,7 +52,10 @@ import TestSupport
         try #require(try TestEnvironment.deps("stop-memcached", String(killedNode)) == 0)
         var nodeStarted = false
         defer { if !nodeStarted { _ = try? TestEnvironment.deps("start-memcached", String(killedNode)) } }
-        Thread.sleep(forTimeInterval: 4)
+        Thread.sleep(forTimeInterval: 1)
+        let readyWithoutANode = try readiness(port: service.port)
+        #expect(readyWithoutANode.status == 200 && readyWithoutANode.memcached == "degraded", "\(readyWithoutANode)")
+        Thread.sleep(forTimeInterval: 3)
         try #require(try TestEnvironment.deps("start-memcached", String(killedNode)) == 0)
         nodeStarted = true
         events.nodeBack = now()
@@ -64,7 +67,10 @@ import TestSupport
         var postgresStarted = false
         defer { if !postgresStarted { _ = try? TestEnvironment.deps("start-postgres") } }
         events.postgresDown = now()
-        Thread.sleep(forTimeInterval: 3)
+        Thread.sleep(forTimeInterval: 1)
+        let readyWithoutPostgres = try readiness(port: service.port)
+        #expect(readyWithoutPostgres.status == 503 && readyWithoutPostgres.database == "down", "\(readyWithoutPostgres)")
+        Thread.sleep(forTimeInterval: 2)
         events.postgresStarting = now()
         try #require(try TestEnvironment.deps("start-postgres") == 0)
         postgresStarted = true
@@ -76,7 +82,12 @@ import TestSupport
         try #require(kill(pid, SIGSTOP) == 0)
         var continued = false
         defer { if !continued { kill(pid, SIGCONT) } }
-        Thread.sleep(forTimeInterval: 2)
+        Thread.sleep(forTimeInterval: 1)
+        // /readyz asks the breaker first: a frozen node it skips costs no poll timeout.
+        let frozenChecks = try (0..<3).map { _ in try readiness(port: service.port) }
+        #expect(frozenChecks.allSatisfy { $0.memcached == "degraded" }, "\(frozenChecks)")
+        #expect(frozenChecks.map(\.seconds).min()! < Self.pollTimeout, "\(frozenChecks)")
+        Thread.sleep(forTimeInterval: 1)
         kill(pid, SIGCONT)
         continued = true
         events.nodeContinued = now()
@@ -135,6 +146,27 @@ import TestSupport
             let response = try client.readResponse()
             try #require(response.status == 200 && response.header("X-Cache") == "hit", "id \(id) not warmed")
         }
+    }
+
+    private struct Readiness: CustomStringConvertible {
+        var status: Int
+        var database: String?
+        var memcached: String?
+        var seconds: Double
+        var description: String { "/readyz \(status) database \(database ?? "-") memcached \(memcached ?? "-") in \(seconds) s" }
+    }
+
+    private func readiness(port: Int) throws -> Readiness {
+        let client = try HTTPTestClient(port: port)
+        let clock = ContinuousClock()
+        let started = clock.now
+        try client.send("GET /readyz HTTP/1.1\r\nHost: drill\r\n\r\n")
+        let response = try client.readResponse()
+        let elapsed = clock.now - started
+        let json = (try? JSONSerialization.jsonObject(with: Data(response.body))) as? [String: Any]
+        return Readiness(
+            status: response.status, database: json?["database"] as? String, memcached: json?["memcached"] as? String,
+            seconds: elapsed.seconds)
     }
 
     private func memcachedPID(node: Int) throws -> pid_t {
