@@ -40,6 +40,13 @@ extension ProfileServiceCommand {
                 """)
         var memcachedRetryS: Double = EnvironmentDefaults.double("PROFILE_MEMCACHED_RETRY_S", 0.5)
 
+        @Option(
+            help: """
+                Longest a request waits for another request's PostgreSQL read of the same id, then 503; \
+                at most half the workers wait so at once. [PROFILE_COALESCED_WAIT_MS]
+                """)
+        var coalescedWaitMs: Int = EnvironmentDefaults.int("PROFILE_COALESCED_WAIT_MS", 500)
+
         @Option(help: "Cache entry lifetime in seconds (±10% jitter). [PROFILE_CACHE_TTL_S]")
         var cacheTtlS: Int = EnvironmentDefaults.int("PROFILE_CACHE_TTL_S", 300)
 
@@ -90,6 +97,7 @@ extension ProfileServiceCommand {
                 throw ValidationError("--memcached-retry-s must be 0.05…3600, got \(memcachedRetryS)")
             }
             try require(cacheTtlS, in: 1...2_592_000, "--cache-ttl-s")
+            try require(coalescedWaitMs, in: 1...60_000, "--coalesced-wait-ms")
             try require(idleTimeoutS, in: 1...3600, "--idle-timeout-s")
             try require(headTimeoutS, in: 1...3600, "--head-timeout-s")
             try require(shutdownDelayS, in: 0...3600, "--shutdown-delay-s")
@@ -122,6 +130,8 @@ extension ProfileServiceCommand {
             let memcached = try memcachedConfiguration()
             var cache = ProfileCacheConfiguration()
             cache.ttl = .seconds(cacheTtlS)
+            cache.coalescedWait = .milliseconds(coalescedWaitMs)
+            cache.maximumCoalescedWaiters = max(1, workers / 2)
             let shared = ProfileCacheShared(
                 configuration: cache, circuitBreaker: NodeCircuitBreaker(openDuration: .seconds(memcachedRetryS)))
             let databaseHealth = PostgresServerHealth()

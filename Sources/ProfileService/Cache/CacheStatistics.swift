@@ -18,6 +18,10 @@ public final class CacheStatistics: Sendable {
         case databaseRead
         /// Coalesced: a read that shared another read's PostgreSQL result in this process.
         case coalesced
+        /// A coalesced reader waited ``ProfileCacheConfiguration/coalescedWait`` in vain: 503.
+        case coalescedWaitExpired
+        /// A reader found every waiting slot taken (``ProfileCacheConfiguration/maximumCoalescedWaiters``): 503.
+        case coalescedWaitRefused
         case populateStored
         /// The populate's lease was replaced (a write) or removed (an eviction) meanwhile.
         case populateLost
@@ -70,6 +74,8 @@ extension CacheStatistics.Event {
         case .leaseWait: "lease_wait"
         case .databaseRead: "database_read"
         case .coalesced: "coalesced"
+        case .coalescedWaitExpired: "coalesced_wait_expired"
+        case .coalescedWaitRefused: "coalesced_wait_refused"
         case .populateStored: "populate_stored"
         case .populateLost: "populate_lost"
         case .populateSkipped: "populate_skipped"

@@ -22,6 +22,18 @@ final class InFlightReads: Sendable {
         case follower(Flight)
     }
 
+    /// What a follower's wait for the leader ended with.
+    enum Wait {
+        /// The leader's outcome, which this follower may use.
+        case usable(Outcome)
+        /// The leader finished, but its row may predate this follower's request: read it yourself.
+        case unusable
+        /// The leader did not finish within the bound (docs/design.md §5).
+        case timedOut
+        /// Every waiting slot was taken: no wait at all.
+        case refused
+    }
+
     final class Flight: Sendable {
         private struct State {
             var readStarted = false
@@ -44,25 +56,33 @@ final class InFlightReads: Sendable {
             for waiter in waiters { waiter.signal() }
         }
 
-        /// Waits for the leader, at most `timeout`. Returns the outcome if the follower may use it.
-        func usableOutcome(timeout: Duration) -> Outcome? {
+        /// Waits for the leader, at most `timeout`, in one of `slots` (none needed when the
+        /// leader has finished already).
+        func wait(timeout: Duration, slots: CoalescedWaitSlots) -> Wait {
             let semaphore = DispatchSemaphore(value: 0)
-            let (joinedBeforeRead, ready) = state.withLock { state in
-                if state.outcome == nil { state.waiters.append(semaphore) }
-                return (!state.readStarted, state.outcome)
+            let (joinedBeforeRead, ready, waiting) = state.withLock { state in
+                var waiting = false
+                if state.outcome == nil, slots.acquire() {
+                    state.waiters.append(semaphore)
+                    waiting = true
+                }
+                return (!state.readStarted, state.outcome, waiting)
             }
-            let outcome: Outcome?
+            let outcome: Outcome
             if let ready {
                 outcome = ready
             } else {
-                guard semaphore.wait(timeout: .after(timeout)) == .success else { return nil }
-                outcome = state.withLock { $0.outcome }
+                guard waiting else { return .refused }
+                let signalled = semaphore.wait(timeout: .after(timeout)) == .success
+                slots.release()
+                guard signalled, let finished = state.withLock({ $0.outcome }) else { return .timedOut }
+                outcome = finished
             }
             switch outcome {
-            case .found(_, let populated)? where joinedBeforeRead || populated: return outcome
-            case .notFound? where joinedBeforeRead: return outcome
-            case .failed(.unavailable)?: return outcome
-            default: return nil
+            case .found(_, let populated) where joinedBeforeRead || populated: return .usable(outcome)
+            case .notFound where joinedBeforeRead: return .usable(outcome)
+            case .failed(.unavailable): return .usable(outcome)
+            default: return .unusable
             }
         }
     }

@@ -14,8 +14,13 @@ public struct ProfileCacheConfiguration: Sendable {
     public var leaseWaits: [Duration] = [.milliseconds(2), .milliseconds(4), .milliseconds(8), .milliseconds(16)]
     /// How often a write-through retries after a CAS conflict before it deletes the key.
     public var writeThroughAttempts = 4
-    /// How long a coalesced reader waits for the leader's PostgreSQL read.
-    public var coalescedWait: Duration = .seconds(6)
+    /// How long a coalesced reader waits for the leader's PostgreSQL read; then it answers 503
+    /// rather than read the row itself (docs/design.md §5). Bounds how long a request holds a
+    /// worker waiting for another's read.
+    public var coalescedWait: Duration = .milliseconds(500)
+    /// How many readers of this process may wait for others' reads at once; beyond, 503 at once.
+    /// The service sets half its workers, so a slow read of one hot id never holds them all.
+    public var maximumCoalescedWaiters = Int.max
 
     public init() {}
 

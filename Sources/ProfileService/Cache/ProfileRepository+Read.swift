@@ -100,12 +100,27 @@ extension ProfileRepository {
     }
 
     /// Waits for another reader's PostgreSQL read in this process and uses it if it may.
+    ///
+    /// The wait is bounded, and so is the number of readers waiting (docs/design.md §5): a
+    /// reader that cannot wait, or waited in vain, answers 503 rather than read the row itself —
+    /// a read that is slow for the leader would be as slow for it, and could end up running in
+    /// every worker.
     private func follow(
         _ flight: InFlightReads.Flight, id: Int64, minVersion: Int32?
     ) throws(ProfileStoreError) -> Representation? {
         shared.hooks.willFollow?(id)
-        guard let outcome = flight.usableOutcome(timeout: configuration.coalescedWait) else {
+        let outcome: InFlightReads.Outcome
+        switch flight.wait(timeout: configuration.coalescedWait, slots: shared.coalescedWaitSlots) {
+        case .usable(let usable):
+            outcome = usable
+        case .unusable:
             return try readDatabase(id: id, outcome: .miss)
+        case .timedOut:
+            statistics.record(.coalescedWaitExpired)
+            throw .unavailable
+        case .refused:
+            statistics.record(.coalescedWaitRefused)
+            throw .unavailable
         }
         statistics.record(.coalesced)
         switch outcome {

@@ -75,12 +75,15 @@ public final class ProfileCacheShared: Sendable {
     /// Skips memcached nodes that keep failing; wraps every worker's cache client.
     public let circuitBreaker: NodeCircuitBreaker
     let inFlight = InFlightReads()
+    /// Readers that may wait for others' reads at once (docs/design.md §5).
+    let coalescedWaitSlots: CoalescedWaitSlots
 
     public init(
         configuration: ProfileCacheConfiguration = .init(), hooks: ProfileCacheHooks = .init(),
         circuitBreaker: NodeCircuitBreaker = NodeCircuitBreaker()
     ) {
         self.configuration = configuration
+        self.coalescedWaitSlots = CoalescedWaitSlots(limit: configuration.maximumCoalescedWaiters)
         self.hooks = hooks
         self.circuitBreaker = circuitBreaker
     }
