@@ -65,6 +65,56 @@ extension PostgresServerTests {
             #expect(try preparedNames(connection) == ["insert_person", "select_person", "update_bio"])
         }
 
+        /// Connections sharing one ``PostgresServerHealth``: while the server is down they fail at
+        /// once; once one of them connects again, every other connects on its next call instead
+        /// of failing until a backoff of its own runs out.
+        @Test func connectionsSharingHealthComeBackTogether() throws {
+            let table = Table("shared_health")
+            let setup = try PostgresServerTests.connection(statements: table.statements)
+            defer { setup.close(); table.drop() }
+            try table.create(on: setup)
+            _ = try setup.execute(table.insert, [1, "alice", nil, 1, true])
+            let health = PostgresServerHealth()
+            let connections = try (0..<4).map { _ in
+                PostgresConnection(
+                    configuration: try PostgresServerTests.configuration(), statements: table.statements,
+                    health: health, logger: PostgresServerTests.logger)
+            }
+            defer { for connection in connections { connection.close() } }
+            for connection in connections { try connection.connect() }
+
+            #expect(try PostgresServerTests.deps("stop-postgres") == 0)
+            var restarted = false
+            defer { if !restarted { _ = try? PostgresServerTests.deps("start-postgres") } }
+            for connection in connections {
+                let (error, elapsed) = PostgresServerTests.elapsed {
+                    #expect(throws: PostgresError.self) { try connection.execute(table.select, [1]) }
+                }
+                #expect(error?.kind == .connectionUnavailable)
+                #expect(elapsed < .milliseconds(500))
+            }
+            #expect(health.isDown)
+
+            #expect(try PostgresServerTests.deps("start-postgres") == 0)
+            restarted = true
+            let clock = ContinuousClock()
+            let started = clock.now
+            var back: Duration?
+            while clock.now - started < .seconds(5) {
+                if (try? connections[0].execute(table.select, [1]))?.rows.count == 1 {
+                    back = clock.now - started
+                    break
+                }
+                PostgresServerTests.sleep(.milliseconds(10))
+            }
+            print("shared health: first connection back \(back.map { "\($0)" } ?? "never") after PostgreSQL started")
+            #expect(back != nil && back! < .seconds(1), "the backoff is at most 250 ms")
+            #expect(!health.isDown)
+            for connection in connections.dropFirst() {
+                #expect(try connection.execute(table.select, [1]).rows.count == 1, "no backoff of its own")
+            }
+        }
+
         private func backendPID(_ connection: PostgresConnection) throws -> Int {
             try #require(try connection.simpleQuery("SELECT pg_backend_pid() AS pid").rows.first)
                 .decode("pid", as: Int.self)
