@@ -37,38 +37,46 @@ final class CircuitBreakingCacheClient: CacheClient {
         if !failedThisRequest.isEmpty { failedThisRequest.removeAll(keepingCapacity: true) }
     }
 
-    /// Runs `operation` on `server` unless the breaker skips it; books its outcome.
+    /// Runs `operation` on the node `server` names unless the breaker skips it; books its outcome.
+    ///
+    /// `server` is evaluated only when something is wrong (a troubled node, a failure in this
+    /// request, a failed operation): naming a key's node hashes the key and allocates its host
+    /// name, which the healthy path does not pay.
     private func guarded<Result>(
-        _ server: MemcachedServer?, _ operation: () -> Result, error: (Result) -> MemcachedError?, skipped: Result
+        _ server: () -> MemcachedServer?, _ operation: () -> Result, error: (Result) -> MemcachedError?,
+        skipped: Result
     ) -> Result {
         let recoveries = breaker.recoveryCount
         if recoveries != seenRecoveries {
             base.reconnect()
             seenRecoveries = recoveries
         }
-        guard let server else { return operation() }  // an invalid key: no node, no I/O
-        if !failedThisRequest.isEmpty {
-            if ContinuousClock.now - firstFailure > Self.requestMemory {
-                failedThisRequest.removeAll(keepingCapacity: true)
-            } else if failedThisRequest.contains(server) {
-                return skipped
+        var node: MemcachedServer?
+        var admission = NodeCircuitBreaker.Admission.proceed
+        if breaker.hasTroubledNodes || !failedThisRequest.isEmpty {
+            node = server()
+            guard let node else { return operation() }  // an invalid key: no node, no I/O
+            if !failedThisRequest.isEmpty {
+                if ContinuousClock.now - firstFailure > Self.requestMemory {
+                    failedThisRequest.removeAll(keepingCapacity: true)
+                } else if failedThisRequest.contains(node) {
+                    return skipped
+                }
             }
-        }
-        let admission = breaker.admit(server)
-        switch admission {
-        case .skip:
-            return skipped
-        case .probe:
-            base.reconnect()
-        case .proceed:
-            break
+            admission = breaker.admit(node)
+            switch admission {
+            case .skip: return skipped
+            case .probe: base.reconnect()
+            case .proceed: break
+            }
         }
         let result = operation()
         if let failure = error(result), failure.code != .invalidKey {
+            guard let failed = node ?? server() else { return result }
             if failedThisRequest.isEmpty { firstFailure = .now }
-            failedThisRequest.append(server)
-            breaker.recordFailure(server, probe: admission == .probe)
-        } else if let recovered = breaker.recordSuccess(server, probe: admission == .probe),
+            failedThisRequest.append(failed)
+            breaker.recordFailure(failed, probe: admission == .probe)
+        } else if let node, let recovered = breaker.recordSuccess(node, probe: admission == .probe),
             recovered == recoveries + 1
         {
             seenRecoveries = recovered  // renewed just before the probe: nothing to catch up on
@@ -76,27 +84,25 @@ final class CircuitBreakingCacheClient: CacheClient {
         return result
     }
 
-    private func node(_ key: String) -> MemcachedServer? { base.server(forKey: key) }
-
     func get(_ key: String) -> MemcachedGetResult {
-        guarded(node(key), { base.get(key) }, error: { if case .failure(let e) = $0 { e } else { nil } },
+        guarded({ base.server(forKey: key) }, { base.get(key) }, error: { if case .failure(let e) = $0 { e } else { nil } },
             skipped: .failure(Self.skipped))
     }
 
     func add(_ key: String, value: [UInt8], flags: UInt32, expiration: Int) -> MemcachedStoreResult {
         guarded(
-            node(key), { base.add(key, value: value, flags: flags, expiration: expiration) },
+            { base.server(forKey: key) }, { base.add(key, value: value, flags: flags, expiration: expiration) },
             error: { if case .failure(let e) = $0 { e } else { nil } }, skipped: .failure(Self.skipped))
     }
 
     func cas(_ key: String, value: [UInt8], cas: UInt64, flags: UInt32, expiration: Int) -> MemcachedStoreResult {
         guarded(
-            node(key), { base.cas(key, value: value, cas: cas, flags: flags, expiration: expiration) },
+            { base.server(forKey: key) }, { base.cas(key, value: value, cas: cas, flags: flags, expiration: expiration) },
             error: { if case .failure(let e) = $0 { e } else { nil } }, skipped: .failure(Self.skipped))
     }
 
     func delete(_ key: String) -> MemcachedDeleteResult {
-        guarded(node(key), { base.delete(key) }, error: { if case .failure(let e) = $0 { e } else { nil } },
+        guarded({ base.server(forKey: key) }, { base.delete(key) }, error: { if case .failure(let e) = $0 { e } else { nil } },
             skipped: .failure(Self.skipped))
     }
 
@@ -105,11 +111,11 @@ final class CircuitBreakingCacheClient: CacheClient {
     var servers: [MemcachedServer] { base.servers }
 
     func flush(server: MemcachedServer) -> MemcachedError? {
-        guarded(server, { base.flush(server: server) }, error: { $0 }, skipped: Self.skipped)
+        guarded({ server }, { base.flush(server: server) }, error: { $0 }, skipped: Self.skipped)
     }
 
     func ping(server: MemcachedServer) -> MemcachedError? {
-        guarded(server, { base.ping(server: server) }, error: { $0 }, skipped: Self.skipped)
+        guarded({ server }, { base.ping(server: server) }, error: { $0 }, skipped: Self.skipped)
     }
 
     func reconnect() { base.reconnect() }
