@@ -96,3 +96,78 @@ import TestSupport
         #expect(!shared.circuitBreaker.isOpen(server))
     }
 }
+
+extension ProfileRepositoryOutageTests {
+    /// Each request, read or write, waits on a frozen node (SIGSTOP) at most once: the breaker is
+    /// kept closed here (a high threshold) to see the per-request rule alone.
+    @Test func aHungNodeCostsEachRequestOnePollTimeoutAtMost() throws {
+        let shared = ProfileCacheShared(circuitBreaker: NodeCircuitBreaker(failureThreshold: 1_000))
+        let backends = try IntegrationBackends()
+        let hungNode = TestEnvironment.memcachedServers[1]
+        var profile = try backends.seed()
+        while backends.cache.server(forKey: shared.configuration.key(for: profile.id))?.port != hungNode.port {
+            profile = try backends.seed()
+        }
+        let counting = TimeoutCountingCache(backends.cache)
+        let repository = backends.repository(shared, cache: counting)
+        let stateDirectory = TestEnvironment.variable("PROFILE_STATE_DIR")
+            ?? TestEnvironment.repositoryRoot.appendingPathComponent(".state").path
+        let pidText = try String(contentsOfFile: "\(stateDirectory)/memcached/\(hungNode.port).pid", encoding: .utf8)
+        let pid = try #require(pid_t(pidText.trimmingCharacters(in: .whitespacesAndNewlines)))
+
+        kill(pid, SIGSTOP)
+        defer { kill(pid, SIGCONT) }
+        var version: Int32 = 1
+        for _ in 0..<3 {
+            counting.timeouts = 0
+            #expect(try repository.read(id: profile.id)?.version == version)
+            #expect(counting.timeouts == 1, "a read waited \(counting.timeouts) poll timeouts")
+            counting.timeouts = 0
+            let outcome = try repository.updateDisplayName(id: profile.id, to: "v\(version + 1)", expectedVersion: version)
+            guard case .updated(let updated) = outcome else {
+                Issue.record("update failed: \(outcome)")
+                return
+            }
+            version = updated.version
+            #expect(counting.timeouts == 1, "a write waited \(counting.timeouts) poll timeouts")
+        }
+    }
+}
+
+/// Counts the operations that came back with a poll timeout.
+final class TimeoutCountingCache: CacheClient {
+    let base: MemcachedConnection
+    var timeouts = 0
+
+    init(_ base: MemcachedConnection) { self.base = base }
+
+    private func count(_ error: MemcachedError?) {
+        if error?.code == .timeout { timeouts += 1 }
+    }
+
+    func get(_ key: String) -> MemcachedGetResult {
+        let result = base.get(key)
+        if case .failure(let error) = result { count(error) }
+        return result
+    }
+    func add(_ key: String, value: [UInt8], flags: UInt32, expiration: Int) -> MemcachedStoreResult {
+        let result = base.add(key, value: value, flags: flags, expiration: expiration)
+        if case .failure(let error) = result { count(error) }
+        return result
+    }
+    func cas(_ key: String, value: [UInt8], cas: UInt64, flags: UInt32, expiration: Int) -> MemcachedStoreResult {
+        let result = base.cas(key, value: value, cas: cas, flags: flags, expiration: expiration)
+        if case .failure(let error) = result { count(error) }
+        return result
+    }
+    func delete(_ key: String) -> MemcachedDeleteResult {
+        let result = base.delete(key)
+        if case .failure(let error) = result { count(error) }
+        return result
+    }
+    func server(forKey key: String) -> MemcachedServer? { base.server(forKey: key) }
+    func flush(server: MemcachedServer) -> MemcachedError? { base.flush(server: server) }
+    var servers: [MemcachedServer] { base.servers }
+    func ping(server: MemcachedServer) -> MemcachedError? { base.ping(server: server) }
+    func reconnect() { base.reconnect() }
+}

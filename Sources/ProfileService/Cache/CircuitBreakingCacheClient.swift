@@ -60,6 +60,7 @@ final class CircuitBreakingCacheClient: CacheClient {
                 if ContinuousClock.now - firstFailure > Self.requestMemory {
                     failedThisRequest.removeAll(keepingCapacity: true)
                 } else if failedThisRequest.contains(node) {
+                    breaker.record(.skipped)
                     return skipped
                 }
             }

@@ -1,4 +1,5 @@
 public import MemcachedClient
+import Metrics
 import Synchronization
 
 /// The health of each memcached node, shared by every worker of the process.
@@ -48,6 +49,30 @@ public final class NodeCircuitBreaker: Sendable {
         var phase = Phase.closed
     }
 
+    /// What the breaker saw and did, counted since start (`profile_memcached_breaker_events_total`).
+    public enum Event: String, CaseIterable, Sendable {
+        /// An operation that reached a node failed (a timeout, a refused connection, …).
+        case failed
+        /// An operation was not sent: the node's breaker is open, or it failed earlier in the request.
+        case skipped
+        case opened
+        case probed
+        /// A probe succeeded and closed the breaker.
+        case recovered
+    }
+
+    private final class EventCounter: @unchecked Sendable {  // Metrics.Counter is a thread-safe class
+        let value = Atomic<Int>(0)
+        let exported: Metrics.Counter
+
+        init(_ event: Event) {
+            exported = Metrics.Counter(
+                label: "profile_memcached_breaker_events_total", dimensions: [("event", event.rawValue)])
+        }
+    }
+
+    private let counters: [EventCounter] = Event.allCases.map(EventCounter.init)
+
     private let nodes = Mutex<[MemcachedServer: NodeState]>([:])
     /// Nodes with failures on record; zero on the healthy path, which then takes no lock.
     private let troubledNodes = Atomic<Int>(0)
@@ -74,10 +99,21 @@ public final class NodeCircuitBreaker: Sendable {
 
     var hasTroubledNodes: Bool { troubledNodes.load(ordering: .acquiring) > 0 }
 
+    /// How many times `event` happened since start.
+    public func count(_ event: Event) -> Int {
+        counters[Event.allCases.firstIndex(of: event)!].value.load(ordering: .relaxed)
+    }
+
+    func record(_ event: Event) {
+        let counter = counters[Event.allCases.firstIndex(of: event)!]
+        counter.value.add(1, ordering: .relaxed)
+        counter.exported.increment()
+    }
+
     /// Whether `server` may be used now; at most one caller at a time is told to probe.
     public func admit(_ server: MemcachedServer) -> Admission {
         guard hasTroubledNodes else { return .proceed }
-        return nodes.withLock { nodes in
+        let admission = nodes.withLock { nodes -> Admission in
             guard let state = nodes[server] else { return .proceed }
             let now = self.now()
             switch state.phase {
@@ -89,6 +125,12 @@ public final class NodeCircuitBreaker: Sendable {
                 return .probe
             }
         }
+        switch admission {
+        case .skip: record(.skipped)
+        case .probe: record(.probed)
+        case .proceed: break
+        }
+        return admission
     }
 
     /// The node's state, without changing it.
@@ -126,6 +168,8 @@ public final class NodeCircuitBreaker: Sendable {
             }
             nodes[server] = state
             troubledNodes.store(nodes.count, ordering: .releasing)
+            record(.failed)
+            if opened { record(.opened) }
             return opened
         }
     }
@@ -145,6 +189,7 @@ public final class NodeCircuitBreaker: Sendable {
             case .probing where probe:
                 nodes[server] = nil
                 troubledNodes.store(nodes.count, ordering: .releasing)
+                record(.recovered)
                 return recoveries.add(1, ordering: .acquiringAndReleasing).newValue
             case .open, .probing:
                 return nil  // admitted before the breaker opened; the probe decides
