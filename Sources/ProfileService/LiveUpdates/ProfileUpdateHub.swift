@@ -30,6 +30,8 @@ public final class ProfileUpdateHub: Sendable {
         var requested: [Int64: Int32] = [:]
         /// Ids waiting for a fetch thread, oldest first.
         var waiting: [Int64] = []
+        /// Ids whose next fetch reads PostgreSQL itself (a resynchronisation).
+        var fromDatabase: Set<Int64> = []
         var stopped = false
     }
 
@@ -82,22 +84,22 @@ public final class ProfileUpdateHub: Sendable {
 
     /// Sends every followed profile's current version to its streams: after the change source was
     /// lost and regained, so no stream stays behind silently. Streams already there get nothing.
+    /// Streams already there get nothing. The profiles are read from PostgreSQL: what was missed
+    /// may not have reached memcached either.
     public func resynchronize() {
         let topics = streams.watchedTopics
         for id in topics {
-            // Anything newer than what was sent, else PostgreSQL's answer (a cache entry at or
-            // below the last sent version is bypassed).
-            let sent = streams.latestPosition(topic: id).map { Int32(clamping: $0) } ?? 0
-            enqueueFetch(id: id, minVersion: sent == .max ? sent : sent + 1, force: true)
+            enqueueFetch(id: id, minVersion: 0, fromDatabase: true)
         }
         if !topics.isEmpty { logger.info("live updates resynchronising", metadata: ["profiles": "\(topics.count)"]) }
     }
 
-    private func enqueueFetch(id: Int64, minVersion: Int32, force: Bool = false) {
+    private func enqueueFetch(id: Int64, minVersion: Int32, fromDatabase: Bool = false) {
         let queued = queue.withLock { queue -> Bool in
             guard !queue.stopped else { return false }
+            if fromDatabase { queue.fromDatabase.insert(id) }
             if let requested = queue.requested[id] {
-                if !force, requested >= minVersion { return false }
+                if requested >= minVersion { return false }
                 queue.requested[id] = max(requested, minVersion)
                 return false
             }
@@ -118,33 +120,45 @@ public final class ProfileUpdateHub: Sendable {
         }
         while true {
             wakeUps.wait()
-            let next = queue.withLock { queue -> (Int64, Int32)?? in
+            let next = queue.withLock { queue -> (Int64, Int32, Bool)?? in
                 if queue.stopped { return .some(nil) }
                 guard !queue.waiting.isEmpty else { return nil }
                 let id = queue.waiting.removeFirst()
-                return (id, queue.requested[id] ?? 0)
+                return (id, queue.requested[id] ?? 0, queue.fromDatabase.remove(id) != nil)
             }
             guard let next else { continue }
-            guard let (id, minVersion) = next else { return }
-            fetch(id: id, minVersion: minVersion, worker: worker)
+            guard let (id, minVersion, fromDatabase) = next else { return }
+            fetch(id: id, minVersion: minVersion, fromDatabase: fromDatabase, worker: worker)
         }
     }
 
-    private func fetch(id: Int64, minVersion: Int32, worker: ProfileWorker) {
+    private func fetch(id: Int64, minVersion: Int32, fromDatabase: Bool, worker: ProfileWorker) {
         fetches.add(1, ordering: .relaxed)
         var fetched: Int32 = 0
         do {
-            if let representation = try worker.repository.read(id: id, minVersion: minVersion > 0 ? minVersion : nil) {
-                fetched = representation.version
+            let found: (version: Int32, json: [UInt8])?
+            if fromDatabase {
+                found = try worker.store.profile(id: id).map { ($0.version, $0.jsonBytes) }
+            } else {
+                found = try worker.repository.read(id: id, minVersion: minVersion > 0 ? minVersion : nil)
+                    .map { ($0.version, $0.json) }
+            }
+            if let found {
+                fetched = found.version
                 streams.publish(
-                    topic: id, position: Int64(representation.version),
-                    bytes: ProfileEvent.bytes(version: representation.version, json: representation.json))
+                    topic: id, position: Int64(found.version),
+                    bytes: ProfileEvent.bytes(version: found.version, json: found.json))
             }
         } catch {
             logger.warning("live update fetch failed", metadata: ["id": "\(id)", "error": "\(error)"])
         }
         let again = queue.withLock { queue -> Bool in
             guard let requested = queue.requested[id] else { return false }
+            if queue.fromDatabase.contains(id), !queue.stopped {
+                // A resynchronisation came while this fetch ran: it reads PostgreSQL next.
+                queue.waiting.append(id)
+                return true
+            }
             if requested <= max(fetched, minVersion) || fetched == 0 {
                 queue.requested[id] = nil
                 return false
