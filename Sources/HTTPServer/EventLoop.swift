@@ -220,11 +220,12 @@ final class EventLoop {
     private func drive(_ connection: Connection, now: ContinuousClock.Instant) {
         while connection.isOpen {
             if case .lingering = connection.machine.state {
-                discardInput(connection)
+                discardInput(connection, upTo: Self.maxLingerBytes)
                 return
             }
             if connection.machine.isStreaming {
-                discardStreamInput(connection)
+                // A stream's client sends nothing we need: drop its input, and close at EOF.
+                discardInput(connection, upTo: nil)
                 return
             }
             guard connection.machine.isReading else { return }
@@ -535,26 +536,6 @@ final class EventLoop {
         return connection.isOpen
     }
 
-    /// A stream's client sends nothing we need: drop its input, and close at EOF.
-    private func discardStreamInput(_ connection: Connection) {
-        while connection.mayRead {
-            do {
-                guard case .processed(let count) = try System.read(connection.fd, into: readBuffer) else {
-                    connection.mayRead = false
-                    return
-                }
-                if count == 0 {
-                    connection.peerClosed = true
-                    close(connection)
-                    return
-                }
-            } catch {
-                close(connection)
-                return
-            }
-        }
-    }
-
     private func removeStream(_ connection: Connection, topic: Int64) {
         if var list = streamTopics.removeValue(forKey: topic) {
             let index = connection.streamIndex
@@ -573,8 +554,9 @@ final class EventLoop {
         core.eventStreams?.release(topic: topic)
     }
 
-    /// Lingering close: read and drop input until EOF so the client reads the response, not a reset.
-    private func discardInput(_ connection: Connection) {
+    /// Reads and drops input until EOF (then closes), or until `limit` bytes were dropped. A
+    /// lingering close does so, so the client reads the response rather than a reset.
+    private func discardInput(_ connection: Connection, upTo limit: Int?) {
         while connection.mayRead {
             do {
                 guard case .processed(let count) = try System.read(connection.fd, into: readBuffer) else {
@@ -582,7 +564,8 @@ final class EventLoop {
                     return
                 }
                 connection.lingerBytes += count
-                if count == 0 || connection.lingerBytes > Self.maxLingerBytes {
+                if count == 0 { connection.peerClosed = true }
+                if count == 0 || connection.lingerBytes > limit ?? .max {
                     close(connection)
                     return
                 }

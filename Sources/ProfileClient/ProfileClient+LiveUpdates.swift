@@ -3,7 +3,8 @@ import Synchronization
 
 extension ProfileClient {
     /// Follows `id`'s event stream until cancelled: each `profile` event goes through the local
-    /// cache like a fetch (an older version never replaces a newer one), and a lost stream is
+    /// cache like a fetch (an older version never replaces a newer one) and becomes the id's
+    /// `min_version` for later reads; a lost stream is
     /// reopened after a jittered backoff with `Last-Event-ID`, so nothing committed meanwhile is
     /// missed. A 404, 401 or 403 ends following; 503 waits for `Retry-After`.
     func follow(id: Int64, transport: any EventStreamTransport) async {
@@ -26,7 +27,7 @@ extension ProfileClient {
                         profile.id == id
                     else { return }
                     lastVersion.withLock { $0 = max($0 ?? 0, profile.version) }
-                    await cache.didFetch(profile)
+                    await cache.didReceiveEvent(profile)
                 }
                 switch end {
                 case .closed:

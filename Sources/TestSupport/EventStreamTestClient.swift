@@ -52,25 +52,15 @@ public final class EventStreamTestClient {
         port: Int, path: String, headers: [String: String] = [:], receiveBufferBytes: Int? = nil,
         host: String = "127.0.0.1"
     ) throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw Failure.connect(errno: errno) }
-        if let receiveBufferBytes {
-            var size = Int32(receiveBufferBytes)
-            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
-        }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        inet_pton(AF_INET, host, &address.sin_addr)
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+        let connected = LoopbackSocket.connect(host: host, port: port) { fd in
+            if var size = receiveBufferBytes.map(Int32.init) {
+                setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
             }
         }
-        guard result == 0 else {
-            let code = errno
-            Glibc.close(fd)
-            throw Failure.connect(errno: code)
+        let fd: Int32
+        switch connected {
+        case .success(let descriptor): fd = descriptor
+        case .failure(let failure): throw Failure.connect(errno: failure.errno)
         }
         self.fd = fd
         var request = "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n"

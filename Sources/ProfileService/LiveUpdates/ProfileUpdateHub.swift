@@ -77,6 +77,8 @@ public final class ProfileUpdateHub: Sendable {
 
     /// This instance wrote `profile` (committed and written through): send it as it is, no fetch.
     public func publish(_ profile: Profile) {
+        // Most writes have no follower here: skip encoding the event for them.
+        guard streams.isWatched(topic: profile.id) else { return }
         streams.publish(
             topic: profile.id, position: Int64(profile.version),
             bytes: ProfileEvent.bytes(version: profile.version, json: profile.jsonBytes))
