@@ -24,8 +24,8 @@ scripts/deps.sh start
 eval "$(scripts/deps.sh env)"
 command -v wrk >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null
 echo "bench-sse: building profile-service (release)" >&2
-swift build -c release --product profile-service >/dev/null
-bin=.build/release/profile-service
+[ -n "${PROFILE_SERVICE_BIN:-}" ] || swift build -c release --product profile-service >/dev/null
+bin=${PROFILE_SERVICE_BIN:-.build/release/profile-service}
 $bin migrate --migrations-directory migrations 2>/dev/null
 psql -q "$PROFILE_DATABASE_URL" <<'SQL'
 INSERT INTO user_profiles (id, username, display_name, version)
