@@ -6,29 +6,26 @@ import Testing
 import TestSupport
 
 /// Live updates (`GET /users/profile/{id}/events`) of the built binary, against the real
-/// PostgreSQL and memcached. Cross-instance delivery goes through `LISTEN profile_changes`; until
-/// the change feed is on this branch, ``FeedMimic`` plays its part (SQL, then `pg_notify`).
+/// PostgreSQL and memcached. Cross-instance delivery is the real path: the change feed (running in
+/// one of the instances) decodes the commit, repairs memcached and NOTIFYs `profile_changes`;
+/// every instance LISTENs.
 @Suite(.serialized) struct LiveUpdatesEndToEndTests {
     init() throws {
         try TestEnvironment.requirePostgres()
         try TestEnvironment.requireMemcached()
     }
 
-    /// What the change feed's consumer does after applying commits: `pg_notify('profile_changes', …)`.
-    final class FeedMimic {
+    /// A SQL session of the test's own, beside the services.
+    final class SQLSession {
         let connection: PostgresConnection
 
         init() throws {
             connection = PostgresConnection(
                 configuration: try PostgresConfiguration(url: TestEnvironment.databaseURL), statements: [],
-                logger: Logger(label: "feed-mimic"))
+                logger: Logger(label: "live-updates-tests"))
         }
 
         deinit { connection.close() }
-
-        func notify(_ id: Int64, _ version: Int32) throws {
-            try connection.simpleQuery("SELECT pg_notify('profile_changes', '\(id):\(version)')")
-        }
 
         /// `UPDATE` in SQL, as psql would; returns the new version.
         func update(_ id: Int64, displayName: String) throws -> Int32 {
@@ -44,6 +41,26 @@ import TestSupport
                 "SELECT pid FROM pg_stat_activity WHERE query ILIKE 'LISTEN%' AND pid <> pg_backend_pid()"
             ).rows.map { try $0.decode("pid", as: Int.self) }
         }
+    }
+
+    /// `UPDATE` of a display name in `psql`, a client outside the service; returns the new version.
+    static func psqlUpdate(_ id: Int64, displayName: String) throws -> Int32 {
+        let sql = "UPDATE user_profiles SET display_name = '\(displayName)', version = version + 1, updated_at = now() WHERE id = \(id) RETURNING version"
+        let result = try TestProcess.run(URL(fileURLWithPath: "/usr/bin/psql"), [TestEnvironment.databaseURL, "-qtAc", sql])
+        return try #require(Int32(result.standardOutput.split(separator: "\n").first ?? ""), "\(result.standardError)")
+    }
+
+    /// Waits until one of `services` runs the active change-feed consumer (`/readyz`).
+    static func waitForActiveFeed(_ services: [ServiceProcess]) throws {
+        let deadline = ContinuousClock.now + .seconds(15)
+        while ContinuousClock.now < deadline {
+            for service in services {
+                let body = try Curl.request("\(service.baseURL)/readyz").body
+                if body.contains(#""state":"active""#) { return }
+            }
+            usleep(50_000)
+        }
+        Issue.record("no instance became the active change-feed consumer")
     }
 
     static func newID() -> Int64 { Int64.random(in: 1_000_000_000...9_000_000_000_000_000) }
@@ -85,9 +102,9 @@ import TestSupport
         let a = try ServiceProcess()
         let b = try ServiceProcess()
         defer { _ = a.terminate(); _ = b.terminate() }
-        let feed = try FeedMimic()
         let id = Self.newID()
         try Self.create(id, on: a)
+        try Self.waitForActiveFeed([a, b])
 
         let subscribers = try (0..<200).map { _ in
             try EventStreamTestClient(port: b.port, path: "/users/profile/\(id)/events")
@@ -98,10 +115,10 @@ import TestSupport
             #expect(Self.version(of: try stream.nextEvent(within: .seconds(5))) == 1, "the current profile first")
         }
 
-        // A write through A: A answers, the feed (mimicked) notifies, B fetches once and fans out.
+        // A write through A: A answers; the feed decodes the commit, repairs memcached and
+        // notifies; B fetches once and fans out.
         let version = try Self.rename(id, to: "Through A", from: 1, on: a)
         var started = ContinuousClock.now  // A's answer
-        try feed.notify(id, version)
         var latencies: [Duration] = []
         for stream in subscribers {
             let event = try stream.nextEvent(within: .seconds(2))
@@ -120,10 +137,9 @@ import TestSupport
         let check = try EventStreamTestClient(port: b.port, path: "/users/profile/\(id)/events")
         #expect(try check.nextEvent(within: .seconds(2))?.data == get.body)
 
-        // An UPDATE in SQL (memcached is not repaired here: B's fetch bypasses its older entry).
-        let sqlVersion = try feed.update(id, displayName: "Through SQL")
-        started = ContinuousClock.now  // the commit
-        try feed.notify(id, sqlVersion)
+        // An UPDATE in psql: only the commit stream knows of it.
+        let sqlVersion = try Self.psqlUpdate(id, displayName: "Through SQL")
+        started = ContinuousClock.now  // psql has returned: committed
         latencies = []
         for stream in subscribers {
             let event = try stream.nextEvent(within: .seconds(3))
@@ -307,21 +323,23 @@ import TestSupport
     // MARK: - Losing the change source
 
     @Test func aListenerThatLosesPostgreSQLResendsTheCurrentProfileOnReconnect() throws {
-        let service = try ServiceProcess()
+        // No change feed anywhere: the UPDATE below is never announced, as if its NOTIFY was lost.
+        let service = try ServiceProcess(extraArguments: ["--no-change-feed"])
         defer { _ = service.terminate() }
-        let feed = try FeedMimic()
+        let sql = try SQLSession()
         let id = Self.newID()
         try Self.create(id, on: service)
         let stream = try EventStreamTestClient(port: service.port, path: "/users/profile/\(id)/events")
         #expect(Self.version(of: try stream.nextEvent(within: .seconds(2))) == 1)
 
         // A change whose notification is lost (none is sent), then the listener's session dies.
-        let version = try feed.update(id, displayName: "Missed")
+        let version = try sql.update(id, displayName: "Missed")
         var pids: [Int] = []
         let deadline = ContinuousClock.now + .seconds(5)
-        while pids.isEmpty, ContinuousClock.now < deadline { pids = try feed.listenerPIDs() }
+        while pids.isEmpty, ContinuousClock.now < deadline { pids = try sql.listenerPIDs() }
         #expect(!pids.isEmpty, "the service LISTENs")
-        for pid in pids { try feed.connection.simpleQuery("SELECT pg_terminate_backend(\(pid))") }
+        #expect(try stream.nextEvent(within: .milliseconds(500)) == nil, "nobody announced the UPDATE")
+        for pid in pids { try sql.connection.simpleQuery("SELECT pg_terminate_backend(\(pid))") }
 
         let event = try stream.nextEvent(within: .seconds(5))
         #expect(Self.version(of: event) == version, "resynchronised after reconnecting")
