@@ -15,7 +15,8 @@ extension ProfileServiceCommand {
             abstract: "Run the HTTP service.",
             discussion: """
                 Stops gracefully on SIGTERM or SIGINT: /readyz turns 503 at once, new connections are
-                refused after --shutdown-delay-s, in-flight requests finish within --drain-timeout-s.
+                refused and event streams closed after --shutdown-delay-s, in-flight requests finish
+                within --drain-timeout-s.
                 """)
 
         @Option(help: "Address to listen on. [PROFILE_HOST]")
