@@ -462,6 +462,9 @@ final class EventLoop {
             return
         }
         connection.machine.streamStarted()
+        // Nothing more is parsed on a stream: drop what the parser and pipelining held.
+        connection.parser = HTTPRequestParser(limits: limits)
+        connection.pending = []
         connection.streamTopic = stream.topic
         connection.streamPosition = stream.position
         var list = streamTopics.removeValue(forKey: stream.topic) ?? []
