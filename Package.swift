@@ -139,7 +139,7 @@ let package = Package(
         ),
         .testTarget(
             name: "ProfileServiceTests",
-            dependencies: ["ProfileService", "HTTP1", "TestSupport", "PostgresClient", "MemcachedClient"],
+            dependencies: ["ProfileService", "HTTP1", "HTTPServer", "TestSupport", "PostgresClient", "MemcachedClient"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -9,6 +9,8 @@ Live checks (need the built binary and the servers of scripts/deps.sh):
   - the local nginx configuration (deploy/nginx.conf), run for real in front of two local
     `profile-service serve` instances: 200 keep-alive GETs, both instances served, request ids
     passed through, /metrics not exposed, one instance stopped → the other still answers;
+  - an event stream (GET /users/profile/{id}/events) through that gateway, one per instance:
+    the first event, then a write's event through both (unbuffered);
   - the running service's answers conform to openapi.yaml (status documented for the operation,
     content type documented, body valid against the documented schema, required headers present).
 
@@ -749,6 +751,134 @@ def service_answers_conform_to_openapi():
         finally:
             if instance:
                 instance.stop()
+            fixture.close()
+
+
+# MARK: live updates (Server-Sent Events) through the gateway
+
+@check("nginx")
+def nginx_event_streams_unbuffered():
+    help_text = subprocess.run([BIN, "serve", "--help"], capture_output=True, text=True).stdout
+    heartbeat = int(re.search(r"--sse-heartbeat-s\b.*?default: (\d+)", help_text, re.S).group(1))
+    for path in ("deploy/nginx.conf", "deploy/nginx.compose.conf"):
+        text = re.sub(r"#[^\n]*", "", read(path))
+        block = re.search(r"location ~ \^/users/profile/\[\^/\]\+/events\$ \{([^}]*)\}", text)
+        assert block, f"{path}: no location for /users/profile/{{id}}/events"
+        body = " ".join(block.group(1).split())
+        assert "proxy_pass http://profile_service" in body and "proxy_buffering off" in body, body
+        timeout = int(re.search(r"proxy_read_timeout (\d+)s", body).group(1))
+        assert timeout > 2 * heartbeat, f"{path}: read timeout {timeout}s must exceed twice the {heartbeat}s heartbeat"
+
+
+class EventStream:
+    """A raw `GET …/events` reader: the head, then SSE events as they arrive."""
+    def __init__(self, port, path, headers=None):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        lines = [f"GET {path} HTTP/1.1", "Host: 127.0.0.1", "Accept: text/event-stream"]
+        lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
+        self.sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+        self.buffer = b""
+        while b"\r\n\r\n" not in self.buffer:
+            self._receive(time.time() + 10)
+        head, self.buffer = self.buffer.split(b"\r\n\r\n", 1)
+        head_lines = head.decode().split("\r\n")
+        self.status = int(head_lines[0].split()[1])
+        self.headers = {k.strip().lower(): v.strip() for k, v in (h.split(":", 1) for h in head_lines[1:])}
+        self.chunked = self.headers.get("transfer-encoding", "").lower() == "chunked"
+        self.returned = 0
+
+    def _receive(self, deadline):
+        self.sock.settimeout(max(0.01, deadline - time.time()))
+        data = self.sock.recv(65536)
+        if not data:
+            raise EOFError("stream closed")
+        self.buffer += data
+
+    def _body_text(self):
+        if not self.chunked:
+            return self.buffer
+        # nginx re-frames the close-delimited upstream body as chunked for the HTTP/1.1 client.
+        out, rest = b"", self.buffer
+        while b"\r\n" in rest:
+            size_line, after = rest.split(b"\r\n", 1)
+            size = int(size_line.split(b";")[0], 16)
+            if len(after) < size + 2:
+                break
+            out, rest = out + after[:size], after[size + 2:]
+        return out
+
+    def next_event(self, seconds):
+        """The next `profile` event as a dict of fields, or None after `seconds`."""
+        deadline = time.time() + seconds
+        while True:
+            blocks = self._body_text().split(b"\n\n")[:-1]  # complete events only
+            events = []
+            for block in blocks:
+                fields = dict(line.split(": ", 1) for line in block.decode().split("\n")
+                              if ": " in line and not line.startswith(":"))
+                if fields.get("event") == "profile":
+                    events.append(fields)
+            if len(events) > self.returned:
+                self.returned += 1
+                return events[self.returned - 1]
+            if time.time() >= deadline:
+                return None
+            try:
+                self._receive(deadline)
+            except socket.timeout:
+                return None
+
+    def close(self):
+        self.sock.close()
+
+
+@check("live")
+def event_stream_through_the_gateway():
+    with tempfile.TemporaryDirectory() as tmp:
+        os.chmod(tmp, 0o755)
+        fixture = Fixture()
+        instances, gateway, streams = [], None, []
+        try:
+            instances.append(Instance(tmp, "a"))
+            instances.append(Instance(tmp, "b"))
+            gateway = Gateway(tmp, [i.port for i in instances])
+            profile_id = fixture.ids[0]
+            # Two streams through nginx: round robin puts them on both instances.
+            for _ in range(2):
+                stream = EventStream(gateway.port, f"/users/profile/{profile_id}/events")
+                streams.append(stream)
+                assert stream.status == 200, stream.status
+                assert stream.headers.get("content-type") == "text/event-stream", stream.headers
+                first = stream.next_event(5)
+                assert first and first["id"] == "1", first
+                assert json.loads(first["data"])["display_name"] == "Deploy A"
+            # A write through the gateway lands on one instance; the other hears of it from the
+            # change feed (running in one of them): commit stream -> memcached -> NOTIFY -> LISTEN.
+            wait_for(lambda: any(b'"state":"active"' in get(i.port, "/readyz")[2] for i in instances),
+                     "an active change-feed consumer")
+            status, _, body = request(
+                gateway.port, "PUT", f"/users/profile/{profile_id}",
+                body=json.dumps({"display_name": "Streamed", "version": 1}),
+                headers={"Content-Type": "application/json"})
+            assert status == 200, (status, body[:200])
+            written = time.time()
+            for stream in streams:
+                event = stream.next_event(3)
+                assert event and event["id"] == "2", event
+                assert json.loads(event["data"])["display_name"] == "Streamed"
+            print(f"      2 streams through nginx (round robin over both instances) had version 2 "
+                  f"{(time.time() - written) * 1000:.0f} ms after the PUT's answer was read")
+            # A stream resumed at the current version sends nothing older.
+            resumed = EventStream(gateway.port, f"/users/profile/{profile_id}/events", {"Last-Event-ID": "2"})
+            streams.append(resumed)
+            assert resumed.status == 200 and resumed.next_event(0.5) is None
+        finally:
+            for stream in streams:
+                stream.close()
+            if gateway:
+                gateway.stop()
+            for i in instances:
+                i.stop()
             fixture.close()
 
 

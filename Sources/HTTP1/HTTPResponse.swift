@@ -6,6 +6,23 @@ public struct HTTPResponse: Sendable {
     public var status: HTTPStatus
     public var headers: HTTPHeaders
     public var body: [UInt8]
+    /// Set when the response opens an event stream: `body` is its first bytes, no `Content-Length`
+    /// is sent, the body ends when the connection closes, and the server keeps the connection open
+    /// to write later events of ``EventStream/topic``.
+    public var eventStream: EventStream?
+
+    /// Where an event-stream response subscribes (Server-Sent Events, docs/design.md §4).
+    public struct EventStream: Sendable, Equatable {
+        /// What the stream follows, for example a profile id.
+        public var topic: Int64
+        /// The position the first bytes bring the client to: only later events are sent.
+        public var position: Int64
+
+        public init(topic: Int64, position: Int64) {
+            self.topic = topic
+            self.position = position
+        }
+    }
 
     public init(status: HTTPStatus, headers: HTTPHeaders = [:], body: [UInt8] = []) {
         self.status = status

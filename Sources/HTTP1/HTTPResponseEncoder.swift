@@ -4,6 +4,7 @@
 /// `Connection`, and skips any of those, and `Transfer-Encoding`, from the response's own headers.
 /// A HEAD response carries the `Content-Length` of the body it would have had, but no body;
 /// 1xx and 204 responses carry neither, 304 carries no body and no added `Content-Length`.
+/// An event stream (``HTTPResponse/eventStream``) has no `Content-Length`: its body ends at close.
 public enum HTTPResponseEncoder {
     /// How the response announces the connection's fate.
     public enum ConnectionHeader: Sendable {
@@ -42,7 +43,7 @@ public enum HTTPResponseEncoder {
             buffer.append(contentsOf: date)
             buffer.append(contentsOf: "\r\n".utf8)
         }
-        if status.allowsBody {
+        if status.allowsBody, response.eventStream == nil {
             buffer.append(contentsOf: "Content-Length: ".utf8)
             appendDecimal(response.body.count, to: &buffer)
             buffer.append(contentsOf: "\r\n".utf8)

@@ -24,6 +24,12 @@ final class Connection {
     let handoff = Handoff()
     /// Bytes dropped during a lingering close.
     var lingerBytes = 0
+    /// The topic of an event stream, once the connection is one.
+    var streamTopic: Int64?
+    /// The position of the last event sent on the stream: older events are skipped.
+    var streamPosition: Int64 = 0
+    /// Index in the event loop's list of the topic's streams.
+    var streamIndex = 0
 
     init(
         fd: Int32, id: UInt64, machine: ConnectionStateMachine<ContinuousClock.Instant>,
@@ -36,6 +42,8 @@ final class Connection {
     }
 
     var hasPendingOutput: Bool { outputOffset < output.count }
+
+    var pendingOutputCount: Int { output.count - outputOffset }
 }
 
 @available(*, unavailable, message: "confined to the event loop thread")

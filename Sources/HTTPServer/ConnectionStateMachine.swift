@@ -10,7 +10,11 @@
 ///        └──────────────────────────── written, keep-alive ───────────────────────────────┘
 /// writing ─written, close→ lingering ─EOF/deadline→ closed
 /// processing ─written by the worker (keep-alive)→ awaitingRequest   (or closed when shutting down)
+/// processing ─event stream accepted→ streaming ─peer EOF, cut, shutdown→ closed
 /// ```
+///
+/// A `streaming` connection has no deadline at all (head, idle and write deadlines would cut a live
+/// stream); its reader is watched by the bounded output buffer instead (see `EventStreams`).
 ///
 /// While `processing`, the worker may be writing the socket itself (see `Handoff`), so the
 /// connection must not be closed: no deadline runs (``timerFired(now:)`` answers `.none`) and
@@ -32,6 +36,8 @@ struct ConnectionStateMachine<Instant: InstantProtocol>: Sendable where Instant.
         /// The request is with a worker; the connection is not read (backpressure).
         case processing
         case writing(deadline: Instant, closeAfter: Bool)
+        /// An event stream: the server writes events as they come until either side closes.
+        case streaming
         /// Response sent, write side shut down; reading and discarding until EOF so the client
         /// sees the response rather than a reset.
         case lingering(deadline: Instant)
@@ -76,7 +82,7 @@ struct ConnectionStateMachine<Instant: InstantProtocol>: Sendable where Instant.
         case .awaitingRequest(let deadline), .readingHead(let deadline), .readingBody(let deadline),
             .writing(let deadline, _), .lingering(let deadline):
             deadline
-        case .processing, .closed: nil
+        case .processing, .streaming, .closed: nil
         }
     }
 
@@ -98,6 +104,14 @@ struct ConnectionStateMachine<Instant: InstantProtocol>: Sendable where Instant.
         precondition(isReading, "request dispatched in \(state)")
         state = .processing
     }
+
+    /// The worker's answer opened an event stream.
+    mutating func streamStarted() {
+        precondition(state == .processing, "stream started in \(state)")
+        state = .streaming
+    }
+
+    var isStreaming: Bool { state == .streaming }
 
     /// A response (the worker's, or the server's own) starts to be written.
     mutating func responseStarted(now: Instant, closeAfter: Bool) {
@@ -145,14 +159,19 @@ struct ConnectionStateMachine<Instant: InstantProtocol>: Sendable where Instant.
         case .awaitingRequest, .writing, .lingering:
             state = .closed
             return .close
-        case .processing, .closed:
+        case .processing, .streaming, .closed:
             return .none
         }
     }
 
-    /// Graceful shutdown began: idle connections close now; the others close after their response.
+    /// Graceful shutdown began: idle connections and streams close now (a stream's client reconnects
+    /// to another instance); the others close after their response.
     mutating func beginShutdown() -> Action {
         isShuttingDown = true
+        if state == .streaming {
+            state = .closed
+            return .close
+        }
         if case .awaitingRequest = state {
             state = .closed
             return .close

@@ -16,6 +16,11 @@ import Synchronization
 /// worker, socket errors are remembered (``Connection/failed``), deadlines do not run, and shutdown
 /// waits for the worker; a connection still in a worker when the loop exits is only shut down
 /// (`SHUT_RDWR`) and its descriptor closed after the workers have stopped.
+///
+/// Event streams (``EventStreams``) stay here once a worker has opened one: the loop keeps each
+/// topic's streams, writes published events and heartbeats into them, and cuts a stream whose
+/// reader lets more than ``EventStreams/Configuration/maxBufferedBytes`` pile up. A quiet stream
+/// costs its ``Connection`` and kernel socket, never a thread (docs/design.md §4).
 final class EventLoop {
     private let core: ServerCore
     private let configuration: HTTPServerConfiguration
@@ -36,6 +41,13 @@ final class EventLoop {
     private let tick: Duration
     private let clock = ContinuousClock()
     private var dateCache = DateCache()
+    /// Open event streams by topic; each connection knows its index (``Connection/streamIndex``).
+    private var streamTopics: [Int64: [Connection]] = [:]
+    private var streamCount = 0
+    private var streamEvents: [EventStreams.Event] = []
+    private var nextHeartbeat: ContinuousClock.Instant
+    /// An SSE comment line: ignored by clients, seen by every proxy on the way.
+    private static let heartbeat: [UInt8] = Array(":\n\n".utf8)
 
     /// Bytes discarded at most while lingering before a close.
     private static let maxLingerBytes = 1 << 20
@@ -61,6 +73,7 @@ final class EventLoop {
         self.readBuffer = .allocate(capacity: 64 * 1024)
         self.events = .allocate(capacity: 256)
         self.events.initialize(repeating: epoll_event())
+        self.nextHeartbeat = clock.now.advanced(by: core.eventStreams?.configuration.heartbeatInterval ?? .seconds(15))
     }
 
     deinit {
@@ -92,6 +105,7 @@ final class EventLoop {
                 if fd == eventFD {
                     System.eventfdDrain(eventFD)
                     handleCompletions(now: now)
+                    deliverStreamEvents(now: now)
                     if drainDeadline == nil, core.shutdownRequested.load(ordering: .acquiring) {
                         beginDrain(now: now)
                     }
@@ -104,6 +118,10 @@ final class EventLoop {
             if now >= nextTimerCheck {
                 checkTimers(now: now)
                 nextTimerCheck = now.advanced(by: tick)
+            }
+            if now >= nextHeartbeat, let streams = core.eventStreams {
+                sendHeartbeats(now: now)
+                nextHeartbeat = now.advanced(by: streams.configuration.heartbeatInterval)
             }
             if let drainDeadline, connectionCount == 0 || now >= drainDeadline { break }
         }
@@ -202,7 +220,12 @@ final class EventLoop {
     private func drive(_ connection: Connection, now: ContinuousClock.Instant) {
         while connection.isOpen {
             if case .lingering = connection.machine.state {
-                discardInput(connection)
+                discardInput(connection, upTo: Self.maxLingerBytes)
+                return
+            }
+            if connection.machine.isStreaming {
+                // A stream's client sends nothing we need: drop its input, and close at EOF.
+                discardInput(connection, upTo: nil)
                 return
             }
             guard connection.machine.isReading else { return }
@@ -322,7 +345,10 @@ final class EventLoop {
         for completion in completions {
             guard let connection = connection(for: completion.fd), connection.id == completion.connectionID,
                 connection.machine.state == .processing
-            else { continue }
+            else {
+                if case .stream(_, let stream) = completion.kind { core.eventStreams?.release(topic: stream.topic) }
+                continue
+            }
             switch completion.kind {
             case .response(let bytes, let closeAfter):
                 connection.handoff.reclaim()
@@ -335,6 +361,9 @@ final class EventLoop {
             case .failed:
                 connection.handoff.reclaim()
                 close(connection)
+            case .stream(let bytes, let stream):
+                connection.handoff.reclaim()
+                startStream(connection, bytes, stream, now: now)
             case .written:
                 // Already resumed (and possibly in a worker again) if not idle.
                 if connection.handoff.isIdle { resumeAfterDirectWrite(connection, now: now) }
@@ -405,8 +434,132 @@ final class EventLoop {
         drive(connection, now: now)
     }
 
-    /// Lingering close: read and drop input until EOF so the client reads the response, not a reset.
-    private func discardInput(_ connection: Connection) {
+    // MARK: - Event streams
+
+    /// Registers the connection as a stream of `stream.topic` and writes its first bytes, followed
+    /// by the topic's latest event when that is newer than what the worker read; or answers 503 when
+    /// the subscriber limit is reached or the server is draining.
+    private func startStream(
+        _ connection: Connection, _ bytes: [UInt8], _ stream: HTTPResponse.EventStream, now: ContinuousClock.Instant
+    ) {
+        guard let streams = core.eventStreams else {
+            preconditionFailure("an event-stream response on a server without EventStreams")
+        }
+        if connection.failed {
+            streams.release(topic: stream.topic)
+            close(connection)
+            return
+        }
+        guard streamCount < streams.configuration.maxSubscribers, drainDeadline == nil else {
+            streams.release(topic: stream.topic)
+            if drainDeadline == nil { streams.refused.add(1, ordering: .relaxed) }
+            let retryAfter = String(streams.configuration.retryAfterSeconds)
+            let response = HTTPResponse.problem(
+                .serviceUnavailable, detail: "too many event streams are open; retry shortly",
+                headers: ["Retry-After": retryAfter])
+            startResponse(connection, encode(response, isHead: false, connection: .close), closeAfter: true, now: now)
+            drive(connection, now: now)
+            return
+        }
+        connection.machine.streamStarted()
+        // Nothing more is parsed on a stream: drop what the parser and pipelining held.
+        connection.parser = HTTPRequestParser(limits: limits)
+        connection.pending = []
+        connection.streamTopic = stream.topic
+        connection.streamPosition = stream.position
+        var list = streamTopics.removeValue(forKey: stream.topic) ?? []
+        connection.streamIndex = list.count
+        list.append(connection)
+        streamTopics[stream.topic] = list
+        streamCount += 1
+        streams.subscribers.add(1, ordering: .relaxed)
+        System.setSendBufferSize(connection.fd, bytes: streams.configuration.socketSendBufferBytes)
+        connection.output = bytes
+        connection.outputOffset = 0
+        // An event published while the worker read the first state (the topic was retained first).
+        if let latest = streams.latestEvent(topic: stream.topic), latest.position > stream.position {
+            connection.output.append(contentsOf: latest.bytes)
+            connection.streamPosition = latest.position
+            streams.eventsSent.add(1, ordering: .relaxed)
+        }
+        flush(connection, now: now)
+        drive(connection, now: now)
+    }
+
+    /// Writes the published events to the streams of their topics, skipping streams already at or
+    /// past an event's position.
+    private func deliverStreamEvents(now: ContinuousClock.Instant) {
+        guard let streams = core.eventStreams else { return }
+        streams.takeEvents(into: &streamEvents)
+        guard !streamEvents.isEmpty else { return }
+        var sent = 0
+        for event in streamEvents {
+            guard let list = streamTopics[event.topic] else { continue }
+            for connection in list where connection.isOpen && connection.streamPosition < event.position {
+                connection.streamPosition = event.position
+                if send(event.bytes, onStream: connection, now: now) { sent += 1 }
+            }
+        }
+        streamEvents.removeAll(keepingCapacity: true)
+        streams.eventsSent.add(sent, ordering: .relaxed)
+    }
+
+    private func sendHeartbeats(now: ContinuousClock.Instant) {
+        for list in streamTopics.values {
+            for connection in list where connection.isOpen {
+                send(Self.heartbeat, onStream: connection, now: now)
+            }
+        }
+    }
+
+    /// Queues `bytes` on a stream and writes what the socket takes; cuts the stream instead when
+    /// its unsent bytes would exceed the bound (its reader stopped or is too slow).
+    /// - Returns: false when the stream was cut or failed.
+    @discardableResult
+    private func send(_ bytes: [UInt8], onStream connection: Connection, now: ContinuousClock.Instant) -> Bool {
+        guard let streams = core.eventStreams else { return false }
+        if connection.pendingOutputCount + bytes.count > streams.configuration.maxBufferedBytes {
+            streams.cutAsSlow.add(1, ordering: .relaxed)
+            logger.debug("event stream cut: its reader is too slow", metadata: ["connection": "\(connection.id)"])
+            close(connection)
+            return false
+        }
+        if connection.hasPendingOutput {
+            // The socket is full; edge-triggered EPOLLOUT resumes the write.
+            if connection.outputOffset > 0 {
+                connection.output.removeFirst(connection.outputOffset)
+                connection.outputOffset = 0
+            }
+            connection.output.append(contentsOf: bytes)
+            return true
+        }
+        connection.output = bytes
+        connection.outputOffset = 0
+        flush(connection, now: now)
+        return connection.isOpen
+    }
+
+    private func removeStream(_ connection: Connection, topic: Int64) {
+        if var list = streamTopics.removeValue(forKey: topic) {
+            let index = connection.streamIndex
+            if index < list.count, list[index] === connection {
+                let last = list.removeLast()
+                if index < list.count {
+                    list[index] = last
+                    last.streamIndex = index
+                }
+            }
+            if !list.isEmpty { streamTopics[topic] = list }
+        }
+        connection.streamTopic = nil
+        streamCount -= 1
+        core.eventStreams?.subscribers.subtract(1, ordering: .relaxed)
+        core.eventStreams?.release(topic: topic)
+    }
+
+    /// Reads and drops input until EOF (then closes), or until `limit` bytes were dropped. A
+    /// lingering close does so, so the client reads the response rather than a reset.
+    private func discardInput(_ connection: Connection, upTo limit: Int?) {
         while connection.mayRead {
             do {
                 guard case .processed(let count) = try System.read(connection.fd, into: readBuffer) else {
@@ -414,7 +567,8 @@ final class EventLoop {
                     return
                 }
                 connection.lingerBytes += count
-                if count == 0 || connection.lingerBytes > Self.maxLingerBytes {
+                if count == 0 { connection.peerClosed = true }
+                if count == 0 || connection.lingerBytes > limit ?? .max {
                     close(connection)
                     return
                 }
@@ -434,6 +588,7 @@ final class EventLoop {
 
     /// Removes `connection` from the table without closing its descriptor.
     private func forget(_ connection: Connection) {
+        if let topic = connection.streamTopic { removeStream(connection, topic: topic) }
         connection.isOpen = false
         connection.machine.closed()
         connections[Int(connection.fd)] = nil

@@ -34,14 +34,21 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
     private let configuration: HTTPServerConfiguration
     private let responder: Responder
     private let logger: Logger
+    private let eventStreams: EventStreams?
     private let lifecycle = Mutex<Lifecycle>(.idle)
     /// Entered by the event loop thread, which itself waits for the workers before it leaves.
     private let loopThread = DispatchGroup()
 
-    public init(configuration: HTTPServerConfiguration, responder: Responder, logger: Logger) {
+    /// - Parameter eventStreams: the streams the responder may open (``HTTP1/HTTPResponse/eventStream``);
+    ///   without it such a response is answered 503.
+    public init(
+        configuration: HTTPServerConfiguration, responder: Responder, logger: Logger,
+        eventStreams: EventStreams? = nil
+    ) {
         self.configuration = configuration
         self.responder = responder
         self.logger = logger
+        self.eventStreams = eventStreams
     }
 
     /// Binds, listens, starts the event loop and the workers; returns the bound port.
@@ -83,7 +90,9 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
             throw error
         }
         let workerCount = max(configuration.workerCount, 1)
-        let core = ServerCore(queueCapacity: configuration.queueCapacity, workerCount: workerCount, eventFD: eventFD)
+        let core = ServerCore(
+            queueCapacity: configuration.queueCapacity, workerCount: workerCount, eventFD: eventFD,
+            eventStreams: eventStreams)
         func closeAll() {
             System.close(listenFD)
             System.close(epollFD)
@@ -123,7 +132,9 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
             try System.startThread(name: "http-loop") { [self] in
                 let loop = EventLoop(
                     core: core, configuration: configuration, logger: logger, epollFD: epollFD, listenFD: listenFD)
+                eventStreams?.attach(wakeFD: eventFD)
                 let abandoned = loop.run()
+                eventStreams?.attach(wakeFD: nil)
                 core.queue.stop()
                 workers.wait()
                 // Only now can no worker write into these descriptors.
@@ -164,7 +175,12 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
                 response, date: dateCache.current(), isHeadResponse: job.request.method == .head,
                 connection: EventLoop.connectionHeader(close: close, version: job.request.version))
             let kind: Completion.Kind
-            if job.mayWriteDirectly, !close {
+            if let stream = response.eventStream {
+                // The loop owns streams: it writes the first bytes and keeps the connection.
+                let bytes = HTTPResponseEncoder.encode(
+                    response, date: dateCache.current(), isHeadResponse: false, connection: .close)
+                kind = .stream(bytes: bytes, stream: stream)
+            } else if job.mayWriteDirectly, !close {
                 switch Self.writeDirectly(bytes, to: job.fd) {
                 case .complete:
                     // Last touch of the connection: from here the loop may close the descriptor.
@@ -246,7 +262,8 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
             return HTTPServerStatistics(
                 openConnections: core.openConnections.load(ordering: .relaxed),
                 queuedRequests: core.queue.queued.load(ordering: .relaxed),
-                busyWorkers: core.busyWorkers.load(ordering: .relaxed))
+                busyWorkers: core.busyWorkers.load(ordering: .relaxed),
+                eventStreams: core.eventStreams?.statistics)
         }
     }
 }

@@ -5,10 +5,15 @@ public struct HTTPServerStatistics: Sendable {
     public var queuedRequests: Int
     /// Workers running the responder right now.
     public var busyWorkers: Int
+    /// The event streams' counters, when the server has streams.
+    public var eventStreams: EventStreams.Statistics?
 
-    public init(openConnections: Int, queuedRequests: Int, busyWorkers: Int) {
+    public init(
+        openConnections: Int, queuedRequests: Int, busyWorkers: Int, eventStreams: EventStreams.Statistics? = nil
+    ) {
         self.openConnections = openConnections
         self.queuedRequests = queuedRequests
         self.busyWorkers = busyWorkers
+        self.eventStreams = eventStreams
     }
 }

@@ -9,9 +9,12 @@ final class ServerCore: Sendable {
     let shutdownRequested = Atomic<Bool>(false)
     let openConnections = Atomic<Int>(0)
     let busyWorkers = Atomic<Int>(0)
+    /// The event streams the loop serves, if the server has any.
+    let eventStreams: EventStreams?
 
-    init(queueCapacity: Int, workerCount: Int, eventFD: Int32) {
+    init(queueCapacity: Int, workerCount: Int, eventFD: Int32, eventStreams: EventStreams?) {
         queue = WorkQueue(capacity: queueCapacity, workerCount: workerCount)
         mailbox = Mailbox(eventFD: eventFD, workerCount: workerCount)
+        self.eventStreams = eventStreams
     }
 }

@@ -204,6 +204,12 @@ enum System {
         }
     }
 
+    /// Sets `SO_SNDBUF` (the kernel doubles it); failures are ignored, the default buffer still works.
+    static func setSendBufferSize(_ fd: Int32, bytes: Int) {
+        var value = Int32(clamping: bytes)
+        _ = sysSetsockopt(fd, SOL_SOCKET, SO_SNDBUF, &value, socklen_t(MemoryLayout<Int32>.size))
+    }
+
     /// Stops sending (FIN) while still reading: the first half of a lingering close.
     static func shutdownWrite(_ fd: Int32) {
         _ = sysShutdown(fd, Int32(SHUT_WR))

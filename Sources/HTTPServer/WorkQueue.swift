@@ -69,6 +69,8 @@ struct Completion: Sendable {
         case written
         /// The worker's `send` failed: the connection is dead.
         case failed
+        /// The response opens an event stream: the loop writes `bytes` and keeps the connection.
+        case stream(bytes: [UInt8], stream: HTTPResponse.EventStream)
     }
 
     var fd: Int32

@@ -38,8 +38,8 @@ public final class PostgresConnection {
     private let statements: [PostgresStatement]
     private let logger: Logger
 
-    /// The libpq connection, `nil` when not connected. Only this class touches it.
-    private var pgConnection: OpaquePointer?
+    /// The libpq connection, `nil` when not connected. Only this class (and its extensions) touches it.
+    var pgConnection: OpaquePointer?
     /// SQL of the statements prepared on the current session, by name.
     private var preparedSQL: [String: String] = [:]
     /// The thread of the first call; every later call must come from it.
@@ -204,7 +204,7 @@ public final class PostgresConnection {
 extension PostgresConnection: Sendable {}
 
 extension PostgresConnection {
-    private func checkOwner() {
+    func checkOwner() {
         let current = pthread_self()
         if let owner {
             precondition(pthread_equal(owner, current) != 0, "PostgresConnection used off its owner thread")
@@ -219,7 +219,7 @@ extension PostgresConnection {
     }
 
     /// The open session, connecting first if there is none.
-    private func connection() throws -> OpaquePointer {
+    func connection() throws -> OpaquePointer {
         if let pgConnection { return pgConnection }
         if isClosed {
             throw PostgresError(kind: .connectionUnavailable, message: "the connection was closed")
@@ -345,7 +345,7 @@ extension PostgresConnection {
     }
 
     /// Forgets a broken session: `PQfinish`, and the next call reconnects.
-    private func dropConnection() {
+    func dropConnection() {
         guard let pgConnection else { return }
         PQfinish(pgConnection)
         self.pgConnection = nil

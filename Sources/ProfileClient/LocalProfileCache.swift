@@ -58,6 +58,15 @@ actor LocalProfileCache {
         publish(id: profile.id, fallback: profile)
     }
 
+    /// A version the event stream announced (committed somewhere): shown like a fetch, and later
+    /// reads of the id pass it as `min_version`, so they never answer older.
+    func didReceiveEvent(_ profile: Profile) {
+        confirm(profile)
+        records[profile.id, default: Record()].minimumVersion = max(
+            records[profile.id]?.minimumVersion ?? 0, profile.version)
+        publish(id: profile.id, fallback: profile)
+    }
+
     /// A profile the service returned to this client's write: answers reads for the window.
     func didWrite(_ profile: Profile) {
         record(written: profile)

@@ -9,8 +9,10 @@ import Foundation
 /// - **Optimistic updates.** ``updateDisplayName(id:to:expectedVersion:)`` shows the intended
 ///   profile to observers at once, then the service's answer, or a rollback.
 /// - **Observation.** ``updates(for:)``: every fetch and write of an id through this instance
-///   reaches every observer of it. Share one instance across the app (inject it); there is no
-///   global one.
+///   reaches every observer of it, and so does every change committed anywhere: while an id is
+///   observed, the client follows its event stream (`/users/profile/{id}/events`), reconnecting
+///   with jittered backoff and `Last-Event-ID`. Share one instance across the app (inject it);
+///   there is no global one.
 /// - **Retries.** Reads retry on 503, 504 and connection errors with jittered backoff, honouring
 ///   `Retry-After`; writes only when the request surely never reached the service.
 ///
@@ -25,14 +27,20 @@ public final class ProfileClient: Sendable {
     let cache: LocalProfileCache
     let observers: ProfileObservers
     let randomUnit: @Sendable () -> Double
+    /// Opens event streams; `nil` (in unit tests) follows none.
+    let eventTransport: (any EventStreamTransport)?
+    let liveSubscriptions = LiveSubscriptions()
 
     /// - Parameter configuration: the service's URL, the read-your-writes window, retries, token.
     public convenience init(configuration: ProfileClientConfiguration) {
-        self.init(configuration: configuration, transport: URLSessionTransport())
+        self.init(
+            configuration: configuration, transport: URLSessionTransport(),
+            eventTransport: URLSessionEventStreamTransport())
     }
 
     init(
         configuration: ProfileClientConfiguration, transport: any HTTPTransport,
+        eventTransport: (any EventStreamTransport)? = nil,
         now: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now },
         randomUnit: @escaping @Sendable () -> Double = { Double.random(in: 0...1) }
     ) {
@@ -42,9 +50,11 @@ public final class ProfileClient: Sendable {
         self.cache = LocalProfileCache(
             window: configuration.readYourWritesWindow, observers: observers, now: now)
         self.randomUnit = randomUnit
+        self.eventTransport = eventTransport
     }
 
     deinit {
+        liveSubscriptions.cancelAll()
         observers.finishAll()
     }
 
@@ -119,10 +129,19 @@ public final class ProfileClient: Sendable {
         }
     }
 
-    /// Every profile of `id` this client fetches, writes or shows optimistically, starting with
-    /// the latest it knows. Consecutive equal profiles are given once; a slow consumer keeps the
-    /// newest 64. The stream ends when the consumer's task is cancelled or the client is released.
+    /// Every profile of `id` this client fetches, writes or shows optimistically, and every
+    /// version committed anywhere (from the service's event stream, followed while anyone observes
+    /// `id`), starting with the latest it knows. A version older than one the client has (its own
+    /// write included) is never shown after it. Consecutive equal profiles are given once; a slow
+    /// consumer keeps the newest 64. The stream ends when the consumer's task is cancelled or the
+    /// client is released.
     public func updates(for id: Int64) -> AsyncStream<Profile> {
-        observers.stream(for: id)
+        let stream = observers.stream(for: id) { [weak self] in self?.liveSubscriptions.release(id) }
+        if let eventTransport, configuration.followsLiveUpdates {
+            liveSubscriptions.retain(id) { [weak self] in
+                Task { await self?.follow(id: id, transport: eventTransport) }
+            }
+        }
+        return stream
     }
 }

@@ -22,6 +22,9 @@ public struct ProfileClientConfiguration: Sendable {
     public var requestTimeout: Duration = .seconds(10)
     /// Sent as `Authorization: Bearer <token>`; `nil` sends no `Authorization` header.
     public var tokenProvider: TokenProvider?
+    /// Whether ``ProfileClient/updates(for:)`` follows the service's event stream of the id, so
+    /// changes committed anywhere (other devices, other instances, SQL) reach the observers.
+    public var followsLiveUpdates = true
 
     public init(baseURL: URL, tokenProvider: TokenProvider? = nil) {
         self.baseURL = baseURL

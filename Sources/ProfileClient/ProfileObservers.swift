@@ -14,7 +14,8 @@ final class ProfileObservers: Sendable {
     private let state = Mutex(State())
 
     /// A stream that starts with the latest profile published for `id`, if any.
-    func stream(for id: Int64) -> AsyncStream<Profile> {
+    /// - Parameter onTermination: runs once when the consumer stops (cancelled or released).
+    func stream(for id: Int64, onTermination: @escaping @Sendable () -> Void = {}) -> AsyncStream<Profile> {
         let (stream, continuation) = AsyncStream<Profile>.makeStream(bufferingPolicy: .bufferingNewest(64))
         let token: UInt64 = state.withLock { state in
             let token = state.nextToken
@@ -28,6 +29,7 @@ final class ProfileObservers: Sendable {
                 state.continuations[id]?[token] = nil
                 if state.continuations[id]?.isEmpty == true { state.continuations[id] = nil }
             }
+            onTermination()
         }
         return stream
     }

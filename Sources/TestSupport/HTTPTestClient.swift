@@ -35,21 +35,10 @@ public final class HTTPTestClient {
 
     /// Connects to `host:port`.
     public init(port: Int, host: String = "127.0.0.1", timeout: Duration = .seconds(10)) throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw Failure.connect(errno: errno) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        inet_pton(AF_INET, host, &address.sin_addr)
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard result == 0 else {
-            let code = errno
-            Glibc.close(fd)
-            throw Failure.connect(errno: code)
+        let fd: Int32
+        switch LoopbackSocket.connect(host: host, port: port) {
+        case .success(let connected): fd = connected
+        case .failure(let failure): throw Failure.connect(errno: failure.errno)
         }
         let (seconds, attoseconds) = timeout.components
         var interval = timeval(tv_sec: Int(seconds), tv_usec: Int(attoseconds / 1_000_000_000_000))

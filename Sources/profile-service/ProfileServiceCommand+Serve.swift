@@ -15,7 +15,8 @@ extension ProfileServiceCommand {
             abstract: "Run the HTTP service.",
             discussion: """
                 Stops gracefully on SIGTERM or SIGINT: /readyz turns 503 at once, new connections are
-                refused after --shutdown-delay-s, in-flight requests finish within --drain-timeout-s.
+                refused and event streams closed after --shutdown-delay-s, in-flight requests finish
+                within --drain-timeout-s.
                 """)
 
         @Option(help: "Address to listen on. [PROFILE_HOST]")
@@ -85,6 +86,7 @@ extension ProfileServiceCommand {
         var accessLog: Bool = EnvironmentDefaults.bool("PROFILE_ACCESS_LOG", true)
 
         @OptionGroup var logging: LoggingOptions
+        @OptionGroup var liveUpdates: LiveUpdateOptions
 
         func validate() throws {
             try EnvironmentDefaults.validate()
@@ -137,21 +139,30 @@ extension ProfileServiceCommand {
             let databaseHealth = PostgresServerHealth()
             let feed = startChangeFeed(postgres: postgres, memcached: memcached, shared: shared, logger: logger)
             let lifecycle = ServiceLifecycle(changeFeed: feed?.monitor ?? ChangeFeedMonitor(enabled: false))
+            let streams = EventStreams(configuration: liveUpdates.streamsConfiguration())
+            let hub = ProfileUpdateHub(streams: streams, logger: logger)
             let responder = ProfileResponder(
                 lifecycle: lifecycle, authorization: try auth.authorization(), observability: observability,
-                logger: logger
+                liveUpdates: hub, logger: logger
             ) { _ in
                 try ProfileWorker.connecting(
                     postgres: postgres, databaseHealth: databaseHealth, memcached: memcached, shared: shared,
                     logger: logger)
             }
-            let server = HTTPServer(configuration: serverConfiguration(), responder: responder, logger: logger)
+            let server = HTTPServer(
+                configuration: serverConfiguration(), responder: responder, logger: logger, eventStreams: streams)
             metrics.observe { server.statistics }
             do {
                 _ = try server.start()
             } catch {
                 throw RuntimeFailure(description: "cannot start the server on \(host):\(port): \(error)")
             }
+            // Live updates: two fetch threads with connections of their own, and the change listener.
+            hub.startFetching(threads: 2) {
+                try ProfileWorker.connecting(postgres: postgres, memcached: memcached, shared: shared, logger: logger)
+            }
+            let listener = ProfileChangeListener(configuration: postgres, hub: hub, logger: logger)
+            listener.start()
             let signals = ShutdownSignals { signalName in
                 logger.notice("draining", metadata: ["signal": "\(signalName)"])
                 lifecycle.beginDraining()
@@ -162,6 +173,8 @@ extension ProfileServiceCommand {
                 }
             }
             server.waitUntilStopped()
+            listener.stop()
+            hub.stop()
             feed?.stop()  // releases the slot: another instance takes over within a second
             signals.cancel()
             logger.notice("stopped")

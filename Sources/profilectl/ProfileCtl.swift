@@ -7,7 +7,7 @@ import ProfileClient
 /// ```sh
 /// profilectl get 42 --url http://127.0.0.1:8080
 /// profilectl put 42 --display-name "Ada Lovelace" --version 3
-/// profilectl watch 42 --interval 2
+/// profilectl watch 42                # each new version, live
 /// ```
 @main
 struct ProfileCtl: AsyncParsableCommand {
@@ -111,36 +111,29 @@ extension ProfileCtl {
 
     struct Watch: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Print a profile, then each new version, polling the service.")
+            abstract: "Print a profile, then each new version as it is committed (the service's event stream).")
 
         @OptionGroup var connection: Connection
         @Argument(help: "The profile id.") var id: Int64
-        @Option(help: "Seconds between polls.") var interval: Double = 2
-        @Option(help: "Stop after this many polls (0: never).") var count: Int = 0
+        @Option(help: "Stop after printing this many versions (0: never).") var count: Int = 0
 
         func validate() throws {
-            guard interval >= 0.1 else { throw ValidationError("--interval must be at least 0.1") }
             guard count >= 0 else { throw ValidationError("--count must not be negative") }
         }
 
         func run() async throws {
             let client = connection.makeClient()
             let updates = client.updates(for: id)
-            let printer = Task {
-                for await profile in updates { ProfileCtl.print(profile) }
+            do {
+                _ = try await client.fetch(id: id, policy: .reloadFromServer)
+            } catch {
+                throw ProfileCtl.fail(error)
             }
-            defer { printer.cancel() }
-            var polls = 0
-            while count == 0 || polls < count {
-                polls += 1
-                do {
-                    _ = try await client.fetch(id: id, policy: .reloadFromServer)
-                } catch .notFound {
-                    throw ProfileCtl.fail(.notFound)
-                } catch {
-                    FileHandle.standardError.write(Data("profilectl: \(error)\n".utf8))
-                }
-                try await Task.sleep(for: .milliseconds(Int64(interval * 1000)))
+            var printed = 0
+            for await profile in updates {
+                ProfileCtl.print(profile)
+                printed += 1
+                if count > 0, printed >= count { return }
             }
         }
     }

@@ -115,3 +115,48 @@ struct FakeInstant: InstantProtocol {
         #expect(machine.responseWrittenByWorker(now: at(79)) == .none)
     }
 }
+
+@Suite struct StreamingStateTests {
+    typealias Machine = ConnectionStateMachine<FakeInstant>
+    let timeouts = Machine.Timeouts(
+        head: .seconds(1), body: .seconds(1), idle: .seconds(1), write: .seconds(1), linger: .seconds(1))
+
+    @Test func aStreamHasNoDeadlineAndClosesOnShutdown() {
+        var machine = Machine(now: FakeInstant(offset: .zero), timeouts: timeouts)
+        machine.receivedRequestBytes(now: FakeInstant(offset: .zero))
+        machine.requestDispatched()
+        machine.streamStarted()
+        #expect(machine.isStreaming)
+        #expect(!machine.isReading)
+        #expect(machine.deadline == nil)
+        #expect(machine.timerFired(now: FakeInstant(offset: .seconds(3600))) == .none)
+        // Writing its events does not end it.
+        #expect(machine.responseWritten(now: FakeInstant(offset: .seconds(3601))) == .none)
+        #expect(machine.isStreaming)
+        #expect(machine.beginShutdown() == .close)
+        #expect(machine.state == .closed)
+    }
+}
+
+@Suite struct EventStreamsTests {
+    @Test func publishingNeedsAWatcherAndOnlyMovesForward() {
+        let streams = EventStreams()
+        #expect(!streams.publish(topic: 7, position: 1, bytes: [1]), "nobody watches 7")
+        streams.retain(topic: 7)
+        #expect(streams.isWatched(topic: 7))
+        #expect(streams.publish(topic: 7, position: 2, bytes: [2]))
+        #expect(!streams.publish(topic: 7, position: 2, bytes: [2]), "the same position twice")
+        #expect(!streams.publish(topic: 7, position: 1, bytes: [1]), "an older position")
+        #expect(streams.latestPosition(topic: 7) == 2)
+        var events: [EventStreams.Event] = []
+        streams.takeEvents(into: &events)
+        #expect(events.map(\.position) == [2])
+        streams.retain(topic: 7)
+        streams.release(topic: 7)
+        #expect(streams.latestEvent(topic: 7)?.bytes == [2], "kept while a holder remains")
+        streams.release(topic: 7)
+        #expect(!streams.isWatched(topic: 7))
+        #expect(streams.latestPosition(topic: 7) == nil)
+        #expect(streams.watchedTopics.isEmpty)
+    }
+}

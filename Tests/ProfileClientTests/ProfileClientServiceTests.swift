@@ -20,12 +20,13 @@ import TestSupport
     static func client(
         _ service: ServiceProcess, id: Int64, window: Duration = .seconds(10),
         retry: RetryPolicy = RetryPolicy(maximumAttempts: 3, initialDelay: .milliseconds(20)),
-        onToken: (@Sendable () async throws -> Void)? = nil
+        live: Bool = false, onToken: (@Sendable () async throws -> Void)? = nil
     ) throws -> ProfileClient {
         let token = try ServiceAuthentication.shared.token(for: id)
         var configuration = ProfileClientConfiguration(baseURL: service.url)
         configuration.readYourWritesWindow = window
         configuration.retry = retry
+        configuration.followsLiveUpdates = live
         configuration.tokenProvider = {
             try await onToken?()
             return token
@@ -69,6 +70,27 @@ import TestSupport
         }
         defer { timer.cancel() }
         return await reader.value
+    }
+
+    @Test func anObserverSeesAChangeMadeByAnotherDeviceThroughTheEventStream() async throws {
+        let service = try ServiceProcess()
+        defer { service.terminate() }
+        let id = Self.randomID()
+        let phone = try Self.client(service, id: id)
+        let tablet = try Self.client(service, id: id, live: true)
+        let created = try await phone.create(id: id, username: "lv\(id % 1_000_000)", displayName: "Phone")
+        let updates = tablet.updates(for: id)
+        // The tablet never fetches: the stream brings the current profile, then the phone's write.
+        let renamer = Task {
+            try await Task.sleep(for: .milliseconds(500))
+            return try await phone.updateDisplayName(id: id, to: "Renamed on the phone", expectedVersion: created.version)
+        }
+        let seen = await Self.values(of: updates) { $0.version == 2 }
+        let renamed = try await renamer.value
+        #expect(seen.first == created)
+        #expect(seen.last == renamed)
+        // Read-your-writes on the tablet too: its next read passes what the stream delivered.
+        #expect(try await tablet.fetch(id: id).version >= 2)
     }
 
     @Test func theWriterSeesItsWriteOverAStaleCacheEntryInsideTheWindowAndAfterIt() async throws {

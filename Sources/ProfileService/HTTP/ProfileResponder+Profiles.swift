@@ -57,6 +57,7 @@ extension ProfileResponder {
                     id: id, to: displayName, expectedVersion: expectedVersion)
                 {
                 case .updated(let profile):
+                    liveUpdates?.publish(profile)
                     return Self.profileResponse(.ok, profile)
                 case .versionMismatch(let current):
                     throw Problem(
@@ -68,6 +69,7 @@ extension ProfileResponder {
                 }
             case .create(let username, let displayName):
                 let profile = try worker.repository.create(id: id, username: username, displayName: displayName)
+                liveUpdates?.publish(profile)
                 var response = Self.profileResponse(.created, profile)
                 response.headers.add(name: "Location", value: Self.profilePathPrefix + String(id))
                 return response

@@ -7,7 +7,8 @@ import Synchronization
 ///
 /// | route | methods |
 /// | --- | --- |
-/// | `/users/profile/{id}` | `GET`, `HEAD`, `PUT` |
+/// | `/users/profile/{id}` | `GET`, `HEAD`, `PUT` (`GET` with `Accept: text/event-stream`: the event stream) |
+/// | `/users/profile/{id}/events` | `GET`: the profile's event stream (Server-Sent Events) |
 /// | `/healthz` | `GET`, `HEAD`: the process answers |
 /// | `/readyz` | `GET`, `HEAD`: PostgreSQL reachable and not draining (memcached reported) |
 /// | `/metrics` | `GET`: Prometheus text, when a renderer is configured |
@@ -20,11 +21,15 @@ public struct ProfileResponder: HTTPResponder {
     public static let profilePathPrefix = "/users/profile/"
     /// The profile route's label in metrics and in ``allowedMethods``.
     static let profileRoute = "/users/profile/{id}"
+    /// The event stream's route label.
+    static let eventsRoute = "/users/profile/{id}/events"
+    static let eventsSuffix = "/events"
 
     /// Every route and the methods it answers (the `Allow` of its 405). `openapi.yaml` must
     /// document exactly these; `scripts/check-deploy.py` reads this table to hold them together.
     static let allowedMethods: [String: String] = [
         "/users/profile/{id}": "GET, HEAD, PUT",
+        "/users/profile/{id}/events": "GET",
         "/healthz": "GET, HEAD",
         "/readyz": "GET, HEAD",
         "/metrics": "GET, HEAD",
@@ -57,20 +62,24 @@ public struct ProfileResponder: HTTPResponder {
     private let lifecycle: ServiceLifecycle
     private let observability: Observability
     let authorization: ProfileAuthorization
+    /// The live updates this instance serves and feeds; without it the event stream is 404.
+    let liveUpdates: ProfileUpdateHub?
     let logger: Logger
 
     /// - Parameters:
     ///   - authorization: who may read and write profiles; checked before anything else of a request.
+    ///   - liveUpdates: the event streams' hub; successful writes are published to it.
     ///   - makeWorker: builds a worker's resources; called once on each worker thread.
     public init(
         lifecycle: ServiceLifecycle, authorization: ProfileAuthorization, observability: Observability = Observability(),
-        logger: Logger,
+        liveUpdates: ProfileUpdateHub? = nil, logger: Logger,
         makeWorker: @escaping @Sendable (Int) throws -> ProfileWorker
     ) {
         self.makeWorkerBody = makeWorker
         self.lifecycle = lifecycle
         self.observability = observability
         self.authorization = authorization
+        self.liveUpdates = liveUpdates
         self.logger = logger
     }
 
@@ -107,7 +116,9 @@ public struct ProfileResponder: HTTPResponder {
     private func route(_ request: HTTPRequest, worker: ProfileWorker) -> (HTTPResponse, String) {
         let path = request.path
         let route: String
-        if path.hasPrefix(Self.profilePathPrefix) {
+        if path.hasPrefix(Self.profilePathPrefix), path.hasSuffix(Self.eventsSuffix) {
+            route = Self.eventsRoute
+        } else if path.hasPrefix(Self.profilePathPrefix) {
             route = Self.profileRoute
         } else if Self.allowedMethods[path] != nil, path != "/metrics" || observability.renderMetrics != nil {
             route = path
@@ -131,11 +142,18 @@ public struct ProfileResponder: HTTPResponder {
                     status: .ok, headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"], body: body),
                 route
             )
+        case Self.eventsRoute:
+            let profilePath = String(path.dropLast(Self.eventsSuffix.count))
+            return (handle { () throws(Problem) in try openEventStream(request, path: profilePath, worker: worker) }, route)
         default:  // Self.profileRoute, the only other entry of allowedMethods
             let response =
-                request.method == .put
-                ? handle { () throws(Problem) in try putProfile(request, worker: worker) }
-                : handle { () throws(Problem) in try getProfile(request, worker: worker) }
+                if request.method == .put {
+                    handle { () throws(Problem) in try putProfile(request, worker: worker) }
+                } else if request.method == .get, Self.acceptsEventStream(request) {
+                    handle { () throws(Problem) in try openEventStream(request, path: path, worker: worker) }
+                } else {
+                    handle { () throws(Problem) in try getProfile(request, worker: worker) }
+                }
             return (response, route)
         }
     }

@@ -12,6 +12,7 @@ import Synchronization
 /// | `profile_cache_events_total` | `event` (see ``CacheStatistics/Event``) |
 /// | `profile_database_errors_total` | `kind` |
 /// | `http_open_connections`, `http_queued_requests`, `http_busy_workers` (gauges) | |
+/// | `sse_subscribers` (gauge), `sse_events_sent_total`, `sse_subscribers_cut_slow_total`, `sse_subscribers_refused_total` | |
 public final class ServiceMetrics: Sendable {
     struct RequestKey: Hashable {
         var route: String
@@ -35,6 +36,12 @@ public final class ServiceMetrics: Sendable {
     private let openConnections = Gauge(label: "http_open_connections")
     private let queuedRequests = Gauge(label: "http_queued_requests")
     private let busyWorkers = Gauge(label: "http_busy_workers")
+    private let streamSubscribers = Gauge(label: "sse_subscribers")
+    private let streamEventsSent = Counter(label: "sse_events_sent_total")
+    private let streamsCutAsSlow = Counter(label: "sse_subscribers_cut_slow_total")
+    private let streamsRefused = Counter(label: "sse_subscribers_refused_total")
+    /// The stream counters' values at the last sample: the counters advance by the difference.
+    private let sampledStreamCounters = Mutex<(sent: Int, cut: Int, refused: Int)>((0, 0, 0))
     /// Where the server's statistics come from; set once the server exists.
     private let serverStatistics = Mutex<(@Sendable () -> HTTPServerStatistics)?>(nil)
 
@@ -66,6 +73,18 @@ public final class ServiceMetrics: Sendable {
         openConnections.record(statistics.openConnections)
         queuedRequests.record(statistics.queuedRequests)
         busyWorkers.record(statistics.busyWorkers)
+        guard let streams = statistics.eventStreams else { return }
+        streamSubscribers.record(streams.subscribers)
+        let (sent, cut, refused) = sampledStreamCounters.withLock { last in
+            defer { last = (streams.eventsSent, streams.subscribersCutAsSlow, streams.subscribersRefused) }
+            return (
+                streams.eventsSent - last.sent, streams.subscribersCutAsSlow - last.cut,
+                streams.subscribersRefused - last.refused
+            )
+        }
+        if sent > 0 { streamEventsSent.increment(by: sent) }
+        if cut > 0 { streamsCutAsSlow.increment(by: cut) }
+        if refused > 0 { streamsRefused.increment(by: refused) }
     }
 }
 

@@ -1,0 +1,159 @@
+import Synchronization
+
+/// The server's event streams (Server-Sent Events): who follows which topic, and the events
+/// published to them. Shared by the responder's workers, publishers on any thread, and the event
+/// loop, which owns the stream connections themselves (docs/design.md §4).
+///
+/// A stream is opened in three steps:
+/// 1. a worker calls ``retain(topic:)`` *before* it reads the state it sends first;
+/// 2. it answers with an ``HTTP1/HTTPResponse/eventStream`` response whose `position` is that state's;
+/// 3. the event loop registers the connection and sends it, after the first bytes, the topic's
+///    latest published event if that is newer than `position`.
+///
+/// From step 1 the topic is watched, so an event published while the worker reads is kept as the
+/// topic's latest and reaches the new stream in step 3: nothing falls between the read and the
+/// registration. The server releases the reference when the stream closes or is refused; a worker
+/// that answers anything else must call ``release(topic:)`` itself.
+///
+/// Events go out in position order per connection: one older than what a connection has is skipped.
+public final class EventStreams: Sendable {
+    /// Limits and timing of the streams.
+    public struct Configuration: Sendable {
+        /// Open streams at most; beyond, a new stream is answered 503 with `Retry-After`.
+        public var maxSubscribers: Int = 10_000
+        /// A comment line is sent to every stream this often, so proxies and clients see it alive.
+        public var heartbeatInterval: Duration = .seconds(15)
+        /// Bytes waiting for a stream that does not read, beyond the socket's buffer; a stream
+        /// whose events would exceed it is cut (the client reconnects and resumes).
+        public var maxBufferedBytes: Int = 64 * 1024
+        /// `SO_SNDBUF` of a stream socket: a quiet stream needs little, and a small kernel buffer
+        /// lets a stalled reader be found (and cut) after a bounded amount of data.
+        public var socketSendBufferBytes: Int = 16 * 1024
+        /// Seconds `Retry-After` suggests when the subscriber limit is reached.
+        public var retryAfterSeconds: Int = 5
+
+        public init() {}
+    }
+
+    /// Counters of the streams, for metrics.
+    public struct Statistics: Sendable {
+        /// Streams open now.
+        public var subscribers: Int
+        /// Events written to streams (one per stream and event), heartbeats not counted.
+        public var eventsSent: Int
+        /// Streams closed because their reader fell behind by more than ``Configuration/maxBufferedBytes``.
+        public var subscribersCutAsSlow: Int
+        /// Streams refused by ``Configuration/maxSubscribers``.
+        public var subscribersRefused: Int
+    }
+
+    struct Topic {
+        /// Workers opening a stream of this topic plus streams open on it.
+        var holders = 0
+        /// The newest event published while the topic was watched.
+        var latest: Event?
+    }
+
+    struct Event: Sendable {
+        var topic: Int64
+        var position: Int64
+        var bytes: [UInt8]
+    }
+
+    private struct Outbox {
+        var events: [Event] = []
+        /// The event loop's eventfd while the server runs, else `nil`.
+        var wakeFD: Int32?
+    }
+
+    public let configuration: Configuration
+    private let topics = Mutex<[Int64: Topic]>([:])
+    private let outbox = Mutex(Outbox())
+    let subscribers = Atomic<Int>(0)
+    let eventsSent = Atomic<Int>(0)
+    let cutAsSlow = Atomic<Int>(0)
+    let refused = Atomic<Int>(0)
+
+    public init(configuration: Configuration = Configuration()) {
+        self.configuration = configuration
+    }
+
+    /// Marks `topic` as watched by one more holder (see the type's steps).
+    public func retain(topic: Int64) {
+        topics.withLock { $0[topic, default: Topic()].holders += 1 }
+    }
+
+    /// Drops one holder of `topic`; the topic and its latest event are forgotten with the last one.
+    public func release(topic: Int64) {
+        topics.withLock { topics in
+            guard var entry = topics[topic] else { return }
+            entry.holders -= 1
+            topics[topic] = entry.holders > 0 ? entry : nil
+        }
+    }
+
+    /// Whether anyone follows `topic` (or is about to).
+    public func isWatched(topic: Int64) -> Bool {
+        topics.withLock { $0[topic] != nil }
+    }
+
+    /// The position of the newest event published to `topic` while watched, if any.
+    public func latestPosition(topic: Int64) -> Int64? {
+        topics.withLock { $0[topic]?.latest?.position }
+    }
+
+    /// Every watched topic, for a resynchronisation.
+    public var watchedTopics: [Int64] {
+        topics.withLock { Array($0.keys) }
+    }
+
+    /// Sends `bytes` (complete events) to every stream of `topic` that is behind `position`.
+    /// Callable from any thread; does nothing when nobody watches `topic` or a newer event of it
+    /// was published already.
+    /// - Returns: whether the event was queued for the streams.
+    @discardableResult
+    public func publish(topic: Int64, position: Int64, bytes: [UInt8]) -> Bool {
+        let event = Event(topic: topic, position: position, bytes: bytes)
+        let accepted = topics.withLock { topics -> Bool in
+            guard var entry = topics[topic] else { return false }
+            if let latest = entry.latest, latest.position >= position { return false }
+            entry.latest = event
+            topics[topic] = entry
+            return true
+        }
+        guard accepted else { return false }
+        outbox.withLock { outbox in
+            outbox.events.append(event)
+            // One wake-up per batch; signalled under the lock so the descriptor cannot be closed meanwhile.
+            if outbox.events.count == 1, let wakeFD = outbox.wakeFD { System.eventfdSignal(wakeFD) }
+        }
+        return true
+    }
+
+    public var statistics: Statistics {
+        Statistics(
+            subscribers: subscribers.load(ordering: .relaxed), eventsSent: eventsSent.load(ordering: .relaxed),
+            subscribersCutAsSlow: cutAsSlow.load(ordering: .relaxed),
+            subscribersRefused: refused.load(ordering: .relaxed))
+    }
+
+    // MARK: Event loop side
+
+    /// The newest event of `topic`, for a stream being registered.
+    func latestEvent(topic: Int64) -> Event? {
+        topics.withLock { $0[topic]?.latest }
+    }
+
+    /// Connects the outbox to the event loop's eventfd (`nil` when the loop stops).
+    func attach(wakeFD: Int32?) {
+        outbox.withLock { $0.wakeFD = wakeFD }
+    }
+
+    /// Moves the published events into `buffer`, oldest first.
+    func takeEvents(into buffer: inout [Event]) {
+        outbox.withLock { outbox in
+            guard !outbox.events.isEmpty else { return }
+            swap(&outbox.events, &buffer)
+        }
+    }
+}

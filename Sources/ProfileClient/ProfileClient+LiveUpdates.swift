@@ -1,0 +1,92 @@
+import Foundation
+import Synchronization
+
+extension ProfileClient {
+    /// Follows `id`'s event stream until cancelled: each `profile` event goes through the local
+    /// cache like a fetch (an older version never replaces a newer one) and becomes the id's
+    /// `min_version` for later reads; a lost stream is
+    /// reopened after a jittered backoff with `Last-Event-ID`, so nothing committed meanwhile is
+    /// missed. A 404, 401 or 403 ends following; 503 waits for `Retry-After`.
+    func follow(id: Int64, transport: any EventStreamTransport) async {
+        guard let url = URL(string: "/users/profile/\(id)/events", relativeTo: configuration.baseURL)?.absoluteURL
+        else { return }
+        let lastVersion = Mutex<Int32?>(nil)
+        var failures = 0
+        while !Task.isCancelled {
+            var headers = ["Accept": "text/event-stream"]
+            if let known = lastVersion.withLock({ $0 }) { headers["Last-Event-ID"] = String(known) }
+            if let provider = configuration.tokenProvider, let token = try? await provider() {
+                headers["Authorization"] = "Bearer \(token)"
+            }
+            // The longest silence allowed: well above the service's 15 s heartbeat.
+            let request = TransportRequest(method: "GET", url: url, headers: headers, body: nil, timeout: .seconds(45))
+            var retryAfter: Duration?
+            do {
+                let end = try await transport.stream(request) { [cache] event in
+                    guard event.event == "profile", let profile = try? Self.decodeProfile(Data(event.data.utf8)),
+                        profile.id == id
+                    else { return }
+                    lastVersion.withLock { $0 = max($0 ?? 0, profile.version) }
+                    await cache.didReceiveEvent(profile)
+                }
+                switch end {
+                case .closed:
+                    failures = 0
+                case .refused(let response):
+                    if [400, 401, 403, 404].contains(response.status) { return }
+                    retryAfter = response.headers["retry-after"].flatMap { RetryPolicy.parseRetryAfter($0) }
+                }
+            } catch {
+                if Task.isCancelled { return }
+            }
+            failures += 1
+            let backoff = RetryPolicy(maximumAttempts: .max, initialDelay: .milliseconds(250), maximumDelay: .seconds(30))
+            let wait = backoff.delay(afterAttempt: failures, retryAfter: retryAfter, randomUnit: randomUnit()) ?? .seconds(30)
+            do { try await Task.sleep(for: wait) } catch { return }
+        }
+    }
+}
+
+/// Which ids this client follows, and the task that follows each while anyone observes it.
+final class LiveSubscriptions: Sendable {
+    private struct Entry {
+        var observers: Int
+        var task: Task<Void, Never>?
+    }
+
+    private let entries = Mutex<[Int64: Entry]>([:])
+
+    /// One more observer of `id`; the first starts following with `start`.
+    func retain(_ id: Int64, start: () -> Task<Void, Never>) {
+        entries.withLock { entries in
+            if entries[id] != nil {
+                entries[id]!.observers += 1
+            } else {
+                entries[id] = Entry(observers: 1, task: start())
+            }
+        }
+    }
+
+    /// One observer of `id` less; the last one stops following.
+    func release(_ id: Int64) {
+        let task = entries.withLock { entries -> Task<Void, Never>? in
+            guard var entry = entries[id] else { return nil }
+            entry.observers -= 1
+            if entry.observers > 0 {
+                entries[id] = entry
+                return nil
+            }
+            entries[id] = nil
+            return entry.task
+        }
+        task?.cancel()
+    }
+
+    func cancelAll() {
+        let tasks = entries.withLock { entries in
+            defer { entries = [:] }
+            return entries.values.compactMap(\.task)
+        }
+        for task in tasks { task.cancel() }
+    }
+}

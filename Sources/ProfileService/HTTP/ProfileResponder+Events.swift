@@ -1,0 +1,69 @@
+import HTTP1
+import HTTPServer
+
+extension ProfileResponder {
+    /// `GET /users/profile/{id}/events` (or `GET /users/profile/{id}` with
+    /// `Accept: text/event-stream`): the profile's live updates as Server-Sent Events.
+    ///
+    /// Same read rules as `GET`. The answer's first bytes are a `retry:` hint and the current
+    /// profile, unless `Last-Event-ID` is at or above its version; the server then keeps the
+    /// connection and writes each newer version (docs/design.md §4).
+    func openEventStream(_ request: HTTPRequest, path: String, worker: ProfileWorker) throws(Problem) -> HTTPResponse {
+        try authorizeRead(request)
+        let id = try Self.profileID(from: path)
+        let lastEventID = try Self.lastEventID(request.headers["Last-Event-ID"])
+        guard let liveUpdates else {
+            throw Problem(.notFound, kind: "no-such-route", detail: "live updates are not enabled on this server")
+        }
+        // Watched before the read: a change committed meanwhile reaches the stream (EventStreams).
+        liveUpdates.streams.retain(topic: id)
+        var handedOver = false
+        defer { if !handedOver { liveUpdates.streams.release(topic: id) } }
+        let representation: ProfileRepository.Representation?
+        do {
+            // Never older than what the client has seen already.
+            representation = try worker.repository.read(id: id, minVersion: lastEventID.flatMap { $0 > 0 ? $0 : nil })
+        } catch {
+            throw Self.problem(for: error)
+        }
+        guard let representation else { throw .notFound(id) }
+        var body = ProfileEvent.retryHint(milliseconds: liveUpdates.retryMilliseconds)
+        if (lastEventID ?? 0) < representation.version {
+            body += ProfileEvent.bytes(version: representation.version, json: representation.json)
+        }
+        var response = HTTPResponse(
+            status: .ok,
+            headers: [
+                "Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no",
+                "X-Cache": representation.cacheOutcome.rawValue,
+            ],
+            body: body)
+        response.eventStream = .init(topic: id, position: Int64(max(representation.version, lastEventID ?? 0)))
+        handedOver = true
+        return response
+    }
+
+    /// `Last-Event-ID`: a version the client has, 0…2147483647 in decimal.
+    static func lastEventID(_ header: String?) throws(Problem) -> Int32? {
+        guard let header else { return nil }
+        let text = header.trimmed
+        guard !text.isEmpty, text.utf8.count <= 10, text.utf8.allSatisfy({ (0x30...0x39).contains($0) }),
+            let value = Int32(text)
+        else {
+            throw Problem(
+                .badRequest, kind: "invalid-last-event-id",
+                detail: "Last-Event-ID must be a profile version, an integer from 0 to 2147483647",
+                field: "Last-Event-ID")
+        }
+        return value
+    }
+
+    /// Whether the client asks for `text/event-stream` (RFC 9110 §12.5.1; parameters ignored).
+    static func acceptsEventStream(_ request: HTTPRequest) -> Bool {
+        guard let accept = request.headers["Accept"] else { return false }
+        return accept.split(separator: ",").contains { range in
+            let mediaType = range.split(separator: ";", maxSplits: 1).first.map { $0.trimmed.lowercased() } ?? ""
+            return mediaType == "text/event-stream"
+        }
+    }
+}

@@ -1,0 +1,88 @@
+public import Logging
+public import PostgresClient
+import Foundation
+import Synchronization
+
+/// Feeds the ``ProfileUpdateHub`` with the changes committed anywhere: a thread of its own with its
+/// own PostgreSQL session, `LISTEN profile_changes` (docs/design.md §4).
+///
+/// The change feed's active consumer notifies after it has applied a batch to memcached, with
+/// `<id>:<version>` pairs (``ProfileChangePayload``). `LISTEN`/`NOTIFY` is at-most-once: whatever
+/// is sent while this session is down is lost. So after every (re)connect — once `LISTEN` holds
+/// again — the hub resynchronises every followed profile. A lost session is retried with a
+/// backoff of 50 ms doubling to 2 s.
+public final class ProfileChangeListener: Sendable {
+    private let configuration: PostgresConfiguration
+    private let hub: ProfileUpdateHub
+    private let logger: Logger
+    private let stopped = Atomic<Bool>(false)
+    private let finished = DispatchSemaphore(value: 0)
+    private let started = Atomic<Bool>(false)
+    private let connectCount = Atomic<Int>(0)
+
+    /// Times `LISTEN` was (re)established.
+    public var connects: Int { connectCount.load(ordering: .relaxed) }
+
+    public init(configuration: PostgresConfiguration, hub: ProfileUpdateHub, logger: Logger) {
+        self.configuration = configuration
+        self.hub = hub
+        self.logger = logger
+    }
+
+    /// Starts the listener thread.
+    public func start() {
+        guard !started.exchange(true, ordering: .relaxed) else { return }
+        let thread = Thread { [self] in
+            run()
+            finished.signal()
+        }
+        thread.name = "live-updates-listen"
+        thread.start()
+    }
+
+    /// Stops the thread (within one wait, 250 ms) and waits for it.
+    public func stop() {
+        guard started.load(ordering: .relaxed), !stopped.exchange(true, ordering: .relaxed) else { return }
+        finished.wait()
+    }
+
+    private func run() {
+        let connection = PostgresConnection(configuration: configuration, statements: [], logger: logger)
+        defer { connection.close() }
+        var listening = false
+        var delay = Duration.milliseconds(50)
+        while !stopped.load(ordering: .relaxed) {
+            do {
+                if !listening {
+                    try connection.listen(on: ProfileChangePayload.channel)
+                    listening = true
+                    delay = .milliseconds(50)
+                    connectCount.add(1, ordering: .relaxed)
+                    logger.info("listening for profile changes", metadata: ["channel": "\(ProfileChangePayload.channel)"])
+                    hub.resynchronize()
+                }
+                for notification in try connection.waitForNotifications(timeout: .milliseconds(250))
+                where notification.channel == ProfileChangePayload.channel {
+                    for change in ProfileChangePayload.parse(notification.payload) {
+                        hub.publish(id: change.id, version: change.version)
+                    }
+                }
+            } catch {
+                if listening {
+                    logger.warning("profile change listener lost PostgreSQL; reconnecting", metadata: ["error": "\(error)"])
+                }
+                listening = false
+                sleep(for: delay)
+                delay = min(delay * 2, .seconds(2))
+            }
+        }
+    }
+
+    /// Sleeps in short steps so ``stop()`` is not held up by a long backoff.
+    private func sleep(for duration: Duration) {
+        let deadline = ContinuousClock.now.advanced(by: duration)
+        while !stopped.load(ordering: .relaxed), ContinuousClock.now < deadline {
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+    }
+}

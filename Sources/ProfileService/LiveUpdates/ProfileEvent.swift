@@ -1,0 +1,28 @@
+/// The Server-Sent Events wire format of the profile stream (docs/design.md §4).
+///
+/// ```
+/// event: profile
+/// id: 7
+/// data: {"id":42,"username":"countess","display_name":"Ada","version":7,"updated_at":"…"}
+///
+/// ```
+/// `data` is the profile JSON exactly as `GET` returns it; it never contains a line break (the
+/// JSON writer escapes control characters), so one `data:` line carries it.
+enum ProfileEvent {
+    /// One `profile` event for the version `version` with the given JSON.
+    static func bytes(version: Int32, json: [UInt8]) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(json.count + 40)
+        bytes.append(contentsOf: "event: profile\nid: ".utf8)
+        bytes.append(contentsOf: String(version).utf8)
+        bytes.append(contentsOf: "\ndata: ".utf8)
+        bytes.append(contentsOf: json)
+        bytes.append(contentsOf: "\n\n".utf8)
+        return bytes
+    }
+
+    /// The reconnection delay hint a stream starts with.
+    static func retryHint(milliseconds: Int) -> [UInt8] {
+        Array("retry: \(milliseconds)\n\n".utf8)
+    }
+}

@@ -1,0 +1,174 @@
+public import HTTPServer
+public import Logging
+import Foundation
+import Synchronization
+
+/// The process-wide fan-out of profile changes to the event streams (docs/design.md §4).
+///
+/// Changes come in as ``publish(id:version:)`` (from the change listener, or in-process from the
+/// change feed) and as ``publish(_:)`` (this instance's own successful writes, which already have
+/// the new profile). A change of an id nobody follows here is dropped at once. Otherwise the
+/// profile is fetched through the normal repository read with `minVersion` — blocking work, so
+/// on the hub's own fetch threads, never on the event loop — once per (id, version) for all the
+/// id's streams, and handed to ``HTTPServer/EventStreams`` as one encoded event. Changes of one id
+/// that queue up while a fetch waits collapse into one fetch of the latest.
+public final class ProfileUpdateHub: Sendable {
+    /// The streams this hub feeds; give the same object to the ``HTTPServer/HTTPServer``.
+    public let streams: EventStreams
+    /// The `retry:` hint (milliseconds) every stream starts with.
+    public let retryMilliseconds: Int
+    private let logger: Logger
+    private let queue = Mutex(FetchQueue())
+    private let wakeUps = DispatchSemaphore(value: 0)
+    private let fetchersDone = DispatchGroup()
+    let fetches = Atomic<Int>(0)
+    private let fetchThreads = Atomic<Int>(0)
+
+    private struct FetchQueue {
+        /// Per id: the lowest version the next fetch must return (0: whatever is current),
+        /// for ids queued or being fetched.
+        var requested: [Int64: Int32] = [:]
+        /// Ids waiting for a fetch thread, oldest first.
+        var waiting: [Int64] = []
+        /// Ids whose next fetch reads PostgreSQL itself (a resynchronisation).
+        var fromDatabase: Set<Int64> = []
+        var stopped = false
+    }
+
+    public init(streams: EventStreams, retryMilliseconds: Int = 2000, logger: Logger) {
+        self.streams = streams
+        self.retryMilliseconds = retryMilliseconds
+        self.logger = logger
+    }
+
+    /// Starts `count` fetch threads; each builds its own worker (PostgreSQL and memcached
+    /// connections) with `makeWorker`, on its own thread.
+    public func startFetching(threads count: Int, makeWorker: @escaping @Sendable () throws -> ProfileWorker) {
+        fetchThreads.add(count, ordering: .relaxed)
+        for index in 0..<count {
+            fetchersDone.enter()
+            let thread = Thread { [self] in
+                defer { fetchersDone.leave() }
+                runFetcher(makeWorker: makeWorker)
+            }
+            thread.name = "live-updates-fetch-\(index)"
+            thread.start()
+        }
+    }
+
+    /// Stops the fetch threads (pending fetches are dropped) and waits for them.
+    public func stop() {
+        let threads = queue.withLock { queue -> Bool in
+            defer { queue.stopped = true }
+            return !queue.stopped
+        }
+        guard threads else { return }
+        for _ in 0..<fetchThreads.load(ordering: .relaxed) { wakeUps.signal() }
+        fetchersDone.wait()
+    }
+
+    /// Profile `id` reached `version` (0: deleted) somewhere. Fetches and sends it to the id's
+    /// streams unless nobody here follows the id or a version as new was sent already.
+    public func publish(id: Int64, version: Int32) {
+        guard version > 0, streams.isWatched(topic: id) else { return }
+        if let latest = streams.latestPosition(topic: id), latest >= Int64(version) { return }
+        enqueueFetch(id: id, minVersion: version)
+    }
+
+    /// This instance wrote `profile` (committed and written through): send it as it is, no fetch.
+    public func publish(_ profile: Profile) {
+        // Most writes have no follower here: skip encoding the event for them.
+        guard streams.isWatched(topic: profile.id) else { return }
+        streams.publish(
+            topic: profile.id, position: Int64(profile.version),
+            bytes: ProfileEvent.bytes(version: profile.version, json: profile.jsonBytes))
+    }
+
+    /// Sends every followed profile's current version to its streams: after the change source was
+    /// lost and regained, so no stream stays behind silently. Streams already there get nothing.
+    /// Streams already there get nothing. The profiles are read from PostgreSQL: what was missed
+    /// may not have reached memcached either.
+    public func resynchronize() {
+        let topics = streams.watchedTopics
+        for id in topics {
+            enqueueFetch(id: id, minVersion: 0, fromDatabase: true)
+        }
+        if !topics.isEmpty { logger.info("live updates resynchronising", metadata: ["profiles": "\(topics.count)"]) }
+    }
+
+    private func enqueueFetch(id: Int64, minVersion: Int32, fromDatabase: Bool = false) {
+        let queued = queue.withLock { queue -> Bool in
+            guard !queue.stopped else { return false }
+            if fromDatabase { queue.fromDatabase.insert(id) }
+            if let requested = queue.requested[id] {
+                if requested >= minVersion { return false }
+                queue.requested[id] = max(requested, minVersion)
+                return false
+            }
+            queue.requested[id] = minVersion
+            queue.waiting.append(id)
+            return true
+        }
+        if queued { wakeUps.signal() }
+    }
+
+    private func runFetcher(makeWorker: @Sendable () throws -> ProfileWorker) {
+        let worker: ProfileWorker
+        do {
+            worker = try makeWorker()
+        } catch {
+            logger.error("live updates fetch thread cannot start", metadata: ["error": "\(error)"])
+            return
+        }
+        while true {
+            wakeUps.wait()
+            let next = queue.withLock { queue -> (Int64, Int32, Bool)?? in
+                if queue.stopped { return .some(nil) }
+                guard !queue.waiting.isEmpty else { return nil }
+                let id = queue.waiting.removeFirst()
+                return (id, queue.requested[id] ?? 0, queue.fromDatabase.remove(id) != nil)
+            }
+            guard let next else { continue }
+            guard let (id, minVersion, fromDatabase) = next else { return }
+            fetch(id: id, minVersion: minVersion, fromDatabase: fromDatabase, worker: worker)
+        }
+    }
+
+    private func fetch(id: Int64, minVersion: Int32, fromDatabase: Bool, worker: ProfileWorker) {
+        fetches.add(1, ordering: .relaxed)
+        var fetched: Int32 = 0
+        do {
+            let found: (version: Int32, json: [UInt8])?
+            if fromDatabase {
+                found = try worker.store.profile(id: id).map { ($0.version, $0.jsonBytes) }
+            } else {
+                found = try worker.repository.read(id: id, minVersion: minVersion > 0 ? minVersion : nil)
+                    .map { ($0.version, $0.json) }
+            }
+            if let found {
+                fetched = found.version
+                streams.publish(
+                    topic: id, position: Int64(found.version),
+                    bytes: ProfileEvent.bytes(version: found.version, json: found.json))
+            }
+        } catch {
+            logger.warning("live update fetch failed", metadata: ["id": "\(id)", "error": "\(error)"])
+        }
+        let again = queue.withLock { queue -> Bool in
+            guard let requested = queue.requested[id] else { return false }
+            if queue.fromDatabase.contains(id), !queue.stopped {
+                // A resynchronisation came while this fetch ran: it reads PostgreSQL next.
+                queue.waiting.append(id)
+                return true
+            }
+            if requested <= max(fetched, minVersion) || fetched == 0 {
+                queue.requested[id] = nil
+                return false
+            }
+            // A newer version was asked for while this fetch ran: fetch once more.
+            queue.waiting.append(id)
+            return true
+        }
+        if again { wakeUps.signal() }
+    }
+}
