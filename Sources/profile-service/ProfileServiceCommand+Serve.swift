@@ -159,7 +159,9 @@ extension ProfileServiceCommand {
             }
             // Live updates: two fetch threads with connections of their own, and the change listener.
             hub.startFetching(threads: 2) {
-                try ProfileWorker.connecting(postgres: postgres, memcached: memcached, shared: shared, logger: logger)
+                try ProfileWorker.connecting(
+                    postgres: postgres, databaseHealth: databaseHealth, memcached: memcached, shared: shared,
+                    logger: logger)
             }
             let listener = ProfileChangeListener(configuration: postgres, hub: hub, logger: logger)
             listener.start()

@@ -14,9 +14,11 @@ import TestSupport
         let postgres = try PostgresConfiguration(url: TestEnvironment.databaseURL)
         let memcached = try MemcachedConfiguration(servers: TestEnvironment.memcachedServerList)
         let hub = ProfileUpdateHub(streams: streams, logger: IntegrationBackends.logger)
+        let health = PostgresServerHealth()
         hub.startFetching(threads: 2) {
             try ProfileWorker.connecting(
-                postgres: postgres, memcached: memcached, shared: ProfileCacheShared(), logger: IntegrationBackends.logger)
+                postgres: postgres, databaseHealth: health, memcached: memcached, shared: ProfileCacheShared(),
+                logger: IntegrationBackends.logger)
         }
         return hub
     }
