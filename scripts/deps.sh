@@ -60,6 +60,39 @@ as_postgres() { runuser -u postgres -- "$@"; }
 
 pid_alive() { [ -f "$1" ] && kill -0 "$(head -n1 "$1")" 2>/dev/null; }
 
+# Whether something accepts TCP connections on 127.0.0.1:$1.
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# "name (pid N)" of the process listening on TCP port $1, when it can be seen: ss, else the
+# socket's inode in /proc/net/tcp* matched against every process's descriptors.
+port_holder() {
+    local port=$1 hex inode fd pid
+    if command -v ss >/dev/null; then
+        ss -ltnpH "sport = :$port" 2>/dev/null | grep -o 'users:(("[^"]*",pid=[0-9]*' | head -n1 |
+            sed -E 's/users:\(\("([^"]*)",pid=([0-9]*)/\1 (pid \2)/'
+        return 0
+    fi
+    hex=$(printf '%04X' "$port")
+    inode=$(awk -v p=":$hex" '$2 ~ p"$" && $4 == "0A" { print $10; exit }' /proc/net/tcp /proc/net/tcp6 2>/dev/null)
+    [ -n "$inode" ] || return 0
+    fd=$(find /proc/[0-9]*/fd -maxdepth 1 -lname "socket:\[$inode\]" 2>/dev/null | head -n1)
+    [ -n "$fd" ] || return 0
+    pid=${fd#/proc/}; pid=${pid%%/*}
+    echo "$(cat "/proc/$pid/comm" 2>/dev/null) (pid $pid)"
+}
+
+# Fails with a message naming the port, its holder and the setting that moves it, when $1 is
+# taken by a process this checkout did not start. $2: what we wanted to start; $3: the setting.
+require_free_port() {
+    local port=$1 what=$2 setting=$3 holder hint=""
+    port_in_use "$port" || return 0
+    holder=$(port_holder "$port")
+    [[ $holder =~ \(pid\ ([0-9]+)\) ]] && hint=" (kill ${BASH_REMATCH[1]})"
+    log "cannot start $what: port $port on 127.0.0.1 is already taken by ${holder:-a process that cannot be seen from here}, not by a server of this checkout (state: $state)"
+    log "stop that process$hint, or give this checkout other ports: $setting"
+    return 1
+}
+
 pg_pidfile() { echo "$pg_data/postmaster.pid"; }
 
 pg_setting() {
@@ -86,6 +119,7 @@ start_postgres() {
     if pid_alive "$(pg_pidfile)"; then
         log "postgres already running (pid $(head -n1 "$(pg_pidfile)"), port $pg_port)"
     else
+        require_free_port "$pg_port" postgres "PROFILE_PG_PORT=<port> (now $pg_port)"
         log "starting postgres on 127.0.0.1:$pg_port"
         as_postgres "$(pg_bin pg_ctl)" -D "$pg_data" -l "$pg_log" -w -t 60 start -o \
             "-c listen_addresses=127.0.0.1 -p $pg_port -c unix_socket_directories=$state/postgres \
@@ -131,6 +165,7 @@ start_memcached() {
         return
     fi
     rm -f "$pidfile"
+    require_free_port "$port" "memcached $n" "PROFILE_MC_PORTS=<port>,<port> (now $mc_ports)"
     log "starting memcached $n on 127.0.0.1:$port"
     memcached -d -P "$pidfile" -l 127.0.0.1 -p "$port" -U 0 -m "$mc_memory" -c 4096 -t 2 -u memcache \
         </dev/null >>"$state/memcached/$port.log" 2>&1
