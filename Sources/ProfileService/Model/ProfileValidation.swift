@@ -8,8 +8,8 @@ enum ProfileValidation {
     /// Returns the display name in Unicode NFC, or the reason it is not acceptable.
     ///
     /// The rules are the ones JSON Schema can state, so `openapi.yaml` says exactly what is
-    /// accepted: the length counts Unicode code points as sent (JSON Schema's `maxLength`), and
-    /// "blank" means every code point has the White_Space property (the document's pattern).
+    /// accepted (docs/design.md §7): the length counts Unicode code points as sent (JSON Schema's
+    /// `maxLength`), and "blank" means every code point has the White_Space property.
     static func validDisplayName(_ raw: String) throws(ProfileRequestError) -> String {
         if raw.unicodeScalars.contains(where: isForbiddenScalar) {
             throw .invalidField("display_name", "must not contain control characters")

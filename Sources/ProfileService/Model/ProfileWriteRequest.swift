@@ -14,7 +14,8 @@ enum ProfileWriteRequest: Equatable {
 
     /// Parses and validates a write. The body says what it is: a `username` makes it a create,
     /// its absence an update. Input is checked first (400, 422), then the preconditions
-    /// (412, 428), so a request refused for its preconditions is well formed in every part.
+    /// (412, 428), so a request refused for its preconditions is well formed in every part
+    /// (docs/design.md §7: rules `openapi.yaml` can state exactly).
     ///
     /// - Parameters:
     ///   - body: the JSON body: `{"display_name": …, "version": N}` to update, or
