@@ -49,10 +49,15 @@ free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1
 
 [ -n "${PROFILE_DATABASE_URL:-}" ] || eval "$(scripts/deps.sh env)"
 database_url="${PROFILE_DATABASE_URL%/*}/profiles_contract"
-psql -q "${database_url%/*}/postgres" -c "DROP DATABASE IF EXISTS profiles_contract WITH (FORCE)" \
-    -c "CREATE DATABASE profiles_contract"
+admin_url="${PROFILE_DATABASE_URL%/*}/postgres"
+psql -q "$admin_url" -c "DROP DATABASE IF EXISTS profiles_contract WITH (FORCE)" -c "CREATE DATABASE profiles_contract"
 "$bin" migrate --database-url "$database_url" --migrations-directory migrations 2>"$work/migrate.log" ||
     { cat "$work/migrate.log" >&2; exit 1; }
+# `migrate` also creates the change feed's replication slot when none exists, and a slot's name
+# is one per cluster: one made here would belong to this throwaway database and leave the real
+# one's service without its feed. The contract run needs no feed (serve --no-change-feed).
+psql -q -tA "$admin_url" -c \
+    "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = 'profiles_contract'" >/dev/null
 
 memcached_port=$(free_port)
 memcached -l 127.0.0.1 -p "$memcached_port" -U 0 -m 16 $([ "$(id -u)" = 0 ] && echo -u memcache) \
@@ -61,7 +66,7 @@ memcached_pid=$!
 
 (umask 077 && head -c 48 /dev/urandom | base64 | tr -d '\n' >"$work/jwt-secret")
 port=$(free_port)
-"$bin" serve --port "$port" --workers 4 --no-access-log --jwt-secret-file "$work/jwt-secret" \
+"$bin" serve --port "$port" --workers 4 --no-access-log --no-change-feed --jwt-secret-file "$work/jwt-secret" \
     --database-url "$database_url" --memcached "127.0.0.1:$memcached_port" 2>"$work/service.log" &
 service_pid=$!
 ready=0
