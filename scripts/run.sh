@@ -41,4 +41,5 @@ profile-service: more tokens: .build/release/profile-service token --sub ID --jw
 profile-service: client   .build/release/profilectl get 1 --url http://127.0.0.1:$port
                           .build/release/profilectl put 1 --display-name "Ada King" --url http://127.0.0.1:$port --token '$token'
 EOF
+scripts/deps.sh check-port "$port" profile-service "PROFILE_PORT=<port> scripts/run.sh (now $port)"
 exec .build/release/profile-service serve --port "$port" --jwt-secret-file "$secret" "$@"
