@@ -422,7 +422,8 @@ def openapi_matches_routes_and_problem_kinds():
     statuses = set(re.findall(r"Problem\(\s*\.([a-zA-Z]+)", sources))
     names = {"badRequest": "400", "notFound": "404", "conflict": "409", "unprocessableContent": "422",
              "unsupportedMediaType": "415", "contentTooLarge": "413", "methodNotAllowed": "405",
-             "serviceUnavailable": "503", "internalServerError": "500", "unauthorized": "401", "forbidden": "403"}
+             "serviceUnavailable": "503", "internalServerError": "500", "unauthorized": "401", "forbidden": "403",
+             "preconditionFailed": "412", "preconditionRequired": "428"}
     put = paths[prefix + "{id}"]["put"]["responses"]
     for status in statuses:
         assert status in names, f"unknown status .{status} in a Problem: add it to this check and openapi.yaml"
@@ -715,7 +716,8 @@ def service_answers_conform_to_openapi():
                 ("POST", "/healthz", None, {}, 405),
                 ("GET", "/no/such/route", None, {}, 404),
                 ("PUT", f"/users/profile/{one}", b'{"display_name":"","version":1}', json_headers, 422),
-                ("PUT", f"/users/profile/{one}", b'{"display_name":"x"}', json_headers, 422),
+                ("PUT", f"/users/profile/{one}", b'{"display_name":"x"}', json_headers, 428),
+                ("PUT", f"/users/profile/{one}", b'{"display_name":"x","version":1}', {**json_headers, "If-Match": '"2"'}, 412),
                 ("PUT", f"/users/profile/{one}", b'{"display_name":"x","version":1', json_headers, 400),
                 ("PUT", f"/users/profile/{one}", b'{"display_name":1,"version":1}', json_headers, 400),
                 ("PUT", f"/users/profile/{one}", b'{"display_name":"x","version":1}', {"Content-Type": "text/plain"}, 415),
@@ -729,7 +731,9 @@ def service_answers_conform_to_openapi():
                                                              "display_name": "Deploy D"}).encode(),
                  {**json_headers, "If-None-Match": "*"}, 409),
                 ("GET", "/healthz", None, {}, 200),
+                ("HEAD", "/healthz", None, {}, 200),
                 ("GET", "/readyz", None, {}, 200),
+                ("HEAD", "/metrics", None, {}, 200),
             ]
             for method, path, body, headers, expected in cases:
                 status, response_headers, data = request(port, method, path, body, headers)

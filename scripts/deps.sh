@@ -10,6 +10,10 @@
 #   scripts/deps.sh env       print the PROFILE_* / TEST_* variables for these servers
 #   scripts/deps.sh restart-memcached N | stop-memcached N | start-memcached N
 #   scripts/deps.sh stop-postgres | start-postgres
+#   scripts/deps.sh check-port PORT WHAT SETTING   exit 1, saying who holds it, if PORT is taken
+#
+# A port that is already taken (by a server of another checkout, say) stops `start` with a message
+# naming the port, the process holding it and the setting that moves this checkout's servers.
 #
 # Settings (environment): PROFILE_STATE_DIR (default ./.state), PROFILE_PG_PORT (55432),
 # PROFILE_MC_PORTS (21211,21212), PROFILE_MC_MEMORY_MB (64).
@@ -60,6 +64,39 @@ as_postgres() { runuser -u postgres -- "$@"; }
 
 pid_alive() { [ -f "$1" ] && kill -0 "$(head -n1 "$1")" 2>/dev/null; }
 
+# Whether something accepts TCP connections on 127.0.0.1:$1.
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# "name (pid N)" of the process listening on TCP port $1, when it can be seen: ss, else the
+# socket's inode in /proc/net/tcp* matched against every process's descriptors.
+port_holder() {
+    local port=$1 hex inode fd pid
+    if command -v ss >/dev/null; then
+        ss -ltnpH "sport = :$port" 2>/dev/null | grep -o 'users:(("[^"]*",pid=[0-9]*' | head -n1 |
+            sed -E 's/users:\(\("([^"]*)",pid=([0-9]*)/\1 (pid \2)/'
+        return 0
+    fi
+    hex=$(printf '%04X' "$port")
+    inode=$(awk -v p=":$hex" '$2 ~ p"$" && $4 == "0A" { print $10; exit }' /proc/net/tcp /proc/net/tcp6 2>/dev/null)
+    [ -n "$inode" ] || return 0
+    fd=$(find /proc/[0-9]*/fd -maxdepth 1 -lname "socket:\[$inode\]" 2>/dev/null | head -n1)
+    [ -n "$fd" ] || return 0
+    pid=${fd#/proc/}; pid=${pid%%/*}
+    echo "$(cat "/proc/$pid/comm" 2>/dev/null) (pid $pid)"
+}
+
+# Fails with a message naming the port, its holder and the setting that moves it, when $1 is
+# taken. $2: what we wanted to start; $3: the setting; $4: why the holder is not ours, if known.
+require_free_port() {
+    local port=$1 what=$2 setting=$3 why=${4:-} holder hint=""
+    port_in_use "$port" || return 0
+    holder=$(port_holder "$port")
+    [[ $holder =~ \(pid\ ([0-9]+)\) ]] && hint=" (kill ${BASH_REMATCH[1]})"
+    log "cannot start $what: port $port on 127.0.0.1 is already taken by ${holder:-a process that cannot be seen from here}${why:+, $why}"
+    log "stop that process$hint, or use another port: $setting"
+    return 1
+}
+
 pg_pidfile() { echo "$pg_data/postmaster.pid"; }
 
 pg_setting() {
@@ -86,6 +123,8 @@ start_postgres() {
     if pid_alive "$(pg_pidfile)"; then
         log "postgres already running (pid $(head -n1 "$(pg_pidfile)"), port $pg_port)"
     else
+        require_free_port "$pg_port" postgres "PROFILE_PG_PORT=<port> (now $pg_port)" \
+            "not by this checkout's server (state: $state)"
         log "starting postgres on 127.0.0.1:$pg_port"
         as_postgres "$(pg_bin pg_ctl)" -D "$pg_data" -l "$pg_log" -w -t 60 start -o \
             "-c listen_addresses=127.0.0.1 -p $pg_port -c unix_socket_directories=$state/postgres \
@@ -131,6 +170,8 @@ start_memcached() {
         return
     fi
     rm -f "$pidfile"
+    require_free_port "$port" "memcached $n" "PROFILE_MC_PORTS=<port>,<port> (now $mc_ports)" \
+        "not by this checkout's server (state: $state)"
     log "starting memcached $n on 127.0.0.1:$port"
     memcached -d -P "$pidfile" -l 127.0.0.1 -p "$port" -U 0 -m "$mc_memory" -c 4096 -t 2 -u memcache \
         </dev/null >>"$state/memcached/$port.log" 2>&1
@@ -199,5 +240,6 @@ case "${1:-}" in
     start-memcached) start_memcached "${2:?node number}" ;;
     stop-memcached) stop_memcached "${2:?node number}" ;;
     restart-memcached) stop_memcached "${2:?node number}"; start_memcached "$2" ;;
-    *) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    check-port) require_free_port "${2:?port}" "${3:?what}" "${4:?setting}" ;;
+    *) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets everything up on a fresh machine and runs the service in the foreground:
-# PostgreSQL and two memcached nodes on loopback, a release build, migrations, a few demo
-# profiles (ids 1-3), a development JWT secret (created once in the state folder), then
+# PostgreSQL and two memcached nodes on loopback, a release build of profile-service and of
+# profilectl (the command-line client), migrations, a few demo profiles (ids 1-3), a development
+# JWT secret (created once in the state folder), then
 # `profile-service serve --jwt-secret-file …` on 127.0.0.1:${PROFILE_PORT:-8080}.
 # Extra arguments go to `serve` (see `profile-service serve --help`). Ctrl-C stops it
 # gracefully; `scripts/deps.sh stop` stops the databases.
@@ -11,6 +12,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 scripts/deps.sh start
 eval "$(scripts/deps.sh env)"
 swift build -c release --product profile-service
+swift build -c release --product profilectl
 .build/release/profile-service migrate --migrations-directory migrations
 psql -q "$PROFILE_DATABASE_URL" <<'SQL'
 INSERT INTO user_profiles (id, username, display_name) VALUES
@@ -36,5 +38,8 @@ profile-service: read   curl -i localhost:$port/users/profile/1
 profile-service: write  curl -i -X PUT localhost:$port/users/profile/1 -H 'Content-Type: application/json' \\
                           -H 'Authorization: Bearer $token' -d '{"display_name":"Ada King","version":$version}'
 profile-service: more tokens: .build/release/profile-service token --sub ID --jwt-secret-file $secret
+profile-service: client   .build/release/profilectl get 1 --url http://127.0.0.1:$port
+                          .build/release/profilectl put 1 --display-name "Ada King" --url http://127.0.0.1:$port --token '$token'
 EOF
+scripts/deps.sh check-port "$port" profile-service "PROFILE_PORT=<port> scripts/run.sh (now $port)"
 exec .build/release/profile-service serve --port "$port" --jwt-secret-file "$secret" "$@"

@@ -1,13 +1,73 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: installs and starts PostgreSQL and two memcached
 # nodes on loopback (scripts/deps.sh), builds, migrates, and runs every test target.
-# Tests that need a server fail (never skip) when it is missing. Last, scripts/check-deploy.py
-# checks the deployment files and openapi.yaml (see there); the run fails if any check fails.
+# Tests that need a server fail (never skip) when it is missing. Then scripts/check-deploy.py
+# checks the deployment files and openapi.yaml, and scripts/contract-test.sh runs the
+# property-based contract tester (schemathesis) against a real instance; the run fails if any
+# check fails.
 #
-#   scripts/test.sh                 every test
-#   scripts/test.sh --filter NAME   only tests matching NAME (passed to swift test)
+# At the end — also when a step fails or the run is interrupted — the servers this run started
+# are stopped (those already running before it are left alone), and so is any profile-service
+# process a test left behind.
+#
+#   scripts/test.sh                   every test
+#   scripts/test.sh --filter NAME     only tests matching NAME (passed to swift test); skips the
+#                                     deploy checks and the contract test
+#   scripts/test.sh --keep-servers    leave PostgreSQL and memcached running afterwards
+#                                     (or PROFILE_KEEP_SERVERS=1)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+root=$(pwd)
+
+keep_servers=${PROFILE_KEEP_SERVERS:-0}
+swift_test_arguments=()
+for argument in "$@"; do
+    case $argument in
+        --keep-servers) keep_servers=1 ;;
+        *) swift_test_arguments+=("$argument") ;;
+    esac
+done
+
+# Which servers are down now: those this run starts, and so stops.
+down_before=$(scripts/deps.sh status 2>/dev/null | awk '$2 == "down" { print $1 " " NR - 1 }' || true)
+
+# Every process this run starts inherits this marker, so a service a killed test left behind can
+# be found (and only those: never a server started elsewhere from the same binary).
+export PROFILE_TEST_RUN="$$-$RANDOM$RANDOM"
+
+stop_leftover_services() {
+    local environ pid exe
+    for environ in /proc/[0-9]*/environ; do
+        pid=${environ#/proc/}; pid=${pid%%/*}
+        [ "$pid" = $$ ] && continue
+        exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || continue
+        [[ $exe == */profile-service ]] || continue
+        if tr '\0' '\n' <"$environ" 2>/dev/null | grep -qx "PROFILE_TEST_RUN=$PROFILE_TEST_RUN"; then
+            echo "test.sh: stopping profile-service pid $pid left by a test" >&2
+            kill "$pid" 2>/dev/null || true
+        fi
+    done
+}
+
+cleanup() {
+    local status=$? kind number
+    trap - EXIT INT TERM
+    stop_leftover_services
+    if [ "$keep_servers" = 1 ]; then
+        echo "test.sh: servers kept running (scripts/deps.sh status; scripts/deps.sh stop)" >&2
+    else
+        while read -r kind number; do
+            case $kind in
+                postgres) scripts/deps.sh stop-postgres ;;
+                memcached) scripts/deps.sh stop-memcached "$number" ;;
+            esac
+        done <<<"$down_before"
+    fi
+    exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 scripts/deps.sh start
 eval "$(scripts/deps.sh env)"
@@ -23,10 +83,15 @@ fi
 swift build --build-tests
 .build/debug/profile-service migrate --migrations-directory migrations
 # Serial: some tests stop and restart the shared PostgreSQL and memcached servers.
-swift test --skip-build --no-parallel "$@"
+swift test --skip-build --no-parallel ${swift_test_arguments[@]+"${swift_test_arguments[@]}"}
+[ ${#swift_test_arguments[@]} -eq 0 ] || exit 0
 
 # Deployment files and openapi.yaml: static checks, nginx -t, the nginx gateway for real in front
 # of two instances of the binary built above, and the service's answers against openapi.yaml.
 python3 -c 'import yaml, jsonschema, openapi_spec_validator' 2>/dev/null ||
     python3 -m pip install -q --disable-pip-version-check PyYAML jsonschema openapi-spec-validator
-PROFILE_SERVICE_BIN=${PROFILE_SERVICE_BIN:-.build/debug/profile-service} python3 scripts/check-deploy.py
+export PROFILE_SERVICE_BIN=${PROFILE_SERVICE_BIN:-$root/.build/debug/profile-service}
+python3 scripts/check-deploy.py
+
+# openapi.yaml against a real instance: every schemathesis check and phase, 0 failures.
+scripts/contract-test.sh

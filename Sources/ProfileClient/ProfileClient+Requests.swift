@@ -56,7 +56,7 @@ extension ProfileClient {
         case 409:
             if let current = problem?.current { return .conflict(current: current) }
             return .validation(field: problem?.field, detail: detail)
-        case 400, 413, 415, 422: return .validation(field: problem?.field, detail: detail)
+        case 400, 412, 413, 415, 422, 428: return .validation(field: problem?.field, detail: detail)
         case 503, 504:
             return .unavailable(retryAfter: response.headers["retry-after"].flatMap { RetryPolicy.parseRetryAfter($0) })
         default: return .unexpectedStatus(response.status, detail: problem?.detail)

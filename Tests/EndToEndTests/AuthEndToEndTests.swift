@@ -11,13 +11,14 @@ import TestSupport
         try TestEnvironment.requireMemcached()
     }
 
-    func cachedVersion(of id: Int64) throws -> [UInt8]? {
+    /// The version of profile `id`'s memcached entry, `nil` without one.
+    func cachedVersion(of id: Int64) throws -> Int32? {
         let cache = try MemcachedConnection(
             configuration: try MemcachedConfiguration(servers: TestEnvironment.memcachedServerList),
             logger: Logger(label: "e2e"))
         defer { cache.close() }
-        guard case .hit(let item) = cache.get("profile-service:v1:\(id)") else { return nil }
-        return Array(item.value.prefix(6))
+        guard case .hit(let item) = cache.get(ProfileCacheEntries.key(for: id)) else { return nil }
+        return ProfileCacheEntries.version(of: item.value)
     }
 
     @Test func onlyTheOwnerOrAnAdminMayWrite() throws {
@@ -34,7 +35,7 @@ import TestSupport
         #expect(created.status == 201, "\(created.body)")
         #expect(try Curl.request(url).headers["x-cache"] != nil)  // public read, populates memcached
         let cachedBefore = try cachedVersion(of: id)
-        #expect(cachedBefore == [0xA1, UInt8(ascii: "P"), 0, 0, 0, 1])
+        #expect(cachedBefore == 1)
 
         let update = #"{"display_name":"Hijacked","version":1}"#
         let missing = try Curl.request(url, method: "PUT", headers: json, body: update)
@@ -75,7 +76,7 @@ import TestSupport
             body: #"{"display_name":"Fixed by support","version":2}"#)
         #expect(admin.status == 200, "\(admin.body)")
         #expect(admin.json?["version"] as? Int == 3)
-        #expect(try cachedVersion(of: id) == [0xA1, UInt8(ascii: "P"), 0, 0, 0, 3])
+        #expect(try cachedVersion(of: id) == 3)
         #expect(!service.log.contains(forgedToken))
     }
 
@@ -104,7 +105,7 @@ import TestSupport
 
     @Test func tokenSubcommandMintsATokenTheServerAccepts() throws {
         let minted = try ServiceProcess.run(
-            ["token", "--sub", "77", "--ttl", "60", "--jwt-secret-file", ServiceProcess.secretFile])
+            ["token", "--sub", "77", "--ttl", "60", "--jwt-secret-file", ServiceProcess.jwtSecretFile])
         let token = minted.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(minted.status == 0)
         #expect(token.split(separator: ".").count == 3)

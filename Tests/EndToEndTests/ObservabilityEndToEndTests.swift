@@ -10,22 +10,6 @@ import TestSupport
         try TestEnvironment.requireMemcached()
     }
 
-    /// Prometheus text exposition → (name, labels, value), skipping comments.
-    static func parsePrometheus(_ text: String) -> [(name: String, labels: [String: String], value: Double)] {
-        text.split(separator: "\n").compactMap { line in
-            guard !line.hasPrefix("#"), let space = line.lastIndex(of: " "), let value = Double(line[line.index(after: space)...])
-            else { return nil }
-            let series = line[..<space]
-            guard let brace = series.firstIndex(of: "{") else { return (String(series), [:], value) }
-            var labels: [String: String] = [:]
-            for pair in series[series.index(after: brace)..<series.index(before: series.endIndex)].split(separator: ",") {
-                let parts = pair.split(separator: "=", maxSplits: 1)
-                labels[String(parts[0])] = String(parts[1].dropFirst().dropLast())
-            }
-            return (String(series[..<brace]), labels, value)
-        }
-    }
-
     @Test func metricsAndJSONLogsCarryTheDocumentedFields() throws {
         let service = try ServiceProcess(extraArguments: ["--log-format", "json"])
         defer { _ = service.terminate() }
@@ -44,16 +28,16 @@ import TestSupport
 
         let scrape = try Curl.request("\(service.baseURL)/metrics")
         #expect(scrape.status == 200)
+        #expect(scrape.headers["cache-control"] == "no-store")
+        #expect(try Curl.request("\(service.baseURL)/healthz").headers["cache-control"] == "no-store")
         #expect(scrape.headers["content-type"]?.hasPrefix("text/plain") == true)
-        let series = Self.parsePrometheus(scrape.body)
-        func value(_ name: String, _ labels: [String: String]) -> Double? {
-            series.first { entry in entry.name == name && labels.allSatisfy { entry.labels[$0.key] == $0.value } }?.value
-        }
+        let metrics = PrometheusText(scrape.body)
+        func value(_ name: String, _ labels: [String: String]) -> Double? { metrics.value(name, labels) }
         #expect(value("http_requests_total", ["route": "/users/profile/{id}", "method": "GET", "status": "200"]) ?? 0 >= 5)
         #expect(value("http_requests_total", ["route": "/users/profile/{id}", "method": "PUT", "status": "201"]) == 1)
         #expect(value("http_requests_total", ["route": "/users/profile/{id}", "method": "GET", "status": "404"]) == 1)
         #expect(value("http_request_duration_seconds_count", ["route": "/users/profile/{id}", "method": "GET", "status": "200"]) ?? 0 >= 5)
-        #expect(series.contains { $0.name == "http_request_duration_seconds_bucket" && $0.labels["le"] == "+Inf" })
+        #expect(metrics.samples.contains { $0.name == "http_request_duration_seconds_bucket" && $0.labels["le"] == "+Inf" })
         #expect(value("profile_cache_events_total", ["event": "hit"]) ?? 0 >= 4)
         #expect(value("profile_cache_events_total", ["event": "write_through_stored"]) ?? 0 >= 1)
         for event in ["miss", "error", "bypass", "populate_stored", "populate_lost", "write_through_skipped_newer",
@@ -94,10 +78,15 @@ import TestSupport
         let service = try ServiceProcess(extraArguments: ["--shutdown-delay-s", "2"])
         #expect(try Curl.request("\(service.baseURL)/readyz").status == 200)
         kill(service.processIdentifier, SIGTERM)
-        usleep(300_000)
-        let readiness = try Curl.request("\(service.baseURL)/readyz")
-        #expect(readiness.status == 503, "the gateway must see the drain before the listener closes")
+        // The signal is handled asynchronously: wait for readiness to turn off, well inside the
+        // 2 s before the listener closes.
+        var readiness = try Curl.request("\(service.baseURL)/readyz")
+        #expect(try Eventually.wait(timeout: .seconds(1)) {
+            readiness = try Curl.request("\(service.baseURL)/readyz")
+            return readiness.status == 503
+        }, "the gateway must see the drain before the listener closes")
         #expect(readiness.json?["status"] as? String == "draining")
+        #expect(readiness.headers["cache-control"] == "no-store")
         #expect(try Curl.request("\(service.baseURL)/healthz").status == 200, "requests are still served meanwhile")
         #expect(service.waitUntilExit() == 0)
         #expect(service.log.contains("stopped"))

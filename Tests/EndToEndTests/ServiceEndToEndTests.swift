@@ -73,17 +73,17 @@ import TestSupport
         #expect(again.json?["version"] as? Int == 2)
         #expect(again.headers["x-cache"] == "hit")
 
-        // memcached holds the new version (format: 0xA1 'P' <version BE32> <JSON>).
+        // memcached holds the new version.
         let cache = try MemcachedConnection(
             configuration: try MemcachedConfiguration(servers: TestEnvironment.memcachedServerList),
             logger: Logger(label: "e2e"))
         defer { cache.close() }
-        guard case .hit(let item) = cache.get("profile-service:v1:\(id)") else {
+        guard case .hit(let item) = cache.get(ProfileCacheEntries.key(for: id)) else {
             Issue.record("memcached holds no entry for \(id)")
             return
         }
-        #expect(Array(item.value.prefix(6)) == [0xA1, UInt8(ascii: "P"), 0, 0, 0, 2])
-        #expect(String(decoding: item.value.dropFirst(6), as: UTF8.self).contains(#""display_name":"Second""#))
+        #expect(ProfileCacheEntries.version(of: item.value) == 2)
+        #expect(String(decoding: ProfileCacheEntries.json(of: item.value) ?? [], as: UTF8.self).contains(#""display_name":"Second""#))
 
         let notModified = try Curl.request(url, headers: ["If-None-Match": "\"2\""])
         #expect(notModified.status == 304)
@@ -110,7 +110,8 @@ import TestSupport
         let cases: [(body: String, status: Int)] = [
             ("{not json", 400), (#"{"display_name":7,"version":1}"#, 400), (#"{"version":1}"#, 422),
             (#"{"display_name":"","version":1}"#, 422), (#"{"display_name":"x\u0007","version":1}"#, 422),
-            (#"{"display_name":"x","version":-4}"#, 422),
+            (#"{"display_name":"x","version":-4}"#, 422), (#"{"display_name":"x"}"#, 428),
+            (#"{"username":"other","display_name":"x","version":1}"#, 422), (#"{"display_name":null,"version":1}"#, 400),
         ]
         for (body, status) in cases {
             let response = try Curl.request(url, method: "PUT", headers: json, body: body)
@@ -148,10 +149,10 @@ import TestSupport
             (["serve", "--no-such-flag"], [:]),
             (["serve"], [:]),
             (["serve", "--jwt-secret-file", "/nonexistent/secret"], [:]),
-            (["serve", "--jwt-public-key-file", ServiceProcess.secretFile], [:]),
-            (["serve", "--jwt-public-key-file", ServiceProcess.secretFile, "--jwt-algorithm", "RS256"], [:]),
-            (["serve", "--jwt-secret-file", ServiceProcess.secretFile, "--jwt-algorithm", "none"], [:]),
-            (["serve", "--auth", "none", "--jwt-secret-file", ServiceProcess.secretFile], [:]),
+            (["serve", "--jwt-public-key-file", ServiceProcess.jwtSecretFile], [:]),
+            (["serve", "--jwt-public-key-file", ServiceProcess.jwtSecretFile, "--jwt-algorithm", "RS256"], [:]),
+            (["serve", "--jwt-secret-file", ServiceProcess.jwtSecretFile, "--jwt-algorithm", "none"], [:]),
+            (["serve", "--auth", "none", "--jwt-secret-file", ServiceProcess.jwtSecretFile], [:]),
             (["serve"], ["PROFILE_AUTH": "off"]),
         ] {
             let result = try ServiceProcess.run(arguments, environment: environment)

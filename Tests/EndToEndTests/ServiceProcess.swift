@@ -2,20 +2,12 @@ import Foundation
 import ProfileAuth
 import TestSupport
 
-/// How the end-to-end tests authenticate: every service starts with one HS256 secret, and
-/// tokens are minted with it.
+/// How the end-to-end tests authenticate: every service starts with TestSupport's one HS256
+/// secret (``ServiceProcess/jwtSecretFile``), and tokens are minted with it in process.
 extension ServiceProcess {
-    /// The HS256 secret every test server is started with (`--jwt-secret-file`), made once per run.
-    static let secretFile: String = {
-        let url = FileManager.default.temporaryDirectory.appendingPathComponent("profile-service-e2e-\(UUID()).secret")
-        let secret = (0..<48).map { _ in UInt8.random(in: UInt8(ascii: "a")...UInt8(ascii: "z")) }
-        _ = FileManager.default.createFile(atPath: url.path, contents: Data(secret), attributes: [.posixPermissions: 0o600])
-        return url.path
-    }()
-
-    /// `Authorization` header with a token for `subject`, signed with ``secretFile``.
+    /// `Authorization` header with a token for `subject`, signed with ``jwtSecretFile``.
     static func bearer(_ subject: String, scope: String? = nil) -> [String: String] {
-        let token = (try? TokenMinter(secretFile: secretFile))?.token(subject: subject, scope: scope) ?? ""
+        let token = (try? TokenMinter(secretFile: jwtSecretFile))?.token(subject: subject, scope: scope) ?? ""
         return ["Authorization": "Bearer \(token)"]
     }
 
@@ -25,8 +17,8 @@ extension ServiceProcess {
     }
 
     /// Starts `serve` and waits until it accepts connections.
-    /// - Parameter authArguments: how the server authenticates; by default tokens signed with ``secretFile``.
-    convenience init(extraArguments: [String] = [], authArguments: [String] = ["--jwt-secret-file", ServiceProcess.secretFile])
+    /// - Parameter authArguments: how the server authenticates; by default tokens signed with ``jwtSecretFile``.
+    convenience init(extraArguments: [String] = [], authArguments: [String] = ServiceProcess.jwtArguments)
         throws
     {
         try self.init(arguments: authArguments + extraArguments)

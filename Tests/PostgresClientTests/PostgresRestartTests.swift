@@ -39,10 +39,15 @@ extension PostgresServerTests {
 
             #expect(try PostgresServerTests.deps("start-postgres") == 0)
             restarted = true
-            PostgresServerTests.sleep(.milliseconds(2100))  // longer than the longest backoff (2 s)
-
-            // The next query succeeds on a new session with its statements prepared again.
-            let row = try #require(try connection.execute(table.select, [1]).rows.first)
+            // The connection reconnects once its backoff (at most 2 s) has passed: until then a
+            // query fails fast; then it succeeds on a new session with its statements prepared again.
+            var rows: [PostgresRow] = []
+            #expect(Eventually.wait(timeout: .seconds(5)) {
+                guard let result = try? connection.execute(table.select, [1]) else { return false }
+                rows = result.rows
+                return true
+            }, "no reconnection within 5 s of the restart")
+            let row = try #require(rows.first)
             #expect(try row.decode("username", as: String.self) == "alice")
             #expect(try connection.execute(table.updateBio, [1, "back"]).affectedRows == 1)
             #expect(try backendPID(connection) != pidBefore)

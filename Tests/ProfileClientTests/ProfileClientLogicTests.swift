@@ -112,8 +112,12 @@ import Testing
     @Test func latestIntentWinsWhenAnswersArriveOutOfOrder() async throws {
         let first = Gate()
         let second = Gate()
+        let later = Mutex(false)
         let transport = FakeTransport { request, _ in
-            if request.method == "GET" { return FakeTransport.json(FakeTransport.profile(5, "Base", version: 1)) }
+            if request.method == "GET" {
+                let isLater = later.withLock { $0 }
+                return FakeTransport.json(FakeTransport.profile(5, isLater ? "Later" : "Base", version: isLater ? 4 : 1))
+            }
             let body = String(decoding: request.body ?? Data(), as: UTF8.self)
             if body.contains("First") {
                 await first.wait()
@@ -138,10 +142,10 @@ import Testing
         first.open()
         #expect(try await older.value.version == 2)  // the older answer arrives last: not shown
         #expect(try await client.fetch(id: 5) == FakeTransport.profile(5, "Second", version: 3))
-        let shownAfter = Task { await updates.next() }
-        try await Task.sleep(for: .milliseconds(50))
-        shownAfter.cancel()
-        #expect(await shownAfter.value == nil)
+        // Had the older answer been shown, it would come before the next version observers get.
+        later.withLock { $0 = true }
+        #expect(try await client.fetch(id: 5, policy: .reloadFromServer).version == 4)
+        #expect(await updates.next() == FakeTransport.profile(5, "Later", version: 4))
     }
 
     @Test func aConflictRollsBackToTheServersProfileAndAFailureToThePreviousOne() async throws {

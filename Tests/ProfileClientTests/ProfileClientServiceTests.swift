@@ -6,9 +6,9 @@ import Synchronization
 import Testing
 import TestSupport
 
-/// ``ProfileClient`` against the built service on the real PostgreSQL and memcached of
-/// `scripts/deps.sh`. Evidence is taken from the service's state (versions, names), never by
-/// counting requests.
+/// ``ProfileClient`` against the built service, with JWT authentication, on the real PostgreSQL
+/// and memcached of `scripts/deps.sh`. Evidence is the service's state (versions, names) and its
+/// own counters (`/metrics`), never a pause that hopes something did or did not happen.
 @Suite(.serialized, .timeLimit(.minutes(2))) struct ProfileClientServiceTests {
     init() throws {
         try TestEnvironment.requirePostgres()
@@ -22,7 +22,7 @@ import TestSupport
         retry: RetryPolicy = RetryPolicy(maximumAttempts: 3, initialDelay: .milliseconds(20)),
         live: Bool = false, onToken: (@Sendable () async throws -> Void)? = nil
     ) throws -> ProfileClient {
-        let token = try ServiceAuthentication.shared.token(for: id)
+        let token = try ServiceProcess.token(subject: String(id))
         var configuration = ProfileClientConfiguration(baseURL: service.url)
         configuration.readYourWritesWindow = window
         configuration.retry = retry
@@ -42,12 +42,9 @@ import TestSupport
         defer { cache.close() }
         var json = #"{"id":\#(profile.id),"username":"\#(profile.username)","display_name":"\#(profile.displayName)","#
         json += #""version":\#(profile.version),"updated_at":"\#(profile.updatedAt)"}"#
-        let version = UInt32(profile.version)
-        let header: [UInt8] = [
-            0xA1, UInt8(ascii: "P"), UInt8(version >> 24), UInt8(version >> 16 & 0xFF), UInt8(version >> 8 & 0xFF),
-            UInt8(version & 0xFF),
-        ]
-        let result = cache.set("profile-service:v1:\(profile.id)", value: header + Array(json.utf8))
+        let result = cache.set(
+            ProfileCacheEntries.key(for: profile.id),
+            value: ProfileCacheEntries.entry(version: Int32(profile.version), json: Array(json.utf8)))
         try #require(result == .stored)
     }
 
@@ -100,6 +97,7 @@ import TestSupport
         let created = try await client.create(id: id, username: "rw\(id % 1_000_000)", displayName: "First")
         #expect(created.version == 1)
         let written = try await client.updateDisplayName(id: id, to: "Second", expectedVersion: 1)
+        let windowEnds = ContinuousClock.now + .seconds(3)  // the window began inside the call
         #expect(written.version == 2)
 
         // memcached now holds version 1 again: a reader without a token gets it.
@@ -115,8 +113,9 @@ import TestSupport
         // After the window, the read goes to the service with min_version=2, past the stale entry.
         service = try ServiceProcess(port: port)
         try Self.plantCacheEntry(created)
-        try await Task.sleep(for: .seconds(3))
+        try await Task.sleep(until: windowEnds)
         #expect(try await client.fetch(id: id) == written)
+        #expect(try service.profileRequests("GET", status: 200) == 1, "the read after the window reached the service")
         #expect(try await other.fetch(id: id, policy: .reloadFromServer).version == 2)  // repaired for everyone
         service.terminate()
     }
@@ -126,17 +125,10 @@ import TestSupport
         defer { service.terminate() }
         let id = Self.randomID()
         let bystander = try Self.client(service, id: id)
-        // If a rejected write were sent again, the token provider would first move the profile to
-        // version 3 with the bystander's token, so a repeated 409 or 422 would leave version 3
-        // ("Moved") in PostgreSQL; the service still holding version 2 proves no repeat.
+        // The token provider runs before every attempt: it counts what the client sent, and the
+        // service's own counters say what arrived.
         let tokens = Mutex(0)
-        let client = try Self.client(service, id: id) {
-            let count = tokens.withLock { count in
-                count += 1
-                return count
-            }
-            if count >= 4 { _ = try await bystander.updateDisplayName(id: id, to: "Moved", expectedVersion: 2) }
-        }
+        let client = try Self.client(service, id: id) { tokens.withLock { $0 += 1 } }
         _ = try await client.create(id: id, username: "cf\(id % 1_000_000)", displayName: "Mine")  // token 1
         let theirs = try await bystander.updateDisplayName(id: id, to: "Theirs", expectedVersion: 1)
         let first = client.updates(for: id)
@@ -156,10 +148,12 @@ import TestSupport
             guard case .validation(let field, _) = error else { throw error }
             #expect(field == "display_name")
         }
-        try await Task.sleep(for: .milliseconds(500))
-        let after = try await bystander.fetch(id: id, policy: .reloadFromServer)
-        #expect(after == theirs)  // version 2, "Theirs": neither refused write was sent again
-        #expect(tokens.withLock { $0 } == 3)  // create, the 409, the 422
+        #expect(tokens.withLock { $0 } == 3)  // create, the 409, the 422: one attempt each
+        #expect(try service.profileRequests("PUT", status: 201) == 1)
+        #expect(try service.profileRequests("PUT", status: 200) == 1)  // the bystander's
+        #expect(try service.profileRequests("PUT", status: 409) == 1, "the conflicting write arrived once")
+        #expect(try service.profileRequests("PUT", status: 422) == 1, "the refused write arrived once")
+        #expect(try await bystander.fetch(id: id, policy: .reloadFromServer) == theirs)
     }
 
     @Test func everyObserverOfAnIDReceivesAWriteMadeElsewhereInTheApp() async throws {
@@ -193,19 +187,24 @@ import TestSupport
         let port = service.port
         service.terminate()
 
-        let reader = try Self.client(service, id: id, retry: patient)
+        // The token provider runs before every attempt: two calls mean the first attempt was
+        // refused and the client is retrying, which is when the service comes back.
+        let readAttempts = Mutex(0)
+        let reader = try Self.client(service, id: id, retry: patient) { readAttempts.withLock { $0 += 1 } }
         let read = Task { try await reader.fetch(id: id) }
-        try await Task.sleep(for: .seconds(1))
+        #expect(await Eventually.waitAsync { readAttempts.withLock { $0 } >= 2 }, "the reader never retried")
         service = try ServiceProcess(port: port)
         #expect(try await read.value == created)
 
         // A write is retried too when the connection was refused: it lands exactly once.
         service.terminate()
-        let writer = try Self.client(service, id: id, retry: patient)
+        let writeAttempts = Mutex(0)
+        let writer = try Self.client(service, id: id, retry: patient) { writeAttempts.withLock { $0 += 1 } }
         let write = Task { try await writer.updateDisplayName(id: id, to: "After", expectedVersion: 1) }
-        try await Task.sleep(for: .seconds(1))
+        #expect(await Eventually.waitAsync { writeAttempts.withLock { $0 } >= 2 }, "the writer never retried")
         service = try ServiceProcess(port: port)
         #expect(try await write.value.version == 2)
+        #expect(try service.profileRequests("PUT", status: 200) == 1, "the retried write arrived once")
         #expect(try await reader.fetch(id: id, policy: .reloadFromServer).version == 2)
         service.terminate()
     }

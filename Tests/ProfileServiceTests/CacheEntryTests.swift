@@ -1,5 +1,6 @@
 import Foundation
 import HTTP1
+import TestSupport
 import Testing
 
 @testable import ProfileService
@@ -17,6 +18,16 @@ import Testing
         }
         #expect(version == 7)
         #expect(Array(json) == profile.jsonBytes)
+    }
+
+    /// Test targets that talk to memcached directly use TestSupport's statement of the format.
+    @Test func testSupportStatesTheSameFormatAndKey() {
+        let encoded = CacheEntry.encode(profile)
+        #expect(ProfileCacheEntries.entry(version: profile.version, json: profile.jsonBytes) == encoded)
+        #expect(ProfileCacheEntries.version(of: encoded) == 7)
+        #expect(ProfileCacheEntries.json(of: encoded) == profile.jsonBytes)
+        #expect(ProfileCacheEntries.version(of: CacheEntry.encodeLease(token: 9)) == nil)
+        #expect(ProfileCacheEntries.key(for: 42) == ProfileCacheConfiguration().key(for: 42))
     }
 
     @Test func leaseRoundTrip() {

@@ -77,11 +77,13 @@ import TestSupport
         let threads = 16, readsPerThread = 7  // 112 concurrent GETs of a cold id
         let versions = Mutex<[Int32]>([])
         let start = DispatchSemaphore(value: 0)
+        let connected = DispatchSemaphore(value: 0)
         let workers = (0..<threads).map { _ in
             TestThread {
                 let backends = try! IntegrationBackends()
                 defer { withExtendedLifetime(backends) {} }
                 let repository = backends.repository(shared)
+                connected.signal()
                 start.wait()
                 for _ in 0..<readsPerThread {
                     let version = (try? repository.read(id: profile.id))?.version ?? -1
@@ -89,7 +91,7 @@ import TestSupport
                 }
             }
         }
-        usleep(300_000)  // let every thread connect before the gun
+        for _ in 0..<threads { connected.wait() }  // every thread connected before the gun
         for _ in 0..<threads { start.signal() }
         workers.forEach { $0.join() }
 

@@ -1,4 +1,5 @@
 import Foundation
+import HTTP1
 import Testing
 
 @testable import ProfileService
@@ -27,31 +28,63 @@ import Testing
         #expect(try parse(#"{"display_name":"Ada"}"#, ifMatch: 7) == .update(displayName: "Ada", expectedVersion: 7))
     }
 
-    @Test func bodyVersionMustAgreeWithIfMatch() {
-        #expect(error(#"{"display_name":"Ada","version":3}"#, ifMatch: 4) == .invalidField("version", "disagrees with If-Match"))
+    @Test func bodyVersionMustAgreeWithIfMatch() throws {
+        #expect(try parse(#"{"display_name":"Ada","version":4}"#, ifMatch: 4) == .update(displayName: "Ada", expectedVersion: 4))
+        guard case .preconditionFailed(field: "If-Match", _)? = error(#"{"display_name":"Ada","version":3}"#, ifMatch: 4)
+        else {
+            Issue.record("expected 412 for If-Match disagreeing with version")
+            return
+        }
     }
 
-    @Test func createWithVersionZeroOrIfNoneMatch() throws {
-        #expect(try parse(#"{"username":"ada","display_name":"Ada","version":0}"#) == .create(username: "ada", displayName: "Ada"))
-        #expect(try parse(#"{"username":"ada","display_name":"Ada"}"#, create: true) == .create(username: "ada", displayName: "Ada"))
+    @Test func aUsernameMakesACreateWithOrWithoutVersionZeroOrIfNoneMatch() throws {
+        let create = ProfileWriteRequest.create(username: "ada", displayName: "Ada")
+        #expect(try parse(#"{"username":"ada","display_name":"Ada","version":0}"#) == create)
+        #expect(try parse(#"{"username":"ada","display_name":"Ada"}"#, create: true) == create)
+        #expect(try parse(#"{"username":"ada","display_name":"Ada"}"#) == create)
+    }
+
+    @Test func contradictoryPreconditionsAre412AndOnlyForWellFormedInput() {
+        guard case .preconditionFailed(field: "If-Match", _)? = error(#"{"username":"ada","display_name":"Ada"}"#, ifMatch: 1),
+            case .preconditionFailed(field: "If-None-Match", _)? = error(#"{"display_name":"Ada","version":1}"#, create: true),
+            case .preconditionFailed(field: "If-None-Match", _)? = error(#"{"display_name":"Ada"}"#, ifMatch: 1, create: true)
+        else {
+            Issue.record("expected 412 for contradictory preconditions")
+            return
+        }
+        // Input errors come first: a 412 always means every part was well formed.
+        #expect(error(#"{"display_name":"","version":1}"#, create: true) == .invalidField("display_name", "must be 1 to 64 characters long"))
+        guard case .invalidField("username", _)? = error(#"{"username":"A","display_name":"Ada"}"#, ifMatch: 1) else {
+            Issue.record("expected the bad username before the precondition")
+            return
+        }
+    }
+
+    @Test func anUpdateWithoutAnExpectedVersionIs428() {
+        guard case .preconditionRequired? = error(#"{"display_name":"Ada"}"#) else {
+            Issue.record("expected 428 for an update without version or If-Match")
+            return
+        }
+        #expect(error(#"{"display_name":"Ada"}"#).map(\.problem.status.code) == 428)
     }
 
     @Test func missingFieldsAreNamed() {
         #expect(error(#"{"version":3}"#) == .missingField("display_name"))
-        #expect(error(#"{"display_name":"Ada"}"#) == .missingField("version"))
         #expect(error(#"{"display_name":"Ada","version":0}"#) == .missingField("username"))
     }
 
     @Test(arguments: [
         #"{"display_name":5,"version":1}"#, #"{"display_name":"Ada","version":"1"}"#,
         #"{"display_name":"Ada","version":1.5}"#, #"{"display_name":null,"version":true}"#,
+        #"{"display_name":null,"version":1}"#, #"{"display_name":"Ada","version":null}"#,
+        #"{"display_name":"Ada","version":1,"username":null}"#,
     ])
     func wrongTypesAreMalformedAndNamed(json: String) {
         guard case .malformed(let field?, _)? = error(json) else {
             Issue.record("expected a malformed error naming a field for \(json)")
             return
         }
-        #expect(["display_name", "version"].contains(field))
+        #expect(["display_name", "version", "username"].contains(field))
     }
 
     @Test(arguments: ["", "{", "[]", "\"text\"", "{\"display_name\":\"Ada\",}", "null"])
@@ -70,16 +103,24 @@ import Testing
         }
     }
 
-    @Test func displayNameIsNormalizedToNFCAndCountedInCharacters() throws {
-        // "é" as e + combining acute: two scalars, one character, normalized to U+00E9.
+    @Test func displayNameIsCountedInCodePointsAsSentAndStoredInNFC() throws {
+        // "é" as e + combining acute: two code points (JSON Schema's maxLength counts them so),
+        // stored as U+00E9.
         let decomposed = "Ren\u{65}\u{301}e"
         let request = try parse(#"{"display_name":"\#(decomposed)","version":1}"#)
         #expect(request == .update(displayName: "Ren\u{E9}e", expectedVersion: 1))
-        let sixtyFour = String(repeating: "\u{65}\u{301}", count: 64)
-        #expect(throws: Never.self) { try parse(#"{"display_name":"\#(sixtyFour)","version":1}"#) }
+        let sixtyFour = String(repeating: "\u{65}\u{301}", count: 32)
+        #expect(try parse(#"{"display_name":"\#(sixtyFour)","version":1}"#)
+            == .update(displayName: String(repeating: "\u{E9}", count: 32), expectedVersion: 1))
+        let sixtyFive = sixtyFour + "\u{301}"
+        #expect(error(#"{"display_name":"\#(sixtyFive)","version":1}"#) == .invalidField("display_name", "must be 1 to 64 characters long"))
+        #expect(throws: Never.self) { try parse(#"{"display_name":"\#(String(repeating: "\u{1F600}", count: 64))","version":1}"#) }
     }
 
-    @Test(arguments: ["", "   ", String(repeating: "x", count: 65), "a\\u0000b", "line\\nbreak", "tab\\tname", "bidi\u{202E}x"])
+    @Test(arguments: [
+        "", "   ", String(repeating: "x", count: 65), "a\\u0000b", "line\\nbreak", "tab\\tname", "bidi\u{202E}x",
+        "\u{3000}\u{A0}", " \u{2028}", "\u{2066}x",
+    ])
     func invalidDisplayNames(name: String) {
         guard case .invalidField("display_name", _)? = error(#"{"display_name":"\#(name)","version":1}"#) else {
             Issue.record("expected display_name to be refused: \(name.debugDescription)")
@@ -97,8 +138,9 @@ import Testing
     }
 
     @Test func usernameCannotChangeOnUpdate() {
-        guard case .invalidField("username", _)? = error(#"{"username":"ada","display_name":"A","version":2}"#) else {
-            Issue.record("expected username to be refused on update")
+        // A username with a version to update: neither a create (version 0 or none) nor an update.
+        guard case .invalidField("version", _)? = error(#"{"username":"ada","display_name":"A","version":2}"#) else {
+            Issue.record("expected a username with version 2 to be refused")
             return
         }
     }

@@ -46,6 +46,21 @@ import Testing
         }
     }
 
+    @Test func ifMatchVersionsAreCanonicalAndFitInt32() throws {
+        #expect(try ProfileResponder.ifMatchVersion(#""2147483647""#) == Int32.max)
+        for bad in [#""2147483648""#, #""01""#, #""+1""#, #""-1""#, #"" 1""#] {
+            #expect(throws: ProfileRequestError.self) { try ProfileResponder.ifMatchVersion(bad) }
+        }
+    }
+
+    @Test func aWriteTakesOnlyIfNoneMatchStar() throws {
+        #expect(try ProfileResponder.ifNoneMatchAny("*") == true)
+        #expect(try ProfileResponder.ifNoneMatchAny(nil) == false)
+        for bad in [#""1""#, "W/\"1\"", "**", ""] {
+            #expect(throws: ProfileRequestError.self) { try ProfileResponder.ifNoneMatchAny(bad) }
+        }
+    }
+
     @Test func jsonMediaTypes() {
         #expect(ProfileResponder.isJSON("application/json"))
         #expect(ProfileResponder.isJSON("application/json; charset=utf-8"))

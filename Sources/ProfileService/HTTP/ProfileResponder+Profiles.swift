@@ -46,7 +46,7 @@ extension ProfileResponder {
             write = try ProfileWriteRequest.parse(
                 body: request.body,
                 ifMatchVersion: try Self.ifMatchVersion(request.headers["If-Match"]),
-                ifNoneMatchAny: request.headers["If-None-Match"].map { $0.trimmed == "*" } ?? false)
+                ifNoneMatchAny: try Self.ifNoneMatchAny(request.headers["If-None-Match"]))
         } catch {
             throw error.problem
         }
@@ -85,13 +85,19 @@ extension ProfileResponder {
 
     // MARK: Input
 
+    /// A positive integer in canonical decimal form (no sign, no leading zeros, no spaces) that
+    /// fits `T`: the only spelling of an integer `openapi.yaml` admits for ids and versions.
+    static func canonicalPositive<T: FixedWidthInteger>(_ text: Substring, as type: T.Type = T.self) -> T? {
+        guard let first = text.utf8.first, first != UInt8(ascii: "0"),
+            text.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) })
+        else { return nil }
+        return T(text)
+    }
+
     /// A positive 64-bit id in canonical decimal form (no sign, no leading zeros).
     static func profileID(from path: String) throws(Problem) -> Int64 {
         let text = path.dropFirst(profilePathPrefix.count)
-        guard let first = text.utf8.first, first != UInt8(ascii: "0"),
-            text.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }),
-            let id = Int64(text), id > 0
-        else {
+        guard let id = canonicalPositive(text, as: Int64.self) else {
             if text.contains("/") || text.isEmpty {
                 throw Problem(.notFound, kind: "no-such-route", detail: "no route for \(path.prefix(200))")
             }
@@ -104,7 +110,7 @@ extension ProfileResponder {
 
     static func minVersion(from request: HTTPRequest) throws(Problem) -> Int32? {
         guard let text = request.queryValue(for: "min_version") else { return nil }
-        guard let value = Int32(text), value >= 1 else {
+        guard let value = canonicalPositive(Substring(text), as: Int32.self) else {
             throw Problem(
                 .badRequest, kind: "invalid-min-version",
                 detail: "min_version must be an integer from 1 to 2147483647", field: "min_version")
@@ -117,11 +123,21 @@ extension ProfileResponder {
         guard let header else { return nil }
         let tag = header.trimmed
         guard tag.count >= 3, tag.first == "\"", tag.last == "\"",
-            let version = Int32(tag.dropFirst().dropLast()), version >= 1
+            let version = canonicalPositive(Substring(tag.dropFirst().dropLast()), as: Int32.self)
         else {
             throw .malformed(field: "If-Match", "If-Match must be one entity tag such as \"3\"")
         }
         return version
+    }
+
+    /// `If-None-Match: *` on a write: the profile must not exist yet. A write has no use for
+    /// entity tags there, so anything else is refused rather than ignored.
+    static func ifNoneMatchAny(_ header: String?) throws(ProfileRequestError) -> Bool {
+        guard let header else { return false }
+        guard header.trimmed == "*" else {
+            throw .malformed(field: "If-None-Match", "a write accepts only If-None-Match: * (create)")
+        }
+        return true
     }
 
     /// Weak comparison of an `If-None-Match` list with a tag (RFC 9110 §13.1.2).

@@ -11,7 +11,7 @@ import Synchronization
 /// | `/users/profile/{id}/events` | `GET`: the profile's event stream (Server-Sent Events) |
 /// | `/healthz` | `GET`, `HEAD`: the process answers |
 /// | `/readyz` | `GET`, `HEAD`: PostgreSQL reachable and not draining (memcached reported) |
-/// | `/metrics` | `GET`: Prometheus text, when a renderer is configured |
+/// | `/metrics` | `GET`, `HEAD`: Prometheus text, when a renderer is configured |
 ///
 /// Every answer carries `X-Request-ID` (the client's, if well formed, else a new one), is
 /// counted in ``ServiceMetrics`` and, unless disabled, logged as one access line.
@@ -131,15 +131,16 @@ public struct ProfileResponder: HTTPResponder {
         }
         switch route {
         case "/healthz":
-            return (Self.json(.ok, #"{"status":"ok"}"#), route)
+            return (Self.uncached(Self.json(.ok, #"{"status":"ok"}"#)), route)
         case "/readyz":
-            return (readiness(worker: worker), route)
+            return (Self.uncached(readiness(worker: worker)), route)
         case "/metrics":
             observability.metrics.sampleGauges()
             let body = observability.renderMetrics?() ?? []
             return (
-                HTTPResponse(
-                    status: .ok, headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"], body: body),
+                Self.uncached(
+                    HTTPResponse(
+                        status: .ok, headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"], body: body)),
                 route
             )
         case Self.eventsRoute:
@@ -196,6 +197,13 @@ public struct ProfileResponder: HTTPResponder {
         } catch {
             return error.response
         }
+    }
+
+    /// Health and metrics describe this instant: no cache (a gateway's, a browser's) may keep them.
+    private static func uncached(_ response: HTTPResponse) -> HTTPResponse {
+        var response = response
+        response.headers.replaceOrAdd(name: "Cache-Control", value: "no-store")
+        return response
     }
 
     static func json(_ status: HTTPStatus, _ text: String) -> HTTPResponse {

@@ -25,7 +25,11 @@ public struct Migrator {
     /// Any constant works; all replicas must use the same one.
     static let advisoryLockKey: Int64 = 0x7072_6f66_696c_6573  // "profiles"
 
-    public static let statements: [PostgresStatement] = [Statements.checksum, Statements.record, Statements.applied]
+    /// The statements to declare on the migrator's connection (prepared when it connects). The
+    /// two that name `schema_migrations` are left out: on a fresh database that table does not
+    /// exist until ``migrate(_:)`` creates it, so preparing them at connect time would fail (42P01)
+    /// and log warnings about nothing wrong. They are prepared on first use instead.
+    public static let statements: [PostgresStatement] = [Statements.checksum]
 
     private enum Statements {
         static let checksum = PostgresStatement(

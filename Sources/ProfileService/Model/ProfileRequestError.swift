@@ -8,6 +8,11 @@ public enum ProfileRequestError: Error, Sendable, Equatable {
     case missingField(String)
     /// A field is present but breaks a rule (422).
     case invalidField(String, String)
+    /// The request's preconditions cannot all hold, whatever the stored profile (412);
+    /// `field` names the header that contradicts the rest.
+    case preconditionFailed(field: String, String)
+    /// An update that says no version it expects (428): updates are always optimistic.
+    case preconditionRequired(String)
 
     var problem: Problem {
         switch self {
@@ -17,6 +22,10 @@ public enum ProfileRequestError: Error, Sendable, Equatable {
             Problem(.unprocessableContent, kind: "missing-field", detail: "\(field) is required", field: field)
         case .invalidField(let field, let rule):
             Problem(.unprocessableContent, kind: "invalid-field", detail: "\(field) \(rule)", field: field)
+        case .preconditionFailed(let field, let detail):
+            Problem(.preconditionFailed, kind: "precondition-failed", detail: detail, field: field)
+        case .preconditionRequired(let detail):
+            Problem(.preconditionRequired, kind: "precondition-required", detail: detail, field: "version")
         }
     }
 }

@@ -6,18 +6,21 @@ enum ProfileValidation {
     static let usernameLength = 3...32
 
     /// Returns the display name in Unicode NFC, or the reason it is not acceptable.
+    ///
+    /// The rules are the ones JSON Schema can state, so `openapi.yaml` says exactly what is
+    /// accepted (docs/design.md §7): the length counts Unicode code points as sent (JSON Schema's
+    /// `maxLength`), and "blank" means every code point has the White_Space property.
     static func validDisplayName(_ raw: String) throws(ProfileRequestError) -> String {
-        let normalized = raw.precomposedStringWithCanonicalMapping
-        if normalized.unicodeScalars.contains(where: isForbiddenScalar) {
+        if raw.unicodeScalars.contains(where: isForbiddenScalar) {
             throw .invalidField("display_name", "must not contain control characters")
         }
-        guard displayNameLength.contains(normalized.count) else {
+        guard displayNameLength.contains(raw.unicodeScalars.count) else {
             throw .invalidField("display_name", "must be 1 to 64 characters long")
         }
-        if normalized.allSatisfy(\.isWhitespace) {
+        if raw.unicodeScalars.allSatisfy(\.properties.isWhitespace) {
             throw .invalidField("display_name", "must not be blank")
         }
-        return normalized
+        return raw.precomposedStringWithCanonicalMapping
     }
 
     static func validUsername(_ raw: String) throws(ProfileRequestError) -> String {

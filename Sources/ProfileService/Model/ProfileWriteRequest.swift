@@ -12,44 +12,53 @@ enum ProfileWriteRequest: Equatable {
     /// a little room is left for fields the service ignores.
     static let maximumNestingDepth = 4
 
-    /// Parses and validates a write.
+    /// Parses and validates a write. The body says what it is: a `username` makes it a create,
+    /// its absence an update. Input is checked first (400, 422), then the preconditions
+    /// (412, 428), so a request refused for its preconditions is well formed in every part
+    /// (docs/design.md §7: rules `openapi.yaml` can state exactly).
     ///
     /// - Parameters:
     ///   - body: the JSON body: `{"display_name": …, "version": N}` to update, or
-    ///     `{"username": …, "display_name": …}` with `version` 0 or `ifNoneMatchAny` to create.
+    ///     `{"username": …, "display_name": …}` (with `version` 0 or none) to create.
     ///   - ifMatchVersion: the version from an `If-Match: "N"` header, if any.
-    ///   - ifNoneMatchAny: whether the request carried `If-None-Match: *` (create only).
+    ///   - ifNoneMatchAny: whether the request carried `If-None-Match: *`.
     static func parse(body: [UInt8], ifMatchVersion: Int32?, ifNoneMatchAny: Bool) throws(ProfileRequestError)
         -> ProfileWriteRequest
     {
         let fields = try decodeFields(body)
-        let bodyVersion: Int32?
-        switch fields.version {
-        case nil: bodyVersion = nil
-        case let value? where value == 0: bodyVersion = 0
-        case let value? where (1...Int64(Int32.max)).contains(value): bodyVersion = Int32(value)
-        default: throw .invalidField("version", "must be an integer from 1 to 2147483647 (0 to create)")
-        }
         guard let rawDisplayName = fields.displayName else { throw .missingField("display_name") }
         let displayName = try ProfileValidation.validDisplayName(rawDisplayName)
 
-        if ifNoneMatchAny || bodyVersion == 0 {
-            if ifMatchVersion != nil {
-                throw .malformed(field: nil, "If-Match and a create (If-None-Match: * or version 0) exclude each other")
+        if let rawUsername = fields.username {
+            guard fields.version == nil || fields.version == 0 else {
+                throw .invalidField("version", "must be 0 or absent with a username (a create); a username cannot be changed")
             }
-            guard let rawUsername = fields.username else { throw .missingField("username") }
-            return .create(username: try ProfileValidation.validUsername(rawUsername), displayName: displayName)
+            let username = try ProfileValidation.validUsername(rawUsername)
+            if ifMatchVersion != nil {
+                throw .preconditionFailed(
+                    field: "If-Match", "If-Match expects an existing version, but a body with a username creates the profile")
+            }
+            return .create(username: username, displayName: displayName)
         }
-        if fields.username != nil {
-            throw .invalidField("username", "cannot be changed; send only display_name and version")
+        let bodyVersion: Int32?
+        switch fields.version {
+        case nil: bodyVersion = nil
+        case 0: throw .missingField("username")  // version 0 creates, which needs a username
+        case let value? where (1...Int64(Int32.max)).contains(value): bodyVersion = Int32(value)
+        default: throw .invalidField("version", "must be an integer from 1 to 2147483647 (0 to create)")
+        }
+        if ifNoneMatchAny {
+            throw .preconditionFailed(
+                field: "If-None-Match", "If-None-Match: * asks for a new profile, but a body without username updates one")
         }
         switch (bodyVersion, ifMatchVersion) {
         case (let body?, let header?) where body != header:
-            throw .invalidField("version", "disagrees with If-Match")
+            throw .preconditionFailed(
+                field: "If-Match", "If-Match \"\(header)\" and version \(body) cannot both be the current version")
         case (let version?, _), (nil, let version?):
             return .update(displayName: displayName, expectedVersion: version)
         case (nil, nil):
-            throw .missingField("version")
+            throw .preconditionRequired("send the version you read, as \"version\" or If-Match: \"N\"")
         }
     }
 
@@ -62,12 +71,19 @@ enum ProfileWriteRequest: Equatable {
             case displayName = "display_name", username, version
         }
 
+        /// A field that is present must have a value of its type: `null` is refused (decoding a
+        /// non-optional throws `valueNotFound`), never read as an absent field.
         init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
-            displayName = try container.decodeIfPresent(String.self, forKey: .displayName)
-            username = try container.decodeIfPresent(String.self, forKey: .username)
+            if container.contains(.displayName) {
+                displayName = try container.decode(String.self, forKey: .displayName)
+            }
+            if container.contains(.username) {
+                username = try container.decode(String.self, forKey: .username)
+            }
             // Decoded as a number first so that 1.5 is reported against "version", not as bad JSON.
-            if let number = try container.decodeIfPresent(Double.self, forKey: .version) {
+            if container.contains(.version) {
+                let number = try container.decode(Double.self, forKey: .version)
                 guard number.rounded() == number, abs(number) < 1e15 else {
                     throw DecodingError.typeMismatch(
                         Int64.self,
@@ -121,7 +137,9 @@ enum ProfileWriteRequest: Equatable {
         }
         do {
             return try JSONDecoder().decode(Fields.self, from: Data(body))
-        } catch let DecodingError.typeMismatch(_, context), let DecodingError.dataCorrupted(context) {
+        } catch let DecodingError.typeMismatch(_, context), let DecodingError.dataCorrupted(context),
+            let DecodingError.valueNotFound(_, context)
+        {
             if let field = context.codingPath.last?.stringValue {
                 throw .malformed(field: field, "\(field) has the wrong type or value")
             }
