@@ -20,6 +20,8 @@ extension PostgresServerTests {
             let status = try #require(try LogicalReplicationSetup.slotStatus(named: slot, on: connection))
             #expect(status.confirmedFlushLSN != nil)
             #expect(!status.isActive)
+            #expect(status.walStatus == "reserved")
+            #expect(!status.isLost)
             #expect((status.lagBytes ?? -1) >= 0)
             let plugin = try connection.simpleQuery(
                 "SELECT plugin, slot_type FROM pg_replication_slots WHERE slot_name = '\(slot)'"

@@ -22,11 +22,21 @@ public enum LogicalReplicationSetup {
         /// `pg_current_wal_lsn()` minus the confirmed position: WAL the slot keeps the server from
         /// recycling; `nil` with ``confirmedFlushLSN``.
         public var lagBytes: Int64?
+        /// `wal_status`: `reserved` or `extended` while the WAL the slot needs is kept;
+        /// `unreserved` when it is about to be removed; `lost` once it was, because the slot fell
+        /// behind by more than `max_slot_wal_keep_size`.
+        public var walStatus: String?
 
-        public init(confirmedFlushLSN: LSN?, isActive: Bool, lagBytes: Int64?) {
+        /// The slot fell too far behind and the server removed WAL it needed: streaming it fails
+        /// (SQLSTATE 55000) and changes were lost. Drop it, create it again, and treat everything
+        /// the stream would have repaired as unrepaired.
+        public var isLost: Bool { walStatus == "lost" }
+
+        public init(confirmedFlushLSN: LSN?, isActive: Bool, lagBytes: Int64?, walStatus: String? = nil) {
             self.confirmedFlushLSN = confirmedFlushLSN
             self.isActive = isActive
             self.lagBytes = lagBytes
+            self.walStatus = walStatus
         }
     }
 
@@ -73,8 +83,8 @@ public enum LogicalReplicationSetup {
         }
     }
 
-    /// The slot's confirmed position, whether a stream uses it, and its lag in bytes; `nil` when
-    /// there is no such slot.
+    /// The slot's confirmed position, whether a stream uses it, its lag in bytes and whether its
+    /// WAL is still kept; `nil` when there is no such slot.
     ///
     /// - Throws: ``PostgresError``.
     public static func slotStatus(named name: String, on connection: PostgresConnection) throws -> SlotStatus? {
@@ -82,7 +92,7 @@ public enum LogicalReplicationSetup {
         let confirmed: String? = try row.decodeIfPresent("confirmed_flush_lsn")
         return SlotStatus(
             confirmedFlushLSN: confirmed.flatMap(LSN.init), isActive: try row.decode("active"),
-            lagBytes: try row.decodeIfPresent("lag_bytes"))
+            lagBytes: try row.decodeIfPresent("lag_bytes"), walStatus: try row.decodeIfPresent("wal_status"))
     }
 
     /// Creates a publication of `tables` (names in the search path, each quoted as one
@@ -137,7 +147,7 @@ extension PostgresStatement {
     fileprivate static let slotStatus = PostgresStatement(
         name: "logical_replication_slot_status",
         sql: """
-            SELECT confirmed_flush_lsn::text AS confirmed_flush_lsn, active,
+            SELECT confirmed_flush_lsn::text AS confirmed_flush_lsn, active, wal_status,
                    pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint AS lag_bytes
             FROM pg_replication_slots WHERE slot_name = $1
             """,

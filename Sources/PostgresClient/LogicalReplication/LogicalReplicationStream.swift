@@ -77,7 +77,8 @@ public final class LogicalReplicationStream {
     /// - Throws: ``PostgresError``: ``PostgresError/Kind/connectionUnavailable`` when the server
     ///   cannot be reached; SQLSTATE 55006 (``PostgresError/isObjectInUse``) when another
     ///   connection streams the slot; 42704 for a slot that does not exist; 55000 when the slot
-    ///   is not logical; ``PostgresError/Kind/invalidConfiguration`` for a name holding a NUL.
+    ///   is not logical or was invalidated (``LogicalReplicationSetup/SlotStatus/isLost``);
+    ///   ``PostgresError/Kind/invalidConfiguration`` for a name holding a NUL.
     public init(
         configuration: PostgresConfiguration, slot: String, publication: String, startLSN: LSN = .zero,
         statusInterval: Duration = .seconds(10), logger: Logger
