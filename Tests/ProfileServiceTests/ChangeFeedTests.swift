@@ -174,7 +174,12 @@ import TestSupport
         #expect((slot?.lagBytes ?? 0) > 0, "the slot is not confirmed past the held change")
 
         kill(pid, SIGCONT)
-        #expect(harness.waitUntil { harness.backends.cachedVersion(profile.id, shared: harness.shared) == 2 })
         #expect(harness.waitUntil { feed.monitor.current.pendingRepairs == 0 })
+        // Applied: the row replaced the entry, or (when the node failed the cas right after it
+        // woke) the entry was deleted; either way version 1 is never served again.
+        #expect(harness.backends.cachedVersion(profile.id, shared: harness.shared) != 1)
+        #expect(harness.waitUntil {
+            (try? harness.backends.repository(harness.shared).read(id: profile.id))?.version == 2
+        })
     }
 }

@@ -104,12 +104,32 @@ final class ChangeFeedConsumer {
     }
 
     private func ensureSlot() throws {
-        guard !slotReady else { return }
         if !connection.isConnected { try connection.connect() }
+        if slotReady {
+            guard try LogicalReplicationSetup.slotStatus(named: configuration.slotName, on: connection)?.isLost == true
+            else { return }
+            try rebuildLostSlot()
+        }
         if try LogicalReplicationSetup.ensureSlot(named: configuration.slotName, on: connection) {
             logger.notice("created the change feed's replication slot", metadata: ["slot": "\(configuration.slotName)"])
         }
         slotReady = true
+    }
+
+    /// PostgreSQL invalidated the slot: it fell further behind than `max_slot_wal_keep_size`
+    /// while nobody consumed it, so changes were lost and any cached profile may be stale. The
+    /// only safe repair is an empty cache and a new slot (docs/design.md §3.3).
+    private func rebuildLostSlot() throws {
+        logger.error(
+            "the change feed's slot was invalidated (max_slot_wal_keep_size exceeded): flushing memcached and recreating it",
+            metadata: ["slot": "\(configuration.slotName)"])
+        do {
+            try LogicalReplicationSetup.dropSlot(named: configuration.slotName, on: connection)
+        } catch let error as PostgresError where error.isObjectInUse {
+            return  // another instance is rebuilding it
+        }
+        flushEveryNode()
+        slotReady = false
     }
 
     /// Reads the stream, applying each run of committed transactions as one batch as soon as
@@ -248,9 +268,9 @@ final class ChangeFeedConsumer {
         }
     }
 
-    /// A TRUNCATE of `user_profiles` left every cached profile stale.
+    /// After a TRUNCATE of `user_profiles`, or a lost slot, every cached profile may be stale.
     private func flushEveryNode() {
-        logger.warning("user_profiles was truncated: flushing every memcached node")
+        logger.warning("flushing every memcached node: every cached profile may be stale")
         for server in memcachedServers {
             if let error = cache.flush(server: server) {
                 logger.error("flush after TRUNCATE failed", metadata: ["node": "\(server)", "error": "\(error)"])
