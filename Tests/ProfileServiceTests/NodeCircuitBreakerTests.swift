@@ -106,14 +106,17 @@ import Testing
         fakeNode.isUp.store(false, ordering: .relaxed)
         worker.beginRequest()
         _ = worker.get("k")
-        _ = worker.delete("k")
+        _ = worker.add("k", value: [1], flags: 0, expiration: 0)
         #expect(worker.flush(server: node) == CircuitBreakingCacheClient.skipped)
         #expect(fakeNode.calls.load(ordering: .relaxed) == 1, "a hung node costs a request one timeout")
+        worker.reconnect()
+        _ = worker.delete("k")
+        #expect(fakeNode.calls.load(ordering: .relaxed) == 2, "a repair delete is tried all the same")
         fakeNode.isUp.store(true, ordering: .relaxed)
         worker.reconnect()
         worker.beginRequest()
         #expect(worker.get("k") == .miss, "the next request tries the node again")
-        #expect(fakeNode.calls.load(ordering: .relaxed) == 2)
+        #expect(fakeNode.calls.load(ordering: .relaxed) == 3)
     }
 }
 

@@ -98,8 +98,9 @@ import TestSupport
 }
 
 extension ProfileRepositoryOutageTests {
-    /// Each request, read or write, waits on a frozen node (SIGSTOP) at most once: the breaker is
-    /// kept closed here (a high threshold) to see the per-request rule alone.
+    /// A read waits on a frozen node (SIGSTOP) at most once, a write at most twice (its repair
+    /// delete is always tried): the breaker is kept closed here (a high threshold) to see the
+    /// per-request rule alone.
     @Test func aHungNodeCostsEachRequestOnePollTimeoutAtMost() throws {
         let shared = ProfileCacheShared(circuitBreaker: NodeCircuitBreaker(failureThreshold: 1_000))
         let backends = try IntegrationBackends()
@@ -129,7 +130,7 @@ extension ProfileRepositoryOutageTests {
                 return
             }
             version = updated.version
-            #expect(counting.timeouts == 1, "a write waited \(counting.timeouts) poll timeouts")
+            #expect((1...2).contains(counting.timeouts), "a write waited \(counting.timeouts) poll timeouts")
         }
     }
 }

@@ -10,8 +10,11 @@ import MemcachedClient
 /// again as soon as one probe found it back.
 ///
 /// Within one request (``beginRequest()``), a node that failed once is not tried again, so a
-/// hung node costs a request at most one poll timeout. A caller that never begins requests (a
-/// background refresher) tries it again after ``requestMemory``.
+/// hung node costs a read at most one poll timeout. A `delete` is the exception: it is the
+/// repair that keeps an entry the request could not update from being served stale (a failed
+/// write-through, a lease whose read failed), and a timeout under load is often transient, so it
+/// is tried unless the breaker is open — a write may cost two. A caller that never begins
+/// requests (a background refresher) tries a failed node again after ``requestMemory``.
 ///
 /// One value per worker thread, like the connection it wraps.
 final class CircuitBreakingCacheClient: CacheClient {
@@ -44,7 +47,7 @@ final class CircuitBreakingCacheClient: CacheClient {
     /// name, which the healthy path does not pay.
     private func guarded<Result>(
         _ server: () -> MemcachedServer?, _ operation: () -> Result, error: (Result) -> MemcachedError?,
-        skipped: Result
+        skipped: Result, isRepair: Bool = false
     ) -> Result {
         let recoveries = breaker.recoveryCount
         if recoveries != seenRecoveries {
@@ -59,7 +62,7 @@ final class CircuitBreakingCacheClient: CacheClient {
             if !failedThisRequest.isEmpty {
                 if ContinuousClock.now - firstFailure > Self.requestMemory {
                     failedThisRequest.removeAll(keepingCapacity: true)
-                } else if failedThisRequest.contains(node) {
+                } else if !isRepair, failedThisRequest.contains(node) {
                     breaker.record(.skipped)
                     return skipped
                 }
@@ -103,8 +106,9 @@ final class CircuitBreakingCacheClient: CacheClient {
     }
 
     func delete(_ key: String) -> MemcachedDeleteResult {
-        guarded({ base.server(forKey: key) }, { base.delete(key) }, error: { if case .failure(let e) = $0 { e } else { nil } },
-            skipped: .failure(Self.skipped))
+        guarded(
+            { base.server(forKey: key) }, { base.delete(key) }, error: { if case .failure(let e) = $0 { e } else { nil } },
+            skipped: .failure(Self.skipped), isRepair: true)
     }
 
     func server(forKey key: String) -> MemcachedServer? { base.server(forKey: key) }
