@@ -320,6 +320,21 @@ import TestSupport
         #expect(service.waitUntilExit() == 0)
     }
 
+    @Test func deletingTheProfileEndsItsStreams() throws {
+        let service = try ServiceProcess()
+        defer { _ = service.terminate() }
+        let id = Self.newID()
+        try Self.create(id, on: service)
+        try Self.waitForActiveFeed([service])
+        let stream = try EventStreamTestClient(port: service.port, path: "/users/profile/\(id)/events")
+        #expect(Self.version(of: try stream.nextEvent(within: .seconds(2))) == 1)
+        let sql = try SQLSession()
+        try sql.connection.simpleQuery("DELETE FROM user_profiles WHERE id = \(id)")
+        #expect(stream.waitForClose(within: .seconds(3)), "the feed announces \(id):0 and the stream ends")
+        let again = try EventStreamTestClient(port: service.port, path: "/users/profile/\(id)/events").head()
+        #expect(again.status == 404)
+    }
+
     // MARK: - Losing the change source
 
     @Test func aListenerThatLosesPostgreSQLResendsTheCurrentProfileOnReconnect() throws {
