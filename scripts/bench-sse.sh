@@ -2,19 +2,20 @@
 # Live updates under load: SUBSCRIBERS concurrent event streams on one release-built instance,
 # then writes; and GET cache-hit throughput with and without those streams connected.
 #
-#   scripts/bench-sse.sh [SUBSCRIBERS (10000)] [DURATION (10s)]
+#   scripts/bench-sse.sh [SUBSCRIBERS (10000)] [DURATION (10s)] [ROUNDS (3)]
 #
 # Seeds 10,000 profiles; streams follow ids 1..SUBSCRIBERS/2 (two devices per user). Prints:
 #   - RSS of the instance before and with the streams connected (and per stream);
 #   - p50/p99/max from each PUT's answer to each subscriber's event (200 writes at 50/s, one
 #     keep-alive connection; scripts/bench/sse_subscribers.py, Python asyncio);
 #   - wrk -t2 -c64 GET cache hits (scripts/bench/get_random.lua) on that instance and on a twin
-#     instance without streams, alternating, three rounds, medians.
+#     instance without streams, alternating, ROUNDS rounds, medians.
 # Everything (wrk, the client, the service, PostgreSQL, memcached) shares this machine.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 subscribers=${1:-10000}
 duration=${2:-10s}
+rounds=${3:-3}
 ids=$(( subscribers / 2 > 0 ? subscribers / 2 : 1 ))
 out=$(pwd)/.build-bench/sse
 port=${PROFILE_SSE_BENCH_PORT:-18091}
@@ -73,7 +74,7 @@ sleep 1
 rss_with=$(rss)
 open=$(curl -fs "localhost:$port/metrics" | awk '/^sse_subscribers / { print $2 }')
 with_runs=() without_runs=()
-for round in 1 2 3; do
+for round in $(seq 1 "$rounds"); do
     if [ $(( round % 2 )) -eq 1 ]; then
         with_runs+=("$(get_hits "$port")"); without_runs+=("$(get_hits $(( port + 1 )))")
     else
@@ -100,7 +101,7 @@ lat = client["latency_ms"]
 print(f"  {client['writes']} writes: {client['events_received']} of {client['events_expected']} events; "
       f"PUT answer -> event p50 {lat['p50']} ms, p99 {lat['p99']} ms, max {lat['max']} ms; "
       f"failed streams {client['failed_streams']}")
-print(f"  GET cache hits, wrk -t2 -c64 -d{sys.argv[6]}, 3 rounds alternating: "
+print(f"  GET cache hits, wrk -t2 -c64 -d{sys.argv[6]}, {len(with_runs)} rounds alternating: "
       f"with the streams {' / '.join(f'{x:,.0f}' for x in with_runs)} req/s (median {with_median:,.0f}), "
       f"without (twin instance) {' / '.join(f'{x:,.0f}' for x in without_runs)} (median {without_median:,.0f}) "
       f"-> {100 * (with_median - without_median) / without_median:+.1f} %")

@@ -495,6 +495,10 @@ final class EventLoop {
         var sent = 0
         for event in streamEvents {
             guard let list = streamTopics[event.topic] else { continue }
+            if event.closesStreams {
+                for connection in list where connection.isOpen { close(connection) }
+                continue
+            }
             for connection in list where connection.isOpen && connection.streamPosition < event.position {
                 connection.streamPosition = event.position
                 if send(event.bytes, onStream: connection, now: now) { sent += 1 }

@@ -58,6 +58,8 @@ public final class EventStreams: Sendable {
         var topic: Int64
         var position: Int64
         var bytes: [UInt8]
+        /// Ends every stream of the topic instead of writing to it.
+        var closesStreams = false
     }
 
     private struct Outbox {
@@ -122,12 +124,23 @@ public final class EventStreams: Sendable {
             return true
         }
         guard accepted else { return false }
+        enqueue(event)
+        return true
+    }
+
+    private func enqueue(_ event: Event) {
         outbox.withLock { outbox in
             outbox.events.append(event)
             // One wake-up per batch; signalled under the lock so the descriptor cannot be closed meanwhile.
             if outbox.events.count == 1, let wakeFD = outbox.wakeFD { System.eventfdSignal(wakeFD) }
         }
-        return true
+    }
+
+    /// Closes every stream of `topic` (what it follows is gone, say a deleted profile): clients
+    /// reconnect and learn why from the answer. Callable from any thread.
+    public func closeStreams(topic: Int64) {
+        guard isWatched(topic: topic) else { return }
+        enqueue(Event(topic: topic, position: .max, bytes: [], closesStreams: true))
     }
 
     public var statistics: Statistics {

@@ -7,7 +7,13 @@ extension ProfileClient {
     /// `min_version` for later reads; a lost stream is
     /// reopened after a jittered backoff with `Last-Event-ID`, so nothing committed meanwhile is
     /// missed. A 404, 401 or 403 ends following; 503 waits for `Retry-After`.
-    func follow(id: Int64, transport: any EventStreamTransport) async {
+    ///
+    /// Static, so the following task does not keep the client alive: releasing the client
+    /// cancels it.
+    static func follow(
+        id: Int64, transport: any EventStreamTransport, configuration: ProfileClientConfiguration,
+        cache: LocalProfileCache, randomUnit: @escaping @Sendable () -> Double
+    ) async {
         guard let url = URL(string: "/users/profile/\(id)/events", relativeTo: configuration.baseURL)?.absoluteURL
         else { return }
         let lastVersion = Mutex<Int32?>(nil)

@@ -138,8 +138,12 @@ public final class ProfileClient: Sendable {
     public func updates(for id: Int64) -> AsyncStream<Profile> {
         let stream = observers.stream(for: id) { [weak self] in self?.liveSubscriptions.release(id) }
         if let eventTransport, configuration.followsLiveUpdates {
-            liveSubscriptions.retain(id) { [weak self] in
-                Task { await self?.follow(id: id, transport: eventTransport) }
+            liveSubscriptions.retain(id) { [configuration, cache, randomUnit] in
+                Task {
+                    await Self.follow(
+                        id: id, transport: eventTransport, configuration: configuration, cache: cache,
+                        randomUnit: randomUnit)
+                }
             }
         }
         return stream

@@ -77,6 +77,23 @@ final class FakeEventTransport: EventStreamTransport {
         #expect(requests[1].headers["Last-Event-ID"] == "2", "resumes after the last version it got")
     }
 
+    @Test func followingDoesNotKeepTheClientAliveAndEndsWithIt() async throws {
+        let events = FakeEventTransport([])  // one quiet stream that stays open
+        var client: ProfileClient? = ProfileClient(
+            configuration: ProfileClientConfiguration(baseURL: URL(string: "http://127.0.0.1:1")!),
+            transport: FakeTransport { _, _ throws(TransportError) in FakeTransport.json(FakeTransport.profile(42, "x", version: 1)) },
+            eventTransport: events, randomUnit: { 0 })
+        let updates = client!.updates(for: id)
+        let deadline = ContinuousClock.now + .seconds(5)
+        while events.requests.isEmpty, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(events.requests.count == 1, "following started")
+        weak let released = client
+        client = nil
+        #expect(released == nil, "the following task does not retain the client")
+        var iterator = updates.makeAsyncIterator()
+        #expect(await iterator.next() == nil, "observers end with the client")
+    }
+
     @Test func anOlderEventNeverReplacesTheClientsOwnNewerWrite() async throws {
         let v1 = FakeTransport.profile(id, "One", version: 1)
         let v2 = FakeTransport.profile(id, "Mine", version: 2)

@@ -67,9 +67,14 @@ public final class ProfileUpdateHub: Sendable {
         fetchersDone.wait()
     }
 
-    /// Profile `id` reached `version` (0: deleted) somewhere. Fetches and sends it to the id's
-    /// streams unless nobody here follows the id or a version as new was sent already.
+    /// Profile `id` reached `version` somewhere. Fetches and sends it to the id's streams unless
+    /// nobody here follows the id or a version as new was sent already. Version 0 (deleted) ends
+    /// the id's streams: their clients reconnect and get 404.
     public func publish(id: Int64, version: Int32) {
+        if version == 0 {
+            streams.closeStreams(topic: id)
+            return
+        }
         guard version > 0, streams.isWatched(topic: id) else { return }
         if let latest = streams.latestPosition(topic: id), latest >= Int64(version) { return }
         enqueueFetch(id: id, minVersion: version)
