@@ -70,7 +70,8 @@ pids+=("$(cat "$out/memcached/go.pid")")
 
 serve_args=(serve --database-url "$PROFILE_DATABASE_URL" --memcached "$PROFILE_MEMCACHED")
 export BENCH_TOKEN=""
-if .build/release/profile-service serve --help | grep -q -- '--jwt-secret-file'; then
+# Not `serve --help | grep -q`: grep's early exit fails the pipeline (SIGPIPE) under pipefail.
+if grep -q -- '--jwt-secret-file' <<<"$(.build/release/profile-service serve --help)"; then
     head -c 32 /dev/urandom | base64 > "$out/jwt-secret"
     serve_args+=(--jwt-secret-file "$out/jwt-secret")
     BENCH_TOKEN=$(.build/release/profile-service token --sub 0 --scope profiles:admin --ttl 3600 \
@@ -92,6 +93,16 @@ cpu_seconds() { awk -v t="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / t 
 memcached_of() { [ "$1" = go ] && echo "127.0.0.1:$go_mc_port" || echo "$PROFILE_MEMCACHED"; }
 port_of() { case $1 in ps) echo $ps_port ;; psq) echo $psq_port ;; go) echo $go_port ;; esac; }
 pid_of() { case $1 in ps) echo $ps_pid ;; psq) echo $psq_pid ;; go) echo $go_pid ;; esac; }
+
+# wrk 4.1 now and then crashes (SIGSEGV) in a Lua script's response callback: run it again.
+wrk() {
+    local attempt
+    for attempt in 1 2 3; do
+        command wrk "$@" && return 0
+        echo "bench: wrk failed (attempt $attempt), again" >&2
+    done
+    return 1
+}
 
 run() { # workload service round
     local workload=$1 svc=$2 round=$3 url file script args=() flusher=

@@ -111,26 +111,9 @@ import Testing
         let shared = Self.leaseFirst(.init(afterDatabaseRead: { _ in usleep(50_000) }))
         let seeding = try IntegrationBackends()
         let profile = try seeding.seed()
-        let threads = 16, readsPerThread = 7
-        let versions = Mutex<[Int32]>([])
-        let start = DispatchSemaphore(value: 0)
-        let workers = (0..<threads).map { _ in
-            TestThread {
-                let backends = try! IntegrationBackends()
-                defer { withExtendedLifetime(backends) {} }
-                let repository = backends.repository(shared)
-                start.wait()
-                for _ in 0..<readsPerThread {
-                    let version = (try? repository.read(id: profile.id))?.version ?? -1
-                    versions.withLock { $0.append(version) }
-                }
-            }
-        }
-        usleep(300_000)  // let every thread connect before the gun
-        for _ in 0..<threads { start.signal() }
-        workers.forEach { $0.join() }
-        #expect(versions.withLock { $0.count } == threads * readsPerThread)
-        #expect(versions.withLock { $0.allSatisfy { $0 == 1 } })
+        let versions = readHerd(of: profile.id, shared: shared)  // 112 concurrent GETs of a cold id
+        #expect(versions.count == 16 * 7)
+        #expect(versions.allSatisfy { $0 == 1 })
         #expect(shared.statistics.count(.databaseRead) == 1, "\(shared.statistics.snapshot)")
     }
 }
