@@ -15,7 +15,8 @@
 #   put_100   100 % PUT with the right versions (versions reset to 1 first)
 # Prints one table (medians of the rounds: requests/s, p50, p99, non-2xx, ratios, the access log's
 # cost) and each server's peak RSS and CPU seconds; writes docs/benchmark.md and docs/benchmark.svg.
-# Both profile-service instances use the two-node cluster; go-seed gets a memcached node of its own.
+# Both profile-service instances use the two-node cluster and the database of scripts/deps.sh;
+# go-seed gets a memcached node and a database (profiles_go) of its own.
 # The access log goes through a pipe to a reader that drops the request lines (as a log shipper
 # would read them); the other lines are kept in .build-bench/profile-service.log.
 # BENCH_WORKLOADS="get_hit get_db" runs only those workloads.
@@ -51,11 +52,19 @@ cp "$go_seed_dir/main.go" "$out/go-seed.go"
 (cd "$out" && GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE=$out/gocache go build -o "$out/go-seed" "$out/go-seed.go")
 .build/release/profile-service migrate --migrations-directory migrations 2>/dev/null
 
-psql -q "$PROFILE_DATABASE_URL" <<'SQL'
+# go-seed gets a database of its own: profile-service's change feed (on by default) decodes every
+# commit of its database, and must not spend the machine's CPU on go-seed's writes.
+go_database_url="${PROFILE_DATABASE_URL%/*}/profiles_go"
+psql -q "$PROFILE_DATABASE_URL" -tAc "SELECT 1 FROM pg_database WHERE datname = 'profiles_go'" | grep -q 1 ||
+    psql -q "$PROFILE_DATABASE_URL" -c "CREATE DATABASE profiles_go"
+.build/release/profile-service migrate --migrations-directory migrations --database-url "$go_database_url" 2>/dev/null
+for url in "$PROFILE_DATABASE_URL" "$go_database_url"; do
+    psql -q "$url" <<'SQL'
 INSERT INTO user_profiles (id, username, display_name, version)
 SELECT i, 'user' || i, 'User ' || i, 1 FROM generate_series(1, 10000) AS i
 ON CONFLICT (id) DO UPDATE SET display_name = EXCLUDED.display_name, version = 1, updated_at = now();
 SQL
+done
 
 pids=()
 cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; rm -f "$out/memcached/go.pid"; }
@@ -82,7 +91,7 @@ fi
 ps_pid=$!; pids+=($ps_pid)
 .build/release/profile-service "${serve_args[@]}" --port $psq_port --no-access-log 2>"$out/profile-service-quiet.log" &
 psq_pid=$!; pids+=($psq_pid)
-"$out/go-seed" -listen 127.0.0.1:$go_port -pg "${PROFILE_DATABASE_URL}?sslmode=disable" \
+"$out/go-seed" -listen 127.0.0.1:$go_port -pg "${go_database_url}?sslmode=disable" \
     -memcached 127.0.0.1:$go_mc_port 2>"$out/go-seed.log" &
 go_pid=$!; pids+=($go_pid)
 for port in $ps_port $psq_port $go_port; do
@@ -91,6 +100,7 @@ done
 
 cpu_seconds() { awk -v t="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / t }' "/proc/$1/stat"; }
 memcached_of() { [ "$1" = go ] && echo "127.0.0.1:$go_mc_port" || echo "$PROFILE_MEMCACHED"; }
+database_of() { [ "$1" = go ] && echo "$go_database_url" || echo "$PROFILE_DATABASE_URL"; }
 port_of() { case $1 in ps) echo $ps_port ;; psq) echo $psq_port ;; go) echo $go_port ;; esac; }
 pid_of() { case $1 in ps) echo $ps_pid ;; psq) echo $psq_pid ;; go) echo $go_pid ;; esac; }
 
@@ -117,7 +127,7 @@ run() { # workload service round
         mix_90_10) script=scripts/bench/mixed.lua; args=(0.1 10000)
             wrk -t2 -c64 -d2s -s $script "$url" -- 0.1 10000 >/dev/null ;;
         put_100) script=scripts/bench/mixed.lua; args=(1.0 10000 assume_v1)
-            psql -q "$PROFILE_DATABASE_URL" -c "UPDATE user_profiles SET version = 1 WHERE id <= 10000"
+            psql -q "$(database_of "$svc")" -c "UPDATE user_profiles SET version = 1 WHERE id <= 10000"
             python3 scripts/bench/memcached_flush.py "$(memcached_of "$svc")" ;;
     esac
     local before after
