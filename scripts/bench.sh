@@ -17,8 +17,8 @@
 # cost) and each server's peak RSS and CPU seconds; writes docs/benchmark.md and docs/benchmark.svg.
 # Both profile-service instances use the two-node cluster and the database of scripts/deps.sh;
 # go-seed gets a memcached node and a database (profiles_go) of its own.
-# The access log goes through a pipe to a reader that drops the request lines (as a log shipper
-# would read them); the other lines are kept in .build-bench/profile-service.log.
+# The access log goes to .build-bench/profile-service.log, emptied after each run (it grows by
+# about 3 MB/s); the service's other lines are kept in .build-bench/profile-service-events.log.
 # BENCH_WORKLOADS="get_hit get_db" runs only those workloads.
 # Ports: BENCH_PS_PORT (18081), BENCH_PSQ_PORT (18083), BENCH_GO_PORT (18082) and
 # BENCH_GO_MC_PORT (21219, go-seed's memcached).
@@ -33,7 +33,7 @@ go_seed_dir=${GO_SEED_DIR:-$here/../shared/reference/go-seed}
 ps_port=${BENCH_PS_PORT:-18081} psq_port=${BENCH_PSQ_PORT:-18083} go_port=${BENCH_GO_PORT:-18082}
 go_mc_port=${BENCH_GO_MC_PORT:-21219}
 mkdir -p "$results" docs
-rm -f "$results"/*.txt
+rm -f "$results"/*.txt "$out"/profile-service*.log
 
 scripts/deps.sh start
 eval "$(scripts/deps.sh env)"
@@ -86,8 +86,8 @@ if grep -q -- '--jwt-secret-file' <<<"$(.build/release/profile-service serve --h
     BENCH_TOKEN=$(.build/release/profile-service token --sub 0 --scope profiles:admin --ttl 3600 \
         --jwt-secret-file "$out/jwt-secret")
 fi
-.build/release/profile-service "${serve_args[@]}" --port $ps_port \
-    2> >(grep -v -F ' msg=request ' >"$out/profile-service.log") &
+# stderr to a file, as a service manager's log file would take it (appending: emptied after each run).
+.build/release/profile-service "${serve_args[@]}" --port $ps_port 2>>"$out/profile-service.log" &
 ps_pid=$!; pids+=($ps_pid)
 .build/release/profile-service "${serve_args[@]}" --port $psq_port --no-access-log 2>"$out/profile-service-quiet.log" &
 psq_pid=$!; pids+=($psq_pid)
@@ -137,6 +137,8 @@ run() { # workload service round
     [ -n "$flusher" ] && kill "$flusher" 2>/dev/null
     echo "cpu_seconds: $(awk -v a="$after" -v b="$before" 'BEGIN { printf "%.2f", a - b }')" >>"$file"
     echo "bench: round $round $workload $svc: $(grep 'Requests/sec' "$file")" >&2
+    grep -v -F ' msg=request ' "$out/profile-service.log" >>"$out/profile-service-events.log" || true
+    : >"$out/profile-service.log"
 }
 
 services=(ps psq go)

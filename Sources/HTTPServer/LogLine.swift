@@ -18,6 +18,8 @@ public struct LogLine: Sendable {
     private var cachedSecond = -1
     /// `2026-11-21T10:00:00.` for ``cachedSecond``.
     private var cachedTimestampPrefix: [UInt8] = []
+    /// The encoded level, logger and message of the last line: the access log repeats them.
+    private var cachedHead: (level: String, logger: String, message: String, bytes: [UInt8])?
 
     public init(format: Format) {
         self.format = format
@@ -30,9 +32,15 @@ public struct LogLine: Sendable {
         if format == .json { bytes.append(UInt8(ascii: "{")) }
         appendKey("ts")
         appendTimestamp()
+        if let head = cachedHead, head.level == level, head.logger == logger, head.message == message {
+            bytes.append(contentsOf: head.bytes)
+            return
+        }
+        let start = bytes.count
         append("level", level)
         append("logger", logger)
         append("msg", message)
+        cachedHead = (level, logger, message, Array(bytes[start...]))
     }
 
     /// Adds `key=value` (escaped and quoted as needed).

@@ -152,6 +152,21 @@ import Testing
             #"path="/a \"b\"=c" plain=GET empty="" status=404 duration_ms=1.234 control="a\u0001\u0085\u2028é\n""# + "\n"))
     }
 
+    @Test func aReusedLineStartsAfreshEachTime() throws {
+        var line = LogLine(format: .logfmt)
+        var texts: [String] = []
+        for message in ["request", "request", "other message"] {
+            line.begin(level: "info", logger: "test", message: message)
+            line.append("n", integer: texts.count)
+            line.end()
+            texts.append(String(decoding: line.bytes, as: UTF8.self))
+        }
+        #expect(texts[0].hasSuffix(" level=info logger=test msg=request n=0\n"))
+        #expect(texts[1].hasSuffix(" level=info logger=test msg=request n=1\n"))
+        #expect(texts[2].hasSuffix(#" level=info logger=test msg="other message" n=2"# + "\n"))
+        #expect(texts.allSatisfy { $0.hasPrefix("ts=") && $0.filter { $0 == "\n" }.count == 1 })
+    }
+
     @Test func jsonIsOneObjectOfStrings() throws {
         let text = Self.text(.json) { line in
             line.append("status", integer: 200)
