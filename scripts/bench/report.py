@@ -63,7 +63,7 @@ lines = [
     f"Measured {datetime.date.today()} on {os.cpu_count()} cores ({cpu_model}), {platform.system()} "
     f"{platform.release()}; wrk -t2 -c64 -d{duration}, {rounds} rounds, the order rotating, medians shown; "
     "wrk, the services, PostgreSQL and memcached share the machine (load average at the end: "
-    f"{' '.join(load)}). profile-service with its defaults (16 workers, access log on, logfmt to a pipe) "
+    f"{' '.join(load)}). profile-service with its defaults (16 workers, access log on, logfmt to a file) "
     "and, beside it, with --no-access-log; go-seed logs no requests.",
     "",
     "| workload | profile-service req/s | p50 | p99 | --no-access-log req/s | p99 | go-seed req/s | p50 | p99 "
