@@ -1,6 +1,7 @@
 import Foundation
 import MemcachedClient
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import ProfileService
