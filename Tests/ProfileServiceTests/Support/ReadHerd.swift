@@ -1,4 +1,5 @@
 import Dispatch
+import Testing
 import Synchronization
 import TestSupport
 
@@ -27,4 +28,14 @@ func readHerd(of id: Int64, shared: ProfileCacheShared, threads: Int = 16, reads
     for _ in 0..<threads { start.signal() }
     workers.forEach { $0.join() }
     return versions.withLock { $0 }
+}
+
+/// 112 concurrent reads of a cold profile (its PostgreSQL read slowed by `shared`'s hook) all
+/// answer version 1, and PostgreSQL is read once.
+func expectAHerdSharesOneRead(_ shared: ProfileCacheShared, sourceLocation: SourceLocation = #_sourceLocation) throws {
+    let profile = try IntegrationBackends().seed()
+    let versions = readHerd(of: profile.id, shared: shared)
+    #expect(versions.count == 16 * 7, sourceLocation: sourceLocation)
+    #expect(versions.allSatisfy { $0 == 1 }, sourceLocation: sourceLocation)
+    #expect(shared.statistics.count(.databaseRead) == 1, "\(shared.statistics.snapshot)", sourceLocation: sourceLocation)
 }
