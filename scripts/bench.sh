@@ -5,15 +5,23 @@
 #   scripts/bench.sh [ROUNDS (3)] [DURATION (10s)]
 #
 # Builds both in release mode, seeds 10,000 profiles, and for each round runs wrk -t2 -c64
-# (after a warm-up) against each service in turn, the order alternating by round:
+# (after a warm-up) against each of three servers in turn, the order rotating by round:
+#   ps    profile-service with its defaults (access log on, 16 workers)
+#   psq   profile-service with its defaults and --no-access-log
+#   go    go-seed (which logs no requests)
 #   get_hit   GET of random ids, every read a cache hit
 #   get_db    GET with memcached flushed every 2 ms (the PostgreSQL path)
 #   mix_90_10 90 % GET / 10 % PUT with the right versions
 #   put_100   100 % PUT with the right versions (versions reset to 1 first)
-# profile-service runs with its defaults except --no-access-log (go-seed logs no requests).
-# Prints one table (medians of the rounds: requests/s, p50, p99, non-2xx, ratio) and each
-# server's peak RSS and CPU seconds; writes docs/benchmark.md and docs/benchmark.svg.
-# profile-service uses its two-node cluster; go-seed gets a memcached node of its own.
+# Prints one table (medians of the rounds: requests/s, p50, p99, non-2xx, ratios, the access log's
+# cost) and each server's peak RSS and CPU seconds; writes docs/benchmark.md and docs/benchmark.svg.
+# Both profile-service instances use the two-node cluster and the database of scripts/deps.sh;
+# go-seed gets a memcached node and a database (profiles_go) of its own.
+# The access log goes to .build-bench/profile-service.log, emptied after each run (it grows by
+# about 3 MB/s); the service's other lines are kept in .build-bench/profile-service-events.log.
+# BENCH_WORKLOADS="get_hit get_db" runs only those workloads.
+# Ports: BENCH_PS_PORT (18081), BENCH_PSQ_PORT (18083), BENCH_GO_PORT (18082) and
+# BENCH_GO_MC_PORT (21219, go-seed's memcached).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 rounds=${1:-3}
@@ -22,9 +30,10 @@ here=$(pwd)
 out=$here/.build-bench
 results=$out/results
 go_seed_dir=${GO_SEED_DIR:-$here/../shared/reference/go-seed}
-ps_port=18081 go_port=18082 go_mc_port=21219
+ps_port=${BENCH_PS_PORT:-18081} psq_port=${BENCH_PSQ_PORT:-18083} go_port=${BENCH_GO_PORT:-18082}
+go_mc_port=${BENCH_GO_MC_PORT:-21219}
 mkdir -p "$results" docs
-rm -f "$results"/*.txt
+rm -f "$results"/*.txt "$out"/profile-service*.log
 
 scripts/deps.sh start
 eval "$(scripts/deps.sh env)"
@@ -43,11 +52,19 @@ cp "$go_seed_dir/main.go" "$out/go-seed.go"
 (cd "$out" && GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE=$out/gocache go build -o "$out/go-seed" "$out/go-seed.go")
 .build/release/profile-service migrate --migrations-directory migrations 2>/dev/null
 
-psql -q "$PROFILE_DATABASE_URL" <<'SQL'
+# go-seed gets a database of its own: profile-service's change feed (on by default) decodes every
+# commit of its database, and must not spend the machine's CPU on go-seed's writes.
+go_database_url="${PROFILE_DATABASE_URL%/*}/profiles_go"
+psql -q "$PROFILE_DATABASE_URL" -tAc "SELECT 1 FROM pg_database WHERE datname = 'profiles_go'" | grep -q 1 ||
+    psql -q "$PROFILE_DATABASE_URL" -c "CREATE DATABASE profiles_go"
+.build/release/profile-service migrate --migrations-directory migrations --database-url "$go_database_url" 2>/dev/null
+for url in "$PROFILE_DATABASE_URL" "$go_database_url"; do
+    psql -q "$url" <<'SQL'
 INSERT INTO user_profiles (id, username, display_name, version)
 SELECT i, 'user' || i, 'User ' || i, 1 FROM generate_series(1, 10000) AS i
 ON CONFLICT (id) DO UPDATE SET display_name = EXCLUDED.display_name, version = 1, updated_at = now();
 SQL
+done
 
 pids=()
 cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; rm -f "$out/memcached/go.pid"; }
@@ -60,28 +77,42 @@ for _ in $(seq 1 50); do [ -s "$out/memcached/go.pid" ] && break; sleep 0.1; don
 [ -s "$out/memcached/go.pid" ] || { echo "bench: memcached for go-seed did not start (port $go_mc_port taken?)" >&2; exit 1; }
 pids+=("$(cat "$out/memcached/go.pid")")
 
-# No access log: go-seed writes no line per request either (the log costs about 10 % here).
-serve_args=(serve --port $ps_port --database-url "$PROFILE_DATABASE_URL" --memcached "$PROFILE_MEMCACHED" --no-access-log)
+serve_args=(serve --database-url "$PROFILE_DATABASE_URL" --memcached "$PROFILE_MEMCACHED")
 export BENCH_TOKEN=""
-if .build/release/profile-service serve --help | grep -q -- '--jwt-secret-file'; then
+# Not `serve --help | grep -q`: grep's early exit fails the pipeline (SIGPIPE) under pipefail.
+if grep -q -- '--jwt-secret-file' <<<"$(.build/release/profile-service serve --help)"; then
     head -c 32 /dev/urandom | base64 > "$out/jwt-secret"
     serve_args+=(--jwt-secret-file "$out/jwt-secret")
     BENCH_TOKEN=$(.build/release/profile-service token --sub 0 --scope profiles:admin --ttl 3600 \
         --jwt-secret-file "$out/jwt-secret")
 fi
-.build/release/profile-service "${serve_args[@]}" 2>"$out/profile-service.log" &
+# stderr to a file, as a service manager's log file would take it (appending: emptied after each run).
+.build/release/profile-service "${serve_args[@]}" --port $ps_port 2>>"$out/profile-service.log" &
 ps_pid=$!; pids+=($ps_pid)
-"$out/go-seed" -listen 127.0.0.1:$go_port -pg "${PROFILE_DATABASE_URL}?sslmode=disable" \
+.build/release/profile-service "${serve_args[@]}" --port $psq_port --no-access-log 2>"$out/profile-service-quiet.log" &
+psq_pid=$!; pids+=($psq_pid)
+"$out/go-seed" -listen 127.0.0.1:$go_port -pg "${go_database_url}?sslmode=disable" \
     -memcached 127.0.0.1:$go_mc_port 2>"$out/go-seed.log" &
 go_pid=$!; pids+=($go_pid)
-for port in $ps_port $go_port; do
+for port in $ps_port $psq_port $go_port; do
     for _ in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$port/users/profile/1" && break; sleep 0.1; done
 done
 
 cpu_seconds() { awk -v t="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / t }' "/proc/$1/stat"; }
-memcached_of() { [ "$1" = ps ] && echo "$PROFILE_MEMCACHED" || echo "127.0.0.1:$go_mc_port"; }
-port_of() { [ "$1" = ps ] && echo $ps_port || echo $go_port; }
-pid_of() { [ "$1" = ps ] && echo $ps_pid || echo $go_pid; }
+memcached_of() { [ "$1" = go ] && echo "127.0.0.1:$go_mc_port" || echo "$PROFILE_MEMCACHED"; }
+database_of() { [ "$1" = go ] && echo "$go_database_url" || echo "$PROFILE_DATABASE_URL"; }
+port_of() { case $1 in ps) echo $ps_port ;; psq) echo $psq_port ;; go) echo $go_port ;; esac; }
+pid_of() { case $1 in ps) echo $ps_pid ;; psq) echo $psq_pid ;; go) echo $go_pid ;; esac; }
+
+# wrk 4.1 now and then crashes (SIGSEGV) in a Lua script's response callback: run it again.
+wrk() {
+    local attempt
+    for attempt in 1 2 3; do
+        command wrk "$@" && return 0
+        echo "bench: wrk failed (attempt $attempt), again" >&2
+    done
+    return 1
+}
 
 run() { # workload service round
     local workload=$1 svc=$2 round=$3 url file script args=() flusher=
@@ -96,7 +127,7 @@ run() { # workload service round
         mix_90_10) script=scripts/bench/mixed.lua; args=(0.1 10000)
             wrk -t2 -c64 -d2s -s $script "$url" -- 0.1 10000 >/dev/null ;;
         put_100) script=scripts/bench/mixed.lua; args=(1.0 10000 assume_v1)
-            psql -q "$PROFILE_DATABASE_URL" -c "UPDATE user_profiles SET version = 1 WHERE id <= 10000"
+            psql -q "$(database_of "$svc")" -c "UPDATE user_profiles SET version = 1 WHERE id <= 10000"
             python3 scripts/bench/memcached_flush.py "$(memcached_of "$svc")" ;;
     esac
     local before after
@@ -106,16 +137,22 @@ run() { # workload service round
     [ -n "$flusher" ] && kill "$flusher" 2>/dev/null
     echo "cpu_seconds: $(awk -v a="$after" -v b="$before" 'BEGIN { printf "%.2f", a - b }')" >>"$file"
     echo "bench: round $round $workload $svc: $(grep 'Requests/sec' "$file")" >&2
+    grep -v -F ' msg=request ' "$out/profile-service.log" >>"$out/profile-service-events.log" || true
+    : >"$out/profile-service.log"
 }
 
+services=(ps psq go)
 for round in $(seq 1 "$rounds"); do
-    if [ $((round % 2)) -eq 1 ]; then order=(ps go); else order=(go ps); fi
-    for workload in get_hit get_db mix_90_10 put_100; do
+    # Rotate: each server goes first, second and third in turn.
+    shift_by=$(((round - 1) % 3))
+    order=("${services[@]:$shift_by}" "${services[@]:0:$shift_by}")
+    for workload in ${BENCH_WORKLOADS:-get_hit get_db mix_90_10 put_100}; do
         for svc in "${order[@]}"; do run $workload "$svc" "$round"; done
     done
 done
 
-ps_rss=$(awk '/VmHWM/ { print $2 }' /proc/$ps_pid/status)
-go_rss=$(awk '/VmHWM/ { print $2 }' /proc/$go_pid/status)
-python3 scripts/bench/report.py "$results" "$ps_rss" "$go_rss" "$(cpu_seconds $ps_pid)" "$(cpu_seconds $go_pid)" \
-    "$rounds" "$duration"
+rss() { awk '/VmHWM/ { print $2 }' "/proc/$1/status"; }
+dropped=$(curl -s "http://127.0.0.1:$ps_port/metrics" | awk '/^profile_log_lines_dropped_total/ { print $2 }')
+python3 scripts/bench/report.py "$results" "$rounds" "$duration" "${dropped:-?}" \
+    "ps:$(rss $ps_pid):$(cpu_seconds $ps_pid)" "psq:$(rss $psq_pid):$(cpu_seconds $psq_pid)" \
+    "go:$(rss $go_pid):$(cpu_seconds $go_pid)"

@@ -195,6 +195,17 @@ public final class MemcachedConnection {
                 var item: MemcachedItem?
                 var fetchRC = MEMCACHED_SUCCESS
                 while let fetched = memcached_fetch_result(handle, self.result, &fetchRC) {
+                    // An answer for another key means the connection is out of step with its
+                    // requests (a reply to a `noreply` command, see addAndGet): never use it.
+                    guard memcached_result_key_length(fetched) == keyChars.count,
+                        memcmp(memcached_result_key_value(fetched), keyChars.baseAddress!, keyChars.count) == 0
+                    else {
+                        memcached_quit(handle)
+                        return .failure(
+                            MemcachedError(
+                                code: .serverError, message: "memcached answered for another key; reconnecting",
+                                returnCode: Int32(MEMCACHED_PROTOCOL_ERROR.rawValue)))
+                    }
                     // Copy out now: the result's buffer is reused by the next fetch.
                     let length = memcached_result_length(fetched)
                     let value: [UInt8]
@@ -215,6 +226,35 @@ public final class MemcachedConnection {
                 }
             }
         }
+    }
+
+    /// `add` the value without waiting for its answer, then `gets` the key: one round trip that
+    /// returns the entry as it is after the add — the value just added if the key was free,
+    /// otherwise what was there (the add changed nothing).
+    ///
+    /// The `add` is sent with `noreply` (`MEMCACHED_BEHAVIOR_NOREPLY` around the one call), which
+    /// libmemcached sends at once without counting an answer to wait for; memcached answers only
+    /// the `gets`. Whether the add won shows in the value read back, so make the value unique
+    /// (a lease token). memcached still answers a `noreply` command that fails for lack of
+    /// memory; ``get(_:)`` then sees an answer for the wrong request, so any failure here closes
+    /// the connections (`memcached_quit`) rather than read out of step.
+    public func addAndGet(
+        _ key: String, value: [UInt8], flags: UInt32 = 0, expiration: Int = 0
+    ) -> MemcachedGetResult {
+        let handle = ownedHandle()
+        if let error = Self.validate(key) { return .failure(error) }
+        memcached_behavior_set(handle, MEMCACHED_BEHAVIOR_NOREPLY, 1)
+        let sent = store("add", key, value) { handle, key, keyLength, value, valueLength in
+            memcached_add(handle, key, keyLength, value, valueLength, expiration, flags)
+        }
+        memcached_behavior_set(handle, MEMCACHED_BEHAVIOR_NOREPLY, 0)
+        if case .failure(let error) = sent {
+            memcached_quit(handle)
+            return .failure(error)
+        }
+        let result = get(key)
+        if case .failure = result { memcached_quit(handle) }
+        return result
     }
 
     /// Stores a value only if the key does not exist (`add`); ``MemcachedStoreResult/notStored``

@@ -2,7 +2,7 @@ import Foundation
 
 /// The registered claims the service reads (RFC 7519 §4.1), plus the two common spellings of
 /// OAuth scopes. A claim of the wrong JSON type fails decoding, and so the token.
-struct TokenClaims: Codable {
+struct TokenClaims: Codable, Sendable {
     var sub: String?
     var exp: NumericDate?
     var nbf: NumericDate?
@@ -16,7 +16,7 @@ struct TokenClaims: Codable {
 }
 
 /// RFC 7519 §2 NumericDate: seconds since the epoch, possibly with a fraction.
-struct NumericDate: Codable {
+struct NumericDate: Codable, Sendable {
     var value: Date
 
     init(_ value: Date) {
@@ -34,7 +34,7 @@ struct NumericDate: Codable {
 }
 
 /// RFC 7519 §4.1.3 `aud`: one string or an array of strings.
-struct Audience: Codable {
+struct Audience: Codable, Sendable {
     var value: [String]
 
     init(_ value: [String]) {

@@ -20,6 +20,7 @@ public struct TokenVerifier: Sendable {
     public let configuration: AuthConfiguration
     private let keys: [VerificationKey]
     private let now: @Sendable () -> Date
+    private let verified = VerifiedClaimsCache()
 
     /// Loads the key once.
     /// - Throws: ``AuthConfigurationError`` for an unreadable file, a key of the wrong type or size,
@@ -47,6 +48,15 @@ public struct TokenVerifier: Sendable {
     /// Verifies a compact JWS (RFC 7515 §7.1): pinned `alg`, signature, then claims.
     public func verify(token: Substring) throws(AuthError) -> VerifiedToken {
         guard token.utf8.count <= Self.maximumTokenBytes else { throw .malformed }
+        if let claims = verified.claims(of: token) { return try check(claims) }
+        let claims = try verifySignature(of: token)
+        let result = try check(claims)
+        verified.insert(claims, of: token)
+        return result
+    }
+
+    /// Pinned `alg`, key, signature; returns the decoded claims, not yet checked.
+    private func verifySignature(of token: Substring) throws(AuthError) -> TokenClaims {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, parts.allSatisfy({ !$0.isEmpty }),
             let headerBytes = Base64URL.decode(parts[0]),
@@ -69,7 +79,7 @@ public struct TokenVerifier: Sendable {
         guard let payload = Base64URL.decode(parts[1]),
             let claims = try? JSONDecoder().decode(TokenClaims.self, from: Data(payload))
         else { throw .invalid(.claims) }
-        return try check(claims)
+        return claims
     }
 
     private func check(_ claims: TokenClaims) throws(AuthError) -> VerifiedToken {

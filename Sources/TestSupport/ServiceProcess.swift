@@ -54,6 +54,17 @@ public final class ServiceProcess: Sendable {
     /// Everything the service wrote to stderr so far (its log lines).
     public var log: String { (try? String(contentsOf: logURL, encoding: .utf8)) ?? "" }
 
+    /// The log once `predicate` holds for it, or as it is after `timeout`: the service writes its
+    /// lines from a thread of its own a few milliseconds after the event (docs/design.md §6).
+    public func log(waitingUntil predicate: (String) -> Bool, timeout: Duration = .seconds(5)) -> String {
+        let deadline = ContinuousClock.now.advanced(by: timeout)
+        while true {
+            let text = log
+            if predicate(text) || ContinuousClock.now >= deadline { return text }
+            usleep(5_000)
+        }
+    }
+
     public var processIdentifier: pid_t { process.withLock { $0.processIdentifier } }
 
     /// Sends SIGTERM (if it still runs) and waits for the exit status.

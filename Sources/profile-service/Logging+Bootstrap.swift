@@ -1,7 +1,9 @@
 import ArgumentParser
+import HTTPServer
 import Logging
 
-/// The one call to `LoggingSystem.bootstrap` in the program: one structured line per event, on stderr.
+/// The one call to `LoggingSystem.bootstrap` in the program: one structured line per event, on
+/// stderr through ``LogSink/standardError``.
 func bootstrapLogging(level: Logger.Level, format: StructuredLogHandler.Format) {
     LoggingSystem.bootstrap { label in
         var handler = StructuredLogHandler(label: label, format: format)
@@ -36,7 +38,7 @@ struct LoggingOptions: ParsableArguments {
         return level
     }
 
-    private func format() throws -> StructuredLogHandler.Format {
+    func format() throws -> StructuredLogHandler.Format {
         guard let format = StructuredLogHandler.Format(rawValue: logFormat.lowercased()) else {
             throw ValidationError("--log-format must be logfmt or json, got \(logFormat)")
         }

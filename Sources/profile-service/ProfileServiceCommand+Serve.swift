@@ -120,7 +120,10 @@ extension ProfileServiceCommand {
             ]
             MetricsSystem.bootstrap(metricsFactory)
             let metrics = ServiceMetrics()
-            let observability = ProfileResponder.Observability(metrics: metrics, accessLog: accessLog) {
+            metrics.observe(logSink: .standardError)
+            let observability = ProfileResponder.Observability(
+                metrics: metrics, accessLog: accessLog ? AccessLog(format: try logging.format()) : nil
+            ) {
                 var buffer: [UInt8] = []
                 buffer.reserveCapacity(16 * 1024)
                 prometheus.emit(into: &buffer)
@@ -180,6 +183,8 @@ extension ProfileServiceCommand {
             feed?.stop()  // releases the slot: another instance takes over within a second
             signals.cancel()
             logger.notice("stopped")
+            // Every line out before the process exits (atexit would too; this is the normal path).
+            LogSink.standardError.flush(timeout: .seconds(2))
         }
 
         /// The cache-repair feed (docs/design.md §3), unless turned off.

@@ -77,6 +77,7 @@ import TestSupport
         #expect(admin.status == 200, "\(admin.body)")
         #expect(admin.json?["version"] as? Int == 3)
         #expect(try cachedVersion(of: id) == 3)
+        #expect(service.terminate() == 0, "a clean exit flushes every log line")
         #expect(!service.log.contains(forgedToken))
     }
 

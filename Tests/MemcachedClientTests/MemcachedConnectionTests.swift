@@ -51,6 +51,31 @@ extension LiveMemcachedTests {
             #expect(item.flags == 3)
         }
 
+        @Test func addAndGetReadsTheEntryAsTheAddLeftIt() throws {
+            let connection = try LiveMemcachedTests.connection()
+            defer { connection.close() }
+            let key = LiveMemcachedTests.uniqueKey()
+            guard case .hit(let added) = connection.addAndGet(key, value: [1], flags: 5, expiration: 60) else {
+                Issue.record("a free key: the add stores and the get reads it back")
+                return
+            }
+            #expect(added.value == [1])
+            #expect(added.flags == 5)
+            #expect(added.cas == casOf(connection, key), "the CAS value of the stored entry")
+            guard case .hit(let existing) = connection.addAndGet(key, value: [2]) else {
+                Issue.record("a taken key: the get reads what was there")
+                return
+            }
+            #expect(existing.value == [1], "the add changed nothing")
+            // The connection is in step afterwards: every later answer belongs to its request.
+            for index in 0..<20 {
+                let other = LiveMemcachedTests.uniqueKey()
+                #expect(connection.set(other, value: [UInt8(index)]) == .stored)
+                #expect(connection.addAndGet(other, value: [99]) == .hit(MemcachedItem(value: [UInt8(index)], flags: 0, cas: casOf(connection, other))))
+                #expect(connection.get(LiveMemcachedTests.uniqueKey()) == .miss)
+            }
+        }
+
         @Test func casSucceedsThenConflictsThenFindsNothing() throws {
             let connection = try LiveMemcachedTests.connection()
             defer { connection.close() }

@@ -28,7 +28,7 @@ import TestSupport
         var logger = Logger(label: "BoundedWaitTests")
         logger.logLevel = .warning
         let responder = ProfileResponder(
-            lifecycle: ServiceLifecycle(), authorization: .disabled, observability: .init(accessLog: false),
+            lifecycle: ServiceLifecycle(), authorization: .disabled, observability: .init(accessLog: nil),
             logger: logger
         ) { [logger] _ in
             try ProfileWorker.connecting(

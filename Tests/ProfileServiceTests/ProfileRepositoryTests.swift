@@ -72,31 +72,6 @@ import TestSupport
     @Test func concurrentMissesShareOnePostgreSQLRead() throws {
         // Slow the leader's read so that the others arrive while it is in flight.
         let shared = ProfileCacheShared(hooks: .init(afterDatabaseRead: { _ in usleep(50_000) }))
-        let seeding = try IntegrationBackends()
-        let profile = try seeding.seed()
-        let threads = 16, readsPerThread = 7  // 112 concurrent GETs of a cold id
-        let versions = Mutex<[Int32]>([])
-        let start = DispatchSemaphore(value: 0)
-        let connected = DispatchSemaphore(value: 0)
-        let workers = (0..<threads).map { _ in
-            TestThread {
-                let backends = try! IntegrationBackends()
-                defer { withExtendedLifetime(backends) {} }
-                let repository = backends.repository(shared)
-                connected.signal()
-                start.wait()
-                for _ in 0..<readsPerThread {
-                    let version = (try? repository.read(id: profile.id))?.version ?? -1
-                    versions.withLock { $0.append(version) }
-                }
-            }
-        }
-        for _ in 0..<threads { connected.wait() }  // every thread connected before the gun
-        for _ in 0..<threads { start.signal() }
-        workers.forEach { $0.join() }
-
-        #expect(versions.withLock { $0.count } == threads * readsPerThread)
-        #expect(versions.withLock { $0.allSatisfy { $0 == 1 } })
-        #expect(shared.statistics.count(.databaseRead) == 1, "\(shared.statistics.snapshot)")
+        try expectAHerdSharesOneRead(shared)
     }
 }

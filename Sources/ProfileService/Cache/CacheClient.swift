@@ -7,6 +7,9 @@ public import MemcachedClient
 public protocol CacheClient: AnyObject {
     func get(_ key: String) -> MemcachedGetResult
     func add(_ key: String, value: [UInt8], flags: UInt32, expiration: Int) -> MemcachedStoreResult
+    /// `add`, then `get` of the same key: the entry as it is after the add (see
+    /// ``MemcachedConnection/addAndGet(_:value:flags:expiration:)``, which does both in one round trip).
+    func addAndGet(_ key: String, value: [UInt8], flags: UInt32, expiration: Int) -> MemcachedGetResult
     func cas(_ key: String, value: [UInt8], cas: UInt64, flags: UInt32, expiration: Int) -> MemcachedStoreResult
     func delete(_ key: String) -> MemcachedDeleteResult
     func server(forKey key: String) -> MemcachedServer?
@@ -23,6 +26,16 @@ extension CacheClient {
     public var servers: [MemcachedServer] { [] }
     public func ping(server: MemcachedServer) -> MemcachedError? { nil }
     public func reconnect() {}
+}
+
+extension CacheClient {
+    /// Two round trips; clients that can pipeline (``MemcachedConnection``) do it in one.
+    public func addAndGet(_ key: String, value: [UInt8], flags: UInt32, expiration: Int) -> MemcachedGetResult {
+        if case .failure(let error) = add(key, value: value, flags: flags, expiration: expiration) {
+            return .failure(error)
+        }
+        return get(key)
+    }
 }
 
 extension MemcachedConnection: CacheClient {}

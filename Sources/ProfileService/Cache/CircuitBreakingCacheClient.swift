@@ -99,6 +99,12 @@ final class CircuitBreakingCacheClient: CacheClient {
             error: { if case .failure(let e) = $0 { e } else { nil } }, skipped: .failure(Self.skipped))
     }
 
+    func addAndGet(_ key: String, value: [UInt8], flags: UInt32, expiration: Int) -> MemcachedGetResult {
+        guarded(
+            { base.server(forKey: key) }, { base.addAndGet(key, value: value, flags: flags, expiration: expiration) },
+            error: { if case .failure(let e) = $0 { e } else { nil } }, skipped: .failure(Self.skipped))
+    }
+
     func cas(_ key: String, value: [UInt8], cas: UInt64, flags: UInt32, expiration: Int) -> MemcachedStoreResult {
         guarded(
             { base.server(forKey: key) }, { base.cas(key, value: value, cas: cas, flags: flags, expiration: expiration) },

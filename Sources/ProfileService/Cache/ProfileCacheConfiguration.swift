@@ -21,6 +21,9 @@ public struct ProfileCacheConfiguration: Sendable {
     /// How many readers of this process may wait for others' reads at once; beyond, 503 at once.
     /// The service sets half its workers, so a slow read of one hot id never holds them all.
     public var maximumCoalescedWaiters = Int.max
+    /// Share of a worker's recent reads that missed above which a read sends its lease with its
+    /// first lookup (``ReadStrategy``); 0: always, above 1: never.
+    public var leaseFirstMissShare = 0.5
 
     public init() {}
 

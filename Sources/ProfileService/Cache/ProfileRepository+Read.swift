@@ -11,10 +11,29 @@ extension ProfileRepository {
         cache.beginRequest()
         let key = configuration.key(for: id)
         var waits = configuration.leaseWaits[...]
+        // While misses are common, the first lookup puts a lease down too (see ReadStrategy).
+        var leaseToken = readStrategy.leaseFirst ? UInt64.random(in: 1...UInt64.max, using: &random) : nil
+        let sentLease = leaseToken
+        var firstLookup = true
         while true {
-            switch cache.get(key) {
+            let found: MemcachedGetResult
+            if let token = leaseToken {
+                found = cache.addAndGet(
+                    key, value: CacheEntry.encodeLease(token: token), flags: 0,
+                    expiration: configuration.leaseTTLSeconds)
+                leaseToken = nil  // later looks (after a lease wait) only read
+            } else {
+                found = cache.get(key)
+            }
+            let entry: CacheEntry?
+            if case .hit(let item) = found { entry = CacheEntry(decoding: item.value) } else { entry = nil }
+            if firstLookup {
+                firstLookup = false
+                if case .profile? = entry { readStrategy.record(miss: false) } else { readStrategy.record(miss: true) }
+            }
+            switch found {
             case .hit(let item):
-                switch CacheEntry(decoding: item.value) {
+                switch entry {
                 case .profile(let version, let json)?:
                     if let minVersion, version < minVersion {
                         statistics.record(.bypass)
@@ -22,6 +41,10 @@ extension ProfileRepository {
                     }
                     statistics.record(.hit)
                     return Representation(version: version, json: Array(json), cacheOutcome: .hit)
+                case .lease(let token)? where token == sentLease:
+                    // Our own lease landed: this reader populates (docs/design.md §2.1).
+                    statistics.record(.miss)
+                    return try load(id: id, key: key, minVersion: minVersion, replacingCAS: nil, heldLeaseCAS: item.cas)
                 case .lease?:
                     // A reader of this process holds it: share its read rather than wait.
                     if let flight = shared.inFlight.existing(id) {
@@ -51,22 +74,26 @@ extension ProfileRepository {
     }
 
     /// A miss: coalesce with other readers of the id in this process, else populate under a lease.
+    ///
+    /// - Parameter heldLeaseCAS: the CAS value of a lease this reader already holds (sent with its
+    ///   first lookup). It then reads and populates itself even if another reader of this process
+    ///   is reading the id: following would leave its lease to block every other reader.
     private func load(
-        id: Int64, key: String, minVersion: Int32?, replacingCAS: UInt64?
+        id: Int64, key: String, minVersion: Int32?, replacingCAS: UInt64?, heldLeaseCAS: UInt64? = nil
     ) throws(ProfileStoreError) -> Representation? {
-        let flight: InFlightReads.Flight
+        var flight: InFlightReads.Flight?
         switch shared.inFlight.join(id) {
         case .follower(let leadersFlight):
-            return try follow(leadersFlight, id: id, minVersion: minVersion)
+            if heldLeaseCAS == nil { return try follow(leadersFlight, id: id, minVersion: minVersion) }
         case .leader(let newFlight):
             flight = newFlight
         }
 
         var outcome = InFlightReads.Outcome.failed(.unavailable)
-        defer { shared.inFlight.finish(id, flight: flight, outcome: outcome) }
+        defer { if let flight { shared.inFlight.finish(id, flight: flight, outcome: outcome) } }
 
-        let leaseCAS = takeLease(key: key, replacingCAS: replacingCAS)
-        flight.markReadStarted()
+        let leaseCAS = heldLeaseCAS ?? takeLease(key: key, replacingCAS: replacingCAS)
+        flight?.markReadStarted()
         let profile: Profile?
         do {
             statistics.record(.databaseRead)
@@ -88,7 +115,7 @@ extension ProfileRepository {
         if let leaseCAS {
             // Closed to new followers before the populate is sent: one that joined after the row
             // landed could miss a write acknowledged (and evicted) since (§2.1).
-            shared.inFlight.close(id, flight: flight)
+            if let flight { shared.inFlight.close(id, flight: flight) }
             populated = populate(key: key, profile: profile, leaseCAS: leaseCAS) == .stored
             statistics.record(populated ? .populateStored : .populateLost)
             shared.hooks.afterPopulate?(id)
@@ -142,15 +169,18 @@ extension ProfileRepository {
         let token = UInt64.random(in: 1...UInt64.max, using: &random)
         let lease = CacheEntry.encodeLease(token: token)
         let ttl = configuration.leaseTTLSeconds
-        let placed =
-            if let replacingCAS {
-                cache.cas(key, value: lease, cas: replacingCAS, flags: 0, expiration: ttl)
-            } else {
-                cache.add(key, value: lease, flags: 0, expiration: ttl)
+        let readBack: MemcachedGetResult
+        if let replacingCAS {
+            guard case .stored = cache.cas(key, value: lease, cas: replacingCAS, flags: 0, expiration: ttl) else {
+                return nil
             }
-        guard case .stored = placed else { return nil }
-        // `add` does not return the CAS value; read it back, and make sure the lease is ours.
-        guard case .hit(let item) = cache.get(key), CacheEntry(decoding: item.value) == .lease(token: token) else {
+            readBack = cache.get(key)
+        } else {
+            // One round trip: the add's own answer is not needed, the token read back says who won.
+            readBack = cache.addAndGet(key, value: lease, flags: 0, expiration: ttl)
+        }
+        // Neither `add` nor `cas` returns the new CAS value; read it back, and make sure the lease is ours.
+        guard case .hit(let item) = readBack, CacheEntry(decoding: item.value) == .lease(token: token) else {
             return nil
         }
         return item.cas

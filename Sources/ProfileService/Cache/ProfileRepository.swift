@@ -41,6 +41,8 @@ public final class ProfileRepository {
     let logger: Logger
     /// Lease tokens and TTL jitter, without a system call each (see ``SplitMix64``).
     var random = SplitMix64()
+    /// Whether reads send their lease with their first lookup (this worker's recent misses).
+    var readStrategy: ReadStrategy
     var configuration: ProfileCacheConfiguration { shared.configuration }
     var statistics: CacheStatistics { shared.statistics }
 
@@ -49,6 +51,7 @@ public final class ProfileRepository {
         self.cache = cache as? CircuitBreakingCacheClient ?? CircuitBreakingCacheClient(cache, breaker: shared.circuitBreaker)
         self.shared = shared
         self.logger = logger
+        self.readStrategy = ReadStrategy(leaseFirstMissShare: shared.configuration.leaseFirstMissShare)
     }
 
     func sleep(for duration: Duration) {

@@ -151,6 +151,7 @@ extension ProfileResponder {
     }
 
     static func isJSON(_ contentType: String) -> Bool {
+        if contentType == "application/json" { return true }  // what clients send, without the parsing
         let mediaType = contentType.split(separator: ";", maxSplits: 1).first.map { $0.trimmed.lowercased() } ?? ""
         return mediaType == "application/json" || (mediaType.hasPrefix("application/") && mediaType.hasSuffix("+json"))
     }
@@ -180,7 +181,10 @@ extension ProfileResponder {
 }
 
 extension StringProtocol {
+    /// Without leading and trailing spaces and tabs (HTTP's optional whitespace).
     var trimmed: String {
-        String(drop(while: { $0 == " " || $0 == "\t" }).reversed().drop(while: { $0 == " " || $0 == "\t" }).reversed())
+        guard let start = firstIndex(where: { $0 != " " && $0 != "\t" }) else { return "" }
+        let end = lastIndex(where: { $0 != " " && $0 != "\t" })!  // exists: start does
+        return String(self[start...end])
     }
 }

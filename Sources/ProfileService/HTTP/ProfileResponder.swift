@@ -14,7 +14,7 @@ import Synchronization
 /// | `/metrics` | `GET`, `HEAD`: Prometheus text, when a renderer is configured |
 ///
 /// Every answer carries `X-Request-ID` (the client's, if well formed, else a new one), is
-/// counted in ``ServiceMetrics`` and, unless disabled, logged as one access line.
+/// counted in ``ServiceMetrics`` and, when configured, logged as one access line (``AccessLog``).
 public struct ProfileResponder: HTTPResponder {
     public typealias Worker = ProfileWorker
 
@@ -43,13 +43,13 @@ public struct ProfileResponder: HTTPResponder {
     /// How requests are observed.
     public struct Observability: Sendable {
         public var metrics: ServiceMetrics
-        /// One `info` line per request: method, path, status, bytes, duration, request id, cache outcome.
-        public var accessLog: Bool
+        /// One `info` line per request (see ``AccessLog``); `nil` for none.
+        public var accessLog: AccessLog?
         /// Renders `GET /metrics`; `nil` answers 404 there.
         public var renderMetrics: (@Sendable () -> [UInt8])?
 
         public init(
-            metrics: ServiceMetrics = ServiceMetrics(), accessLog: Bool = true,
+            metrics: ServiceMetrics = ServiceMetrics(), accessLog: AccessLog? = nil,
             renderMetrics: (@Sendable () -> [UInt8])? = nil
         ) {
             self.metrics = metrics
@@ -61,6 +61,8 @@ public struct ProfileResponder: HTTPResponder {
     private let makeWorkerBody: @Sendable (Int) throws -> ProfileWorker
     private let lifecycle: ServiceLifecycle
     private let observability: Observability
+    /// ``Observability/accessLog`` when the logger's level lets `info` lines through.
+    private let accessLog: AccessLog?
     let authorization: ProfileAuthorization
     /// The live updates this instance serves and feeds; without it the event stream is 404.
     let liveUpdates: ProfileUpdateHub?
@@ -78,6 +80,7 @@ public struct ProfileResponder: HTTPResponder {
         self.makeWorkerBody = makeWorker
         self.lifecycle = lifecycle
         self.observability = observability
+        self.accessLog = logger.logLevel <= .info ? observability.accessLog : nil
         self.authorization = authorization
         self.liveUpdates = liveUpdates
         self.logger = logger
@@ -96,19 +99,7 @@ public struct ProfileResponder: HTTPResponder {
         observability.metrics.recordRequest(
             route: route, method: request.method.rawValue, status: response.status.code, duration: duration,
             cache: worker.requestSeries)
-        if observability.accessLog {
-            logger.info(
-                "request",
-                metadata: [
-                    "method": "\(request.method.rawValue)",
-                    "path": "\(request.path.prefix(256))",
-                    "status": "\(response.status.code)",
-                    "bytes": "\(request.method == .head ? 0 : response.body.count)",
-                    "duration_ms": "\(Self.milliseconds(duration))",
-                    "request_id": "\(requestID)",
-                    "cache": "\(response.headers["X-Cache"] ?? "none")",
-                ])
-        }
+        accessLog?.record(request, response, requestID: requestID, duration: duration, into: &worker.accessLogLine)
         return response
     }
 
@@ -183,12 +174,6 @@ public struct ProfileResponder: HTTPResponder {
         let seconds = (status.lagSeconds * 1000).rounded() / 1000
         return #"{"state":"\#(status.state.rawValue)","lag_bytes":\#(status.lagBytes),"lag_seconds":\#(seconds),"#
             + #""pending_repairs":\#(status.pendingRepairs)}"#
-    }
-
-    private static func milliseconds(_ duration: Duration) -> String {
-        let microseconds = duration.totalNanoseconds / 1000
-        let whole = microseconds / 1000, fraction = microseconds % 1000
-        return "\(whole)." + String(repeating: "0", count: 3 - String(fraction).count) + String(fraction)
     }
 
     private func handle(_ body: () throws(Problem) -> HTTPResponse) -> HTTPResponse {

@@ -1,3 +1,4 @@
+import HTTPServer
 public import Logging
 public import MemcachedClient
 public import PostgresClient
@@ -11,6 +12,8 @@ public final class ProfileWorker {
     private let cache: CircuitBreakingCacheClient
     /// This thread's metric handles (see ``ServiceMetrics``).
     let requestSeries = RequestSeriesCache()
+    /// This thread's access-log line, reused request after request (see ``AccessLog``).
+    var accessLogLine: LogLine?
     private let closeConnections: () -> Void
 
     /// - Parameter closeConnections: closes what the worker owns; run when the worker is

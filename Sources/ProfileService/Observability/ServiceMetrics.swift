@@ -13,6 +13,7 @@ import Synchronization
 /// | `profile_database_errors_total` | `kind` |
 /// | `http_open_connections`, `http_queued_requests`, `http_busy_workers` (gauges) | |
 /// | `sse_subscribers` (gauge), `sse_events_sent_total`, `sse_subscribers_cut_slow_total`, `sse_subscribers_refused_total` | |
+/// | `profile_log_lines_dropped_total` | log lines the ``LogSink`` dropped because stderr blocked |
 public final class ServiceMetrics: Sendable {
     struct RequestKey: Hashable {
         var route: String
@@ -42,8 +43,11 @@ public final class ServiceMetrics: Sendable {
     private let streamsRefused = Counter(label: "sse_subscribers_refused_total")
     /// The stream counters' values at the last sample: the counters advance by the difference.
     private let sampledStreamCounters = Mutex<(sent: Int, cut: Int, refused: Int)>((0, 0, 0))
+    private let droppedLogLines = Counter(label: "profile_log_lines_dropped_total")
     /// Where the server's statistics come from; set once the server exists.
     private let serverStatistics = Mutex<(@Sendable () -> HTTPServerStatistics)?>(nil)
+    /// The sink whose drops are reported, and how many of them the counter has seen.
+    private let logSink = Mutex<(sink: LogSink, reported: Int)?>(nil)
 
     public init() {}
 
@@ -67,8 +71,21 @@ public final class ServiceMetrics: Sendable {
         serverStatistics.withLock { $0 = statistics }
     }
 
+    /// Lets `/metrics` report the lines `sink` dropped (`profile_log_lines_dropped_total`).
+    public func observe(logSink sink: LogSink) {
+        logSink.withLock { $0 = (sink, sink.droppedLines) }
+        droppedLogLines.increment(by: 0)  // the series exists from the start
+    }
+
     /// Refreshes the gauges that are sampled rather than counted; call before rendering.
     func sampleGauges() {
+        let newlyDropped = logSink.withLock { state -> Int in
+            guard let (sink, reported) = state else { return 0 }
+            let total = sink.droppedLines
+            state = (sink, total)
+            return total - reported
+        }
+        if newlyDropped > 0 { droppedLogLines.increment(by: newlyDropped) }
         guard let statistics = serverStatistics.withLock({ $0 })?() else { return }
         openConnections.record(statistics.openConnections)
         queuedRequests.record(statistics.queuedRequests)
