@@ -177,7 +177,9 @@ import TestSupport
         let probe = ConvergenceProbe()
         let prober = TestThread { probe.run(ids: probeIDs) }
 
-        usleep(4_000_000)  // steady state first: load, no kills
+        // Steady state first: load, no kills, until the probe has a sample worth a percentile.
+        let steadyDeadline = Date().addingTimeInterval(30)
+        repeat { usleep(250_000) } while probe.steady.withLock({ $0.count }) < 40 && Date() < steadyDeadline
         probe.isKilling.store(true, ordering: .relaxed)
         let started = Date()
         var kills = 0
