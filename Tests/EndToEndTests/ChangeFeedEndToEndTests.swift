@@ -140,8 +140,19 @@ import TestSupport
 
         let feedArguments = ProcessInfo.processInfo.environment["SOAK_WITHOUT_FEED"] == "1" ? ["--no-change-feed"] : []
         var instances = [try ServiceProcess(extraArguments: feedArguments), try ServiceProcess(extraArguments: feedArguments)]
-        // Every profile cached, as readers would have it.
-        for id in ids.lazy.map({ $0 }) + probeIDs { _ = try Curl.request("\(instances[0].baseURL)/users/profile/\(id)") }
+        // Every profile cached, as readers would have it. A warming read can lose its populate when
+        // the feed, applying the INSERTs above, invalidates its lease: read until the entry is there.
+        let cache = try MemcachedConnection(
+            configuration: MemcachedConfiguration(servers: TestEnvironment.memcachedServerList), logger: Self.logger)
+        defer { cache.close() }
+        let warmer = try HTTPTestClient(port: instances[0].port)
+        for id in Array(ids) + probeIDs {
+            let deadline = Date().addingTimeInterval(10)
+            repeat {
+                try warmer.send("GET /users/profile/\(id) HTTP/1.1\r\nHost: t\r\n\r\n")
+                _ = try warmer.readResponse()
+            } while ConvergenceProbe.cachedVersion(cache, id: id) == nil && Date() < deadline
+        }
 
         let targets = [Target(), Target()]
         for (target, instance) in zip(targets, instances) { target.port.store(instance.port, ordering: .relaxed) }

@@ -110,8 +110,10 @@ public final class LogicalReplicationStream {
             var error = handle.error(statementName: nil)
             if PQstatus(connection) == CONNECTION_BAD { error = error.asConnectionUnavailable }
             PQfinish(connection)
-            logger.warning(
-                "PostgreSQL replication stream refused",
+            // A slot in use is the normal answer to a standby that retries every second: the
+            // caller decides what is worth saying; the library says it only at debug level.
+            logger.log(
+                level: error.isObjectInUse ? .debug : .warning, "PostgreSQL replication stream refused",
                 metadata: ["postgres.sqlstate": "\(error.sqlState?.rawValue ?? "none")"])
             throw error
         }
