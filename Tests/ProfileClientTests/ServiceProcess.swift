@@ -4,8 +4,8 @@ import TestSupport
 extension ServiceProcess {
     /// Starts `serve` on `port` (a free one by default) with JWT authentication, as in
     /// production: writes need a token from ``ServiceProcess/token(subject:scope:)``.
-    convenience init(port: Int? = nil) throws {
-        try self.init(port: port, arguments: ServiceProcess.jwtArguments)
+    convenience init(port: Int? = nil, extraArguments: [String] = []) throws {
+        try self.init(port: port, arguments: ServiceProcess.jwtArguments + extraArguments)
     }
 
     var url: URL { URL(string: baseURL)! }
