@@ -367,8 +367,8 @@ struct DrillData {
         defer { cache.close() }
         return Set(
             warmed.filter { id in
-                guard case .hit(let item) = cache.get("profile-service:v1:\(id)") else { return false }
-                return item.value.count > 6 && item.value[0] == 0xA1 && item.value[1] == UInt8(ascii: "P")
+                guard case .hit(let item) = cache.get(ProfileCacheEntries.key(for: id)) else { return false }
+                return ProfileCacheEntries.version(of: item.value) != nil
             })
     }
 

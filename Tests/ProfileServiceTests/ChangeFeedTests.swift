@@ -48,7 +48,7 @@ import TestSupport
         /// when it applies the INSERT (it cannot tell how old a reader's row is), so read again.
         func cachedProfile() throws -> Profile {
             let profile = try backends.seed()
-            let cached = waitUntil {
+            let cached = Eventually.wait(interval: .milliseconds(5)) {
                 _ = try? backends.repository(shared).read(id: profile.id)
                 return backends.cachedVersion(profile.id, shared: shared) == 1
             }
@@ -63,22 +63,13 @@ import TestSupport
                     + "WHERE id = \(id)")
         }
 
-        func waitUntil(seconds: Double = 10, _ condition: () -> Bool) -> Bool {
-            let deadline = Date().addingTimeInterval(seconds)
-            while Date() < deadline {
-                if condition() { return true }
-                usleep(5_000)
-            }
-            return condition()
-        }
-
         func waitUntilActive(_ feed: ChangeFeed) -> Bool {
-            waitUntil { feed.monitor.current.state == .active }
+            Eventually.wait(interval: .milliseconds(5)) { feed.monitor.current.state == .active }
         }
 
         deinit {
             for feed in feeds { feed.stop() }
-            _ = waitUntil(seconds: 5) { (try? LogicalReplicationSetup.dropSlot(named: slot, on: sql)) != nil }
+            _ = Eventually.wait(timeout: .seconds(5)) { (try? LogicalReplicationSetup.dropSlot(named: slot, on: sql)) != nil }
             sql.close()
         }
     }
@@ -90,7 +81,7 @@ import TestSupport
         let profile = try harness.cachedProfile()
 
         try harness.updateInSQL(profile.id, displayName: "Changed in SQL")
-        #expect(harness.waitUntil { harness.backends.cachedVersion(profile.id, shared: harness.shared) == 2 })
+        #expect(Eventually.wait(interval: .milliseconds(5)) { harness.backends.cachedVersion(profile.id, shared: harness.shared) == 2 })
         let row = try #require(try harness.backends.store.profile(id: profile.id))
         let read = try #require(try harness.backends.repository(harness.shared).read(id: profile.id))
         #expect(read.cacheOutcome == .hit)
@@ -108,7 +99,7 @@ import TestSupport
         for profile in profiles {
             let committed = Date()
             try harness.updateInSQL(profile.id, displayName: "Support tool")
-            let repaired = harness.waitUntil(seconds: 2) {
+            let repaired = Eventually.wait(timeout: .seconds(2), interval: .milliseconds(2)) {
                 (try? harness.backends.repository(harness.shared).read(id: profile.id))?.version == 2
             }
             #expect(repaired, "profile \(profile.id) still served at version 1 two seconds after its UPDATE")
@@ -133,24 +124,24 @@ import TestSupport
 
         let second = try harness.startFeed()
         #expect(harness.waitUntilActive(second))
-        #expect(harness.waitUntil { harness.backends.cachedVersion(profile.id, shared: harness.shared) == 2 })
+        #expect(Eventually.wait(interval: .milliseconds(5)) { harness.backends.cachedVersion(profile.id, shared: harness.shared) == 2 })
     }
 
     @Test func twoConsumersOfOneSlotOneActiveThenTheOtherTakesOver() throws {
         let harness = try Harness()
         let a = try harness.startFeed()
         let b = try harness.startFeed()
-        #expect(harness.waitUntil { [a, b].contains { $0.monitor.current.state == .active } })
-        #expect(harness.waitUntil { Set([a.monitor.current.state, b.monitor.current.state]) == [.active, .standby] })
+        #expect(Eventually.wait(interval: .milliseconds(5)) { [a, b].contains { $0.monitor.current.state == .active } })
+        #expect(Eventually.wait(interval: .milliseconds(5)) { Set([a.monitor.current.state, b.monitor.current.state]) == [.active, .standby] })
         let (active, standby) = a.monitor.current.state == .active ? (a, b) : (b, a)
 
         active.stop()
         let stopped = Date()
-        #expect(harness.waitUntil(seconds: 5) { standby.monitor.current.state == .active })
+        #expect(Eventually.wait(timeout: .seconds(5), interval: .milliseconds(5)) { standby.monitor.current.state == .active })
         print("change feed takeover after the consumer stopped: \(Int(Date().timeIntervalSince(stopped) * 1000)) ms")
         let profile = try harness.cachedProfile()
         try harness.updateInSQL(profile.id, displayName: "After takeover")
-        #expect(harness.waitUntil { harness.backends.cachedVersion(profile.id, shared: harness.shared) == 2 })
+        #expect(Eventually.wait(interval: .milliseconds(5)) { harness.backends.cachedVersion(profile.id, shared: harness.shared) == 2 })
     }
 
     @Test func aChangeForAHungNodeIsHeldConfirmedNoFurtherAndAppliedWhenItAnswers() throws {
@@ -169,16 +160,16 @@ import TestSupport
         defer { kill(pid, SIGCONT) }
 
         try harness.updateInSQL(profile.id, displayName: "While hung")
-        #expect(harness.waitUntil { feed.monitor.current.pendingRepairs == 1 }, "the change is held, not dropped")
+        #expect(Eventually.wait(interval: .milliseconds(5)) { feed.monitor.current.pendingRepairs == 1 }, "the change is held, not dropped")
         let slot = try LogicalReplicationSetup.slotStatus(named: harness.slot, on: harness.sql)
         #expect((slot?.lagBytes ?? 0) > 0, "the slot is not confirmed past the held change")
 
         kill(pid, SIGCONT)
-        #expect(harness.waitUntil { feed.monitor.current.pendingRepairs == 0 })
+        #expect(Eventually.wait(interval: .milliseconds(5)) { feed.monitor.current.pendingRepairs == 0 })
         // Applied: the row replaced the entry, or (when the node failed the cas right after it
         // woke) the entry was deleted; either way version 1 is never served again.
         #expect(harness.backends.cachedVersion(profile.id, shared: harness.shared) != 1)
-        #expect(harness.waitUntil {
+        #expect(Eventually.wait(interval: .milliseconds(5)) {
             (try? harness.backends.repository(harness.shared).read(id: profile.id))?.version == 2
         })
     }

@@ -8,15 +8,6 @@ import TestSupport
 
 /// memcached or PostgreSQL stopped mid-test, then restarted (scripts/deps.sh, by pid).
 @Suite(.serialized) struct ProfileRepositoryOutageTests {
-    private func waitUntil(seconds: Double = 10, _ condition: () -> Bool) -> Bool {
-        let deadline = Date().addingTimeInterval(seconds)
-        while Date() < deadline {
-            if condition() { return true }
-            usleep(100_000)
-        }
-        return false
-    }
-
     @Test func memcachedDownReadsAndWritesStillSucceed() throws {
         let shared = ProfileCacheShared()
         let backends = try IntegrationBackends()
@@ -44,7 +35,7 @@ import TestSupport
         try TestEnvironment.deps("start-memcached", "1")
         try TestEnvironment.deps("start-memcached", "2")
         // Back after the breaker's retry timeout; a restarted node starts empty.
-        #expect(waitUntil { (try? repository.read(id: profile.id))?.cacheOutcome != .error })
+        #expect(Eventually.wait { (try? repository.read(id: profile.id))?.cacheOutcome != .error })
         #expect(try repository.read(id: profile.id)?.version == 2)
     }
 
@@ -65,7 +56,7 @@ import TestSupport
         }
 
         try TestEnvironment.deps("start-postgres")
-        #expect(waitUntil { (try? repository.read(id: uncached.id))?.version == 1 })
+        #expect(Eventually.wait { (try? repository.read(id: uncached.id))?.version == 1 })
         let outcome = try repository.updateDisplayName(id: cached.id, to: "Back", expectedVersion: 1)
         #expect(outcome != .notFound)
     }
@@ -92,7 +83,7 @@ import TestSupport
         #expect(try repository.read(id: profile.id)?.cacheOutcome == .error)
 
         kill(pid, SIGCONT)
-        #expect(waitUntil { (try? repository.read(id: profile.id))?.cacheOutcome == .hit })
+        #expect(Eventually.wait { (try? repository.read(id: profile.id))?.cacheOutcome == .hit })
         #expect(!shared.circuitBreaker.isOpen(server))
     }
 }

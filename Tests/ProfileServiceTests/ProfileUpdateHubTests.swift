@@ -23,12 +23,6 @@ import TestSupport
         return hub
     }
 
-    static func waitUntil(_ condition: () -> Bool) -> Bool {
-        let deadline = ContinuousClock.now + .seconds(5)
-        while !condition(), ContinuousClock.now < deadline { usleep(5_000) }
-        return condition()
-    }
-
     @Test func oneFetchPerIdAndVersionAndNoneForIdsNobodyFollows() throws {
         let backends = try IntegrationBackends()
         let profile = try backends.seed()
@@ -45,7 +39,7 @@ import TestSupport
             id: profile.id, to: "Notified", expectedVersion: 1)
         else { Issue.record("update failed"); return }
         for _ in 0..<20 { hub.publish(id: profile.id, version: updated.version) }  // repeated notifications
-        #expect(Self.waitUntil { streams.latestPosition(topic: profile.id) == 2 })
+        #expect(Eventually.wait(timeout: .seconds(5), interval: .milliseconds(5)) { streams.latestPosition(topic: profile.id) == 2 })
         hub.publish(id: profile.id, version: 2)  // the feed's notification after the local fast path
         #expect(hub.fetches.load(ordering: .relaxed) == 1)
         var events: [EventStreams.Event] = []
@@ -69,6 +63,6 @@ import TestSupport
         _ = try backends.store.updateDisplayName(id: profile.id, to: "Missed", expectedVersion: 1)
         #expect(backends.cachedVersion(profile.id, shared: shared) == 1)
         hub.resynchronize()
-        #expect(Self.waitUntil { streams.latestPosition(topic: profile.id) == 2 })
+        #expect(Eventually.wait(timeout: .seconds(5), interval: .milliseconds(5)) { streams.latestPosition(topic: profile.id) == 2 })
     }
 }

@@ -5,14 +5,14 @@ public struct ChangeFeedConfiguration: Sendable {
     public var slotName = "profile_service_cache"
     /// The publication of `user_profiles` (migrations/0002_change_feed_publication.sql).
     public var publicationName = "profile_service_changes"
-    /// The channel on which the active consumer announces applied changes to every instance.
-    public var notifyChannel = "profile_changes"
     /// How often an instance that is not consuming tries to take the slot over.
     public var takeoverInterval: Duration = .seconds(1)
     /// How long to wait before reconnecting after the stream broke or PostgreSQL was down.
     public var reconnectDelay: Duration = .seconds(1)
-    /// How often the applied position is reported to PostgreSQL while nothing new is applied.
-    public var statusInterval: Duration = .seconds(1)
+    /// How often the feed's lag is refreshed for `/readyz` and metrics while nothing new is
+    /// applied. (The position itself goes to PostgreSQL when it moves; the stream repeats it
+    /// while idle so the server does not time the consumer out.)
+    public var monitorInterval: Duration = .seconds(1)
     /// How often changes memcached refused are tried again.
     public var retryInterval: Duration = .milliseconds(250)
     /// Transactions applied together at most; more are applied in the next batch.
@@ -21,8 +21,6 @@ public struct ChangeFeedConfiguration: Sendable {
     /// stops reading (PostgreSQL keeps the WAL, bounded by `max_slot_wal_keep_size`) rather than
     /// forget a repair.
     public var maxPendingRepairs = 100_000
-    /// NOTIFY payloads stay below PostgreSQL's 8000-byte limit.
-    public var maxNotifyPayloadBytes = 7_900
 
     public init() {}
 }

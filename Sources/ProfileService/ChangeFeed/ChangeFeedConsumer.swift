@@ -24,7 +24,7 @@ final class ChangeFeedConsumer {
     private var serverEnd = LSN.zero
     private var confirmed = LSN.zero
     private var pending = PendingRepairs()
-    private var lastStatus = ContinuousClock.now
+    private var lastMonitorUpdate = ContinuousClock.now
     private var lastRetry = ContinuousClock.now
     private var slotReady = false
 
@@ -227,41 +227,29 @@ final class ChangeFeedConsumer {
         announce(announced)
     }
 
-    /// Tells PostgreSQL how far memcached has every change: never past a held change.
+    /// Tells PostgreSQL how far memcached has every change — never past a held change — when
+    /// that position moves (or the server asks), and refreshes the lag the monitor shows.
     private func report(to stream: LogicalReplicationStream, force: Bool) throws {
         let position = min(applied, pending.holdsBack ?? applied)
-        let due = lastStatus.duration(to: .now) >= configuration.statusInterval
-        guard force || due || position > confirmed else { return }
-        try stream.sendStatus(flushed: position)
-        confirmed = max(confirmed, position)
-        lastStatus = .now
+        if force || position > confirmed {
+            try stream.sendStatus(flushed: position)
+            confirmed = max(confirmed, position)
+        } else if lastMonitorUpdate.duration(to: .now) < configuration.monitorInterval {
+            return
+        }
+        lastMonitorUpdate = .now
         monitor.recordPosition(confirmed: confirmed, serverEnd: serverEnd, pending: pending.count)
     }
 
-    /// NOTIFY every instance (live updates, docs/design.md §4): `id:version` pairs, a deleted
-    /// profile as `id:0`, in payloads under PostgreSQL's limit. Best effort: LISTEN/NOTIFY is
-    /// at-most-once anyway, and listeners resynchronize when they reconnect.
+    /// NOTIFY every instance (live updates, docs/design.md §4) in ``ProfileChangePayload``'s
+    /// format. Best effort: LISTEN/NOTIFY is at-most-once anyway, and listeners resynchronize
+    /// when they reconnect.
     private func announce(_ changes: [ProfileChange]) {
         guard !changes.isEmpty else { return }
-        var payloads: [String] = []
-        var payload = ""
-        for change in changes {
-            let item: String
-            switch change {
-            case .changed(let id, let version, _): item = "\(id):\(version)"
-            case .deleted(let id): item = "\(id):0"
-            }
-            if !payload.isEmpty && payload.utf8.count + 1 + item.utf8.count > configuration.maxNotifyPayloadBytes {
-                payloads.append(payload)
-                payload = ""
-            }
-            payload += payload.isEmpty ? item : "," + item
-        }
-        payloads.append(payload)
         do {
             if !connection.isConnected { try connection.connect() }
-            for payload in payloads {
-                _ = try connection.execute(notify, [configuration.notifyChannel, payload])
+            for payload in ProfileChangePayload.payloads(changes) {
+                _ = try connection.execute(notify, [ProfileChangePayload.channel, payload])
             }
         } catch {
             logger.debug("change feed NOTIFY failed", metadata: ["error": "\(error)"])

@@ -20,9 +20,33 @@ public enum ProfileChangePayload {
         }
     }
 
+    /// NOTIFY payloads stay below PostgreSQL's 8000-byte limit.
+    public static let maxBytes = 7_900
+
     /// The payload of `changes`, for tests and for publishers in this process.
     public static func format(_ changes: [(id: Int64, version: Int32)]) -> String {
         changes.map { "\($0.id):\($0.version)" }.joined(separator: ",")
+    }
+
+    /// `changes` in order, as few payloads as fit under ``maxBytes`` each (the change feed's
+    /// announcement, docs/design.md §3.2). A deleted profile is version 0.
+    static func payloads(_ changes: [ProfileChange]) -> [String] {
+        var payloads: [String] = []
+        var payload = ""
+        for change in changes {
+            let item: String
+            switch change {
+            case .changed(let id, let version, _): item = format([(id, version)])
+            case .deleted(let id): item = format([(id, 0)])
+            }
+            if !payload.isEmpty && payload.utf8.count + 1 + item.utf8.count > maxBytes {
+                payloads.append(payload)
+                payload = ""
+            }
+            payload += payload.isEmpty ? item : "," + item
+        }
+        if !payload.isEmpty { payloads.append(payload) }
+        return payloads
     }
 
     private static func decimal(_ digits: Substring.UTF8View) -> Int64? {
