@@ -206,17 +206,7 @@ public final class MemcachedConnection {
                                 code: .serverError, message: "memcached answered for another key; reconnecting",
                                 returnCode: Int32(MEMCACHED_PROTOCOL_ERROR.rawValue)))
                     }
-                    // Copy out now: the result's buffer is reused by the next fetch.
-                    let length = memcached_result_length(fetched)
-                    let value: [UInt8]
-                    if length == 0 {
-                        value = []
-                    } else {
-                        let bytes = UnsafeRawPointer(memcached_result_value(fetched)!)
-                        value = [UInt8](UnsafeRawBufferPointer(start: bytes, count: length))
-                    }
-                    item = MemcachedItem(
-                        value: value, flags: memcached_result_flags(fetched), cas: memcached_result_cas(fetched))
+                    item = Self.item(copying: fetched)
                 }
                 switch fetchRC {
                 case MEMCACHED_END, MEMCACHED_NOTFOUND, MEMCACHED_SUCCESS:
@@ -226,6 +216,103 @@ public final class MemcachedConnection {
                 }
             }
         }
+    }
+
+    /// Reads several keys with `gets`, written to every node they live on before any answer is
+    /// read: one round trip for all of them, however many there are.
+    ///
+    /// - Returns: the items found, by key (a key not among them is a miss), or the failure: when
+    ///   any node fails, the answers of the others are read out (so the connection stays in step)
+    ///   and nothing is returned but the error.
+    public func get(many keys: [String]) -> Result<[String: MemcachedItem], MemcachedError> {
+        let handle = ownedHandle()
+        guard !keys.isEmpty else { return .success([:]) }
+        var joined: [CChar] = []
+        var lengths: [Int] = []
+        lengths.reserveCapacity(keys.count)
+        for key in keys {
+            if let error = Self.validate(key) { return .failure(error) }
+            var key = key
+            key.withUTF8 { bytes in
+                bytes.withMemoryRebound(to: CChar.self) { joined.append(contentsOf: $0) }
+                lengths.append(bytes.count)
+            }
+        }
+        let requested = Set(keys)
+        return joined.withUnsafeBufferPointer { chars in
+            var pointers: [UnsafePointer<CChar>?] = []
+            pointers.reserveCapacity(keys.count)
+            var offset = 0
+            for length in lengths {
+                pointers.append(chars.baseAddress! + offset)
+                offset += length
+            }
+            let rc = memcached_mget(handle, pointers, lengths, keys.count)
+            // libmemcached 1.1.4's mget skips a node it cannot connect to and still answers
+            // MEMCACHED_SUCCESS (src/libmemcached/get.cc: `continue` after a failed connect), so its
+            // keys would read as misses: a node that got the request has an answer pending.
+            var unasked = false
+            var nodes = Set<UInt32>()
+            for (pointer, length) in zip(pointers, lengths) {
+                let position = memcached_generate_hash(handle, pointer, length)
+                guard nodes.insert(position).inserted else { continue }
+                let instance = memcached_server_instance_by_position(handle, position)
+                if instance == nil || memcached_server_response_count(instance) == 0 { unasked = true }
+            }
+            var items: [String: MemcachedItem] = [:]
+            var outOfStep = false
+            var fetchRC = MEMCACHED_SUCCESS
+            // Read every answer that arrives, even after a failure, so none is left for the next call.
+            while let fetched = memcached_fetch_result(handle, self.result, &fetchRC) {
+                let keyBytes = UnsafeRawBufferPointer(
+                    start: memcached_result_key_value(fetched), count: memcached_result_key_length(fetched))
+                let key = String(decoding: keyBytes, as: UTF8.self)
+                guard requested.contains(key) else {
+                    outOfStep = true
+                    continue
+                }
+                items[key] = Self.item(copying: fetched)
+            }
+            if outOfStep {
+                // See get(_:): an answer for a key not asked for; never trust this connection's order.
+                memcached_quit(handle)
+                return .failure(
+                    MemcachedError(
+                        code: .serverError, message: "memcached answered for another key; reconnecting",
+                        returnCode: Int32(MEMCACHED_PROTOCOL_ERROR.rawValue)))
+            }
+            let failure: MemcachedError
+            if rc != MEMCACHED_SUCCESS {
+                failure = self.error(rc, "get")
+            } else if unasked {
+                failure = MemcachedError(
+                    code: .connectionFailure, message: "a node of the multi-get could not be reached",
+                    returnCode: Int32(MEMCACHED_SOME_ERRORS.rawValue))
+            } else {
+                switch fetchRC {
+                case MEMCACHED_END, MEMCACHED_NOTFOUND, MEMCACHED_SUCCESS:
+                    return .success(items)
+                default:
+                    failure = self.error(fetchRC, "get")
+                }
+            }
+            // A fetch that stopped at one node's failure may leave another node's answers
+            // unread: start every node afresh rather than read them as the next call's.
+            memcached_quit(handle)
+            return .failure(failure)
+        }
+    }
+
+    /// Copies a fetched result out: its buffer is reused by the next fetch.
+    private static func item(copying fetched: UnsafePointer<memcached_result_st>) -> MemcachedItem {
+        let length = memcached_result_length(fetched)
+        let value: [UInt8]
+        if length == 0 {
+            value = []
+        } else {
+            value = [UInt8](UnsafeRawBufferPointer(start: UnsafeRawPointer(memcached_result_value(fetched)!), count: length))
+        }
+        return MemcachedItem(value: value, flags: memcached_result_flags(fetched), cas: memcached_result_cas(fetched))
     }
 
     /// `add` the value without waiting for its answer, then `gets` the key: one round trip that
