@@ -13,4 +13,25 @@ public protocol HTTPResponder: Sendable {
     func makeWorker(index: Int) throws -> Worker
     /// Answers one request. Routing (404, 405) is the responder's job.
     func respond(to request: HTTPRequest, worker: Worker) -> HTTPResponse
+
+    /// How many queued requests `worker` may take at once (at least 1). With more than one, the
+    /// worker hands them to ``respond(to:worker:answer:)`` to share work among them.
+    func batchLimit(worker: Worker) -> Int
+    /// Answers those of several requests taken from the queue together that it can answer
+    /// quickly, passing each answer to `answer` (with the request's position) as soon as it is
+    /// ready: it is sent at once. Returns the positions of the requests it left: they go back
+    /// to the front of the queue, each to be answered alone by ``respond(to:worker:)`` — so no
+    /// request waits in a batch behind a slow one.
+    func respond(to requests: [HTTPRequest], worker: Worker, answer: (Int, HTTPResponse) -> Void) -> [Int]
+}
+
+extension HTTPResponder {
+    /// One request at a time.
+    public func batchLimit(worker: Worker) -> Int { 1 }
+
+    /// Every request, one by one, with ``respond(to:worker:)``.
+    public func respond(to requests: [HTTPRequest], worker: Worker, answer: (Int, HTTPResponse) -> Void) -> [Int] {
+        for (index, request) in requests.enumerated() { answer(index, respond(to: request, worker: worker)) }
+        return []
+    }
 }

@@ -14,7 +14,9 @@ import Synchronization
 ///
 /// A keep-alive response on a connection with nothing else pending is `send` by the worker itself
 /// (see ``Handoff``); only a partial write, a close, or a connection the loop is waiting on goes
-/// back through the mailbox.
+/// back through the mailbox. A worker may take several queued requests at once when its responder
+/// asks for it (``HTTPResponder/batchLimit(worker:)``); what the batch leaves goes back to the
+/// front of the queue to be answered alone.
 ///
 /// ```swift
 /// let server = HTTPServer(configuration: config, responder: router, logger: logger)
@@ -166,36 +168,55 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
         }
         startup.report(nil)
         var dateCache = DateCache()
-        while let job = core.queue.dequeue(worker: index) {
+        var batch: [Job] = []
+        var requests: [HTTPRequest] = []
+        while core.queue.dequeue(worker: index, limit: responder.batchLimit(worker: worker), into: &batch) {
             core.busyWorkers.add(1, ordering: .relaxed)
-            let response = responder.respond(to: job.request, worker: worker)
-            core.busyWorkers.subtract(1, ordering: .relaxed)
-            let close = !job.keepAlive || core.draining.load(ordering: .relaxed) || Self.asksToClose(response)
-            let bytes = HTTPResponseEncoder.encode(
-                response, date: dateCache.current(), isHeadResponse: job.request.method == .head,
-                connection: EventLoop.connectionHeader(close: close, version: job.request.version))
-            let kind: Completion.Kind
-            if let stream = response.eventStream {
-                // The loop owns streams: it writes the first bytes and keeps the connection.
-                let bytes = HTTPResponseEncoder.encode(
-                    response, date: dateCache.current(), isHeadResponse: false, connection: .close)
-                kind = .stream(bytes: bytes, stream: stream)
-            } else if job.mayWriteDirectly, !close {
-                switch Self.writeDirectly(bytes, to: job.fd) {
-                case .complete:
-                    // Last touch of the connection: from here the loop may close the descriptor.
-                    guard job.handoff.workerFinished() else { continue }
-                    kind = .written
-                case .partial(let sent):
-                    kind = .response(bytes: Array(bytes[sent...]), closeAfter: false)
-                case .failed:
-                    kind = .failed
-                }
+            if batch.count == 1 {
+                let job = batch[0]
+                finish(job, responder.respond(to: job.request, worker: worker), core: core, worker: index, dateCache: &dateCache)
             } else {
-                kind = .response(bytes: bytes, closeAfter: close)
+                requests.removeAll(keepingCapacity: true)
+                for job in batch { requests.append(job.request) }
+                let left = responder.respond(to: requests, worker: worker) { position, response in
+                    finish(batch[position], response, core: core, worker: index, dateCache: &dateCache)
+                }
+                // Left for later: another worker answers them alone, none waits behind the others.
+                for job in core.queue.requeue(left.map { batch[$0] }) {
+                    finish(job, responder.respond(to: job.request, worker: worker), core: core, worker: index, dateCache: &dateCache)
+                }
             }
-            core.mailbox.post(Completion(fd: job.fd, connectionID: job.connectionID, kind: kind), from: index)
+            core.busyWorkers.subtract(1, ordering: .relaxed)
         }
+    }
+
+    /// Sends `response` to the job's connection — itself, when it may — or posts it to the loop.
+    private func finish(_ job: Job, _ response: HTTPResponse, core: ServerCore, worker index: Int, dateCache: inout DateCache) {
+        let close = !job.keepAlive || core.draining.load(ordering: .relaxed) || Self.asksToClose(response)
+        let bytes = HTTPResponseEncoder.encode(
+            response, date: dateCache.current(), isHeadResponse: job.request.method == .head,
+            connection: EventLoop.connectionHeader(close: close, version: job.request.version))
+        let kind: Completion.Kind
+        if let stream = response.eventStream {
+            // The loop owns streams: it writes the first bytes and keeps the connection.
+            let bytes = HTTPResponseEncoder.encode(
+                response, date: dateCache.current(), isHeadResponse: false, connection: .close)
+            kind = .stream(bytes: bytes, stream: stream)
+        } else if job.mayWriteDirectly, !close {
+            switch Self.writeDirectly(bytes, to: job.fd) {
+            case .complete:
+                // Last touch of the connection: from here the loop may close the descriptor.
+                guard job.handoff.workerFinished() else { return }
+                kind = .written
+            case .partial(let sent):
+                kind = .response(bytes: Array(bytes[sent...]), closeAfter: false)
+            case .failed:
+                kind = .failed
+            }
+        } else {
+            kind = .response(bytes: bytes, closeAfter: close)
+        }
+        core.mailbox.post(Completion(fd: job.fd, connectionID: job.connectionID, kind: kind), from: index)
     }
 
     private enum DirectWrite {

@@ -58,6 +58,9 @@ struct Job: Sendable {
     var handoff: Handoff
     /// The worker may `send` a keep-alive response itself (no output of the loop is pending).
     var mayWriteDirectly: Bool
+    /// A batch left it unanswered (``HTTPResponder/respond(to:worker:answer:)``): it is taken
+    /// alone and answered with ``HTTPResponder/respond(to:worker:)``.
+    var alone = false
 }
 
 /// A worker's message about a connection, on its way back to the event loop.
@@ -107,7 +110,8 @@ final class WorkQueue: Sendable {
     }
 
     private enum Step {
-        case take(Job?)
+        case took
+        case stopped
         case spin
         case park
     }
@@ -146,8 +150,38 @@ final class WorkQueue: Sendable {
         return accepted
     }
 
-    /// Returns the next job for worker `index`, parking until there is one; `nil` once stopped.
-    func dequeue(worker index: Int) -> Job? {
+    /// Puts jobs a worker took but left unanswered back at the front of the queue, for any
+    /// worker to take alone. Returns those that did not fit (the queue filled meanwhile): the
+    /// caller answers them itself.
+    func requeue(_ jobs: [Job]) -> [Job] {
+        let (overflow, wake) = state.withLock { state -> ([Job], [Int]) in
+            var overflow: [Job] = []
+            for var job in jobs.reversed() {
+                job.alone = true
+                guard !state.stopped, state.count < state.ring.count else {
+                    overflow.append(job)
+                    continue
+                }
+                state.head = (state.head - 1 + state.ring.count) % state.ring.count
+                state.ring[state.head] = job
+                state.count += 1
+            }
+            var wake: [Int] = []
+            while state.count > state.waking + state.spinning, let worker = state.parked.popLast() {
+                state.waking += 1
+                wake.append(worker)
+            }
+            return (overflow.reversed(), wake)
+        }
+        queued.add(jobs.count - overflow.count, ordering: .relaxed)
+        for worker in wake { parkingSpots[worker].signal() }
+        return overflow
+    }
+
+    /// Replaces `batch` with the next jobs for worker `index` — at most `limit`, as many as are
+    /// queued, and a job left by a batch alone — parking until there is one; false once stopped.
+    func dequeue(worker index: Int, limit: Int, into batch: inout [Job]) -> Bool {
+        batch.removeAll(keepingCapacity: true)
         var woken = false
         var spinning = false
         var spun = false
@@ -155,7 +189,7 @@ final class WorkQueue: Sendable {
             let step = state.withLock { state -> Step in
                 if woken { state.waking -= 1 }
                 if spinning { state.spinning -= 1 }
-                if state.stopped { return .take(nil) }
+                if state.stopped { return .stopped }
                 guard state.count > 0 else {
                     if !spun, state.spinning < Self.maxSpinning {
                         state.spinning += 1
@@ -164,18 +198,25 @@ final class WorkQueue: Sendable {
                     state.parked.append(index)
                     return .park
                 }
-                let job = state.ring[state.head]
-                state.ring[state.head] = nil
-                state.head = (state.head + 1) % state.ring.count
-                state.count -= 1
-                return .take(job)
+                for _ in 0..<min(max(limit, 1), state.count) {
+                    let job = state.ring[state.head]!
+                    if job.alone, !batch.isEmpty { break }
+                    batch.append(job)
+                    state.ring[state.head] = nil
+                    state.head = (state.head + 1) % state.ring.count
+                    state.count -= 1
+                    if job.alone { break }
+                }
+                return .took
             }
             woken = false
             spinning = false
             switch step {
-            case .take(let job):
-                if job != nil { queued.subtract(1, ordering: .relaxed) }
-                return job
+            case .took:
+                queued.subtract(batch.count, ordering: .relaxed)
+                return true
+            case .stopped:
+                return false
             case .spin:
                 spinning = true
                 spun = true
