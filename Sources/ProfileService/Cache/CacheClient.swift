@@ -6,6 +6,8 @@ public import MemcachedClient
 /// One value per worker thread, like the connection it wraps.
 public protocol CacheClient: AnyObject {
     func get(_ key: String) -> MemcachedGetResult
+    /// Several `gets` in one round trip: the items found by key (a key not among them is a miss).
+    func get(many keys: [String]) -> Result<[String: MemcachedItem], MemcachedError>
     func add(_ key: String, value: [UInt8], flags: UInt32, expiration: Int) -> MemcachedStoreResult
     /// `add`, then `get` of the same key: the entry as it is after the add (see
     /// ``MemcachedConnection/addAndGet(_:value:flags:expiration:)``, which does both in one round trip).
@@ -29,6 +31,19 @@ extension CacheClient {
 }
 
 extension CacheClient {
+    /// One round trip per key; clients that can pipeline (``MemcachedConnection``) do it in one.
+    public func get(many keys: [String]) -> Result<[String: MemcachedItem], MemcachedError> {
+        var items: [String: MemcachedItem] = [:]
+        for key in keys {
+            switch get(key) {
+            case .hit(let item): items[key] = item
+            case .miss: break
+            case .failure(let error): return .failure(error)
+            }
+        }
+        return .success(items)
+    }
+
     /// Two round trips; clients that can pipeline (``MemcachedConnection``) do it in one.
     public func addAndGet(_ key: String, value: [UInt8], flags: UInt32, expiration: Int) -> MemcachedGetResult {
         if case .failure(let error) = add(key, value: value, flags: flags, expiration: expiration) {

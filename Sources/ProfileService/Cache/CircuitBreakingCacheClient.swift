@@ -93,6 +93,19 @@ final class CircuitBreakingCacheClient: CacheClient {
             skipped: .failure(Self.skipped))
     }
 
+    /// A multi-get for healthy nodes only: while any node is troubled, or one failed in this
+    /// request, it fails at once without I/O. Its failures are not booked: callers fall back to
+    /// one ``get(_:)`` per key, which the breaker guards key by key.
+    func get(many keys: [String]) -> Result<[String: MemcachedItem], MemcachedError> {
+        guard !breaker.hasTroubledNodes, failedThisRequest.isEmpty else { return .failure(Self.skipped) }
+        let recoveries = breaker.recoveryCount
+        if recoveries != seenRecoveries {
+            base.reconnect()
+            seenRecoveries = recoveries
+        }
+        return base.get(many: keys)
+    }
+
     func add(_ key: String, value: [UInt8], flags: UInt32, expiration: Int) -> MemcachedStoreResult {
         guarded(
             { base.server(forKey: key) }, { base.add(key, value: value, flags: flags, expiration: expiration) },

@@ -22,6 +22,8 @@ extension ProfileRepository {
                     key, value: CacheEntry.encodeLease(token: token), flags: 0,
                     expiration: configuration.leaseTTLSeconds)
                 leaseToken = nil  // later looks (after a lease wait) only read
+            } else if let item = prefetched.removeValue(forKey: id) {
+                found = .hit(item)
             } else {
                 found = cache.get(key)
             }
@@ -71,6 +73,42 @@ extension ProfileRepository {
                 return try readDatabase(id: id, outcome: .error)
             }
         }
+    }
+
+    /// Whether this worker's reads gain from being batched: not while most of them miss.
+    public var prefersBatches: Bool { !readStrategy.leaseFirst }
+
+    /// Runs `body` — the reads of a batch of requests the worker took together — after looking up
+    /// the entries of `ids` in one round trip (a multi-get): a read of a profile found there is
+    /// a hit without a round trip of its own (docs/design.md §6).
+    ///
+    /// A prefetched entry is as good as the read's own lookup: every request of the batch
+    /// arrived before it was made. It is used once, never after this worker wrote the id, and
+    /// never outside `body`. Nothing is prefetched while reads send their lease first (misses are
+    /// common) or while memcached is troubled (each read then goes through the circuit breaker
+    /// on its own).
+    public func prefetching<Result, Failure: Error>(
+        ids: [Int64], _ body: () throws(Failure) -> Result
+    ) throws(Failure) -> Result {
+        defer { prefetched.removeAll(keepingCapacity: true) }
+        guard ids.count > 1, !readStrategy.leaseFirst else { return try body() }
+        cache.beginRequest()
+        let keys = ids.map { configuration.key(for: $0) }
+        if case .success(let items) = cache.get(many: keys) {
+            for (id, key) in zip(ids, keys) {
+                if let item = items[key], case .profile? = CacheEntry(decoding: item.value) { prefetched[id] = item }
+            }
+        }
+        return try body()
+    }
+
+    /// Whether a read of `id` inside ``prefetching(ids:_:)`` is a hit answered without I/O: its
+    /// profile was prefetched (and not yet used) at `minVersion` or newer.
+    public func hasPrefetchedProfile(id: Int64, minVersion: Int32?) -> Bool {
+        guard let item = prefetched[id], case .profile(let version, _)? = CacheEntry(decoding: item.value) else {
+            return false
+        }
+        return version >= minVersion ?? 0
     }
 
     /// A miss: coalesce with other readers of the id in this process, else populate under a lease.

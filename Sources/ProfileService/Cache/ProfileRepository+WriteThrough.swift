@@ -14,6 +14,7 @@ extension ProfileRepository {
         throws(ProfileStoreError) -> ProfileUpdateOutcome
     {
         cache.beginRequest()
+        prefetched[id] = nil
         let outcome: ProfileUpdateOutcome
         do {
             outcome = try store.updateDisplayName(id: id, to: displayName, expectedVersion: expectedVersion)
@@ -33,6 +34,7 @@ extension ProfileRepository {
 
     public func create(id: Int64, username: String, displayName: String) throws(ProfileStoreError) -> Profile {
         cache.beginRequest()
+        prefetched[id] = nil
         let profile = try store.create(id: id, username: username, displayName: displayName)
         writeThrough(profile)
         return profile

@@ -43,6 +43,9 @@ public final class ProfileRepository {
     var random = SplitMix64()
     /// Whether reads send their lease with their first lookup (this worker's recent misses).
     var readStrategy: ReadStrategy
+    /// Cached profiles already looked up for the reads of a batch (``prefetching(ids:_:)``), each
+    /// used once; empty outside a batch.
+    var prefetched: [Int64: MemcachedItem] = [:]
     var configuration: ProfileCacheConfiguration { shared.configuration }
     var statistics: CacheStatistics { shared.statistics }
 

@@ -1,0 +1,45 @@
+public import HTTP1
+import HTTPServer
+
+/// Requests a worker takes from the queue together (docs/design.md §6): the cache lookups of
+/// the profile reads among them go to memcached as one multi-get, so under load a worker pays
+/// one round trip — one `send`, one wait — for several hits instead of one each. Only those
+/// hits are answered in the batch; everything else (writes, misses, reads needing a newer
+/// version) goes back to the queue to be answered alone, so nothing fast waits behind it.
+extension ProfileResponder {
+    /// The most requests a worker takes at once.
+    static let maxBatch = 8
+
+    /// Several while the worker's reads mostly hit; one while they mostly miss (a batch would
+    /// then give most of its requests back).
+    public func batchLimit(worker: ProfileWorker) -> Int {
+        worker.repository.prefersBatches ? Self.maxBatch : 1
+    }
+
+    public func respond(to requests: [HTTPRequest], worker: ProfileWorker, answer: (Int, HTTPResponse) -> Void)
+        -> [Int]
+    {
+        let ids = requests.map(Self.cachedReadID)
+        return worker.repository.prefetching(ids: ids.compactMap { $0 }) {
+            var left: [Int] = []
+            for (index, request) in requests.enumerated() {
+                // An unparsable min_version answers 400 at once, which is quick too.
+                let minVersion = (try? Self.minVersion(from: request)) ?? nil
+                if let id = ids[index], worker.repository.hasPrefetchedProfile(id: id, minVersion: minVersion) {
+                    answer(index, respond(to: request, worker: worker))
+                } else {
+                    left.append(index)
+                }
+            }
+            return left
+        }
+    }
+
+    /// The id a request reads from the cache: `GET` or `HEAD` of a profile (not its event stream).
+    static func cachedReadID(_ request: HTTPRequest) -> Int64? {
+        guard request.method == .get || request.method == .head, request.path.hasPrefix(profilePathPrefix),
+            !request.path.hasSuffix(eventsSuffix), !acceptsEventStream(request)
+        else { return nil }
+        return try? profileID(from: request.path)
+    }
+}
