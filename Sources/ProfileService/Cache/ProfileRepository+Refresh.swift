@@ -35,10 +35,31 @@ extension ProfileRepository {
 
     @discardableResult
     public func refresh(after change: ProfileChange) -> RefreshOutcome {
+        refresh(after: change, lookup: nil)
+    }
+
+    /// Refreshes several changes (of different ids), reading their entries in one round trip:
+    /// most are already current (their writers wrote them through), and then that is all.
+    /// - Returns: each change's outcome, in order.
+    public func refresh(after changes: [ProfileChange]) -> [RefreshOutcome] {
+        let keys = changes.map { configuration.key(for: $0.id) }
+        guard changes.count > 1, case .success(let items) = cache.get(many: keys) else {
+            return changes.map { refresh(after: $0, lookup: nil) }
+        }
+        return zip(changes, keys).map { change, key in
+            refresh(after: change, lookup: items[key].map { .hit($0) } ?? .miss)
+        }
+    }
+
+    /// - Parameter lookup: the entry as read just now, if it was; else it is read first.
+    private func refresh(after change: ProfileChange, lookup: MemcachedGetResult?) -> RefreshOutcome {
         let key = configuration.key(for: change.id)
         guard case .changed(_, let version, let row) = change else { return invalidate(key) }
+        var lookup = lookup
         for _ in 0..<configuration.writeThroughAttempts {
-            switch cache.get(key) {
+            let found = lookup ?? cache.get(key)
+            lookup = nil
+            switch found {
             case .miss:
                 return .absent
             case .failure:

@@ -17,6 +17,15 @@ public struct ChangeFeedConfiguration: Sendable {
     public var retryInterval: Duration = .milliseconds(250)
     /// Transactions applied together at most; more are applied in the next batch.
     public var maxBatchTransactions = 1024
+    /// How long a committed change may wait for others to be applied with it: memcached is then
+    /// read in one round trip per batch, PostgreSQL notified once per batch and the feed's
+    /// thread woken once per batch, not once per commit. Adds at most this to the time a change
+    /// takes to reach memcached (docs/design.md §3.2).
+    public var gatherDelay: Duration = .milliseconds(5)
+    /// How often the applied position is sent to PostgreSQL while it moves (it is sent at once
+    /// when the server asks). Every status update wakes the walsender; a position confirmed a
+    /// little late only makes a takeover replay a few more changes, which are idempotent.
+    public var statusInterval: Duration = .milliseconds(100)
     /// Changes held back for a memcached node that does not answer, at most. Beyond it the feed
     /// stops reading (PostgreSQL keeps the WAL, bounded by `max_slot_wal_keep_size`) rather than
     /// forget a repair.

@@ -25,6 +25,7 @@ final class ChangeFeedConsumer {
     private var confirmed = LSN.zero
     private var pending = PendingRepairs()
     private var lastMonitorUpdate = ContinuousClock.now
+    private var lastStatus = ContinuousClock.now
     private var lastRetry = ContinuousClock.now
     private var slotReady = false
 
@@ -137,6 +138,8 @@ final class ChangeFeedConsumer {
     private func consume(_ stream: LogicalReplicationStream) throws {
         var decoder = ProfileChangeDecoder()
         var ready: [CommittedTransaction] = []
+        /// When the oldest transaction in `ready` arrived.
+        var gatheringSince = ContinuousClock.now
         var inTransaction = false
         while !isStopping() {
             if pending.count >= configuration.maxPendingRepairs {
@@ -156,6 +159,7 @@ final class ChangeFeedConsumer {
                 if case .begin = decoded { inTransaction = true }
                 if let transaction = try decoder.consume(decoded) {
                     inTransaction = false
+                    if ready.isEmpty { gatheringSince = .now }
                     ready.append(transaction)
                     if ready.count >= configuration.maxBatchTransactions {
                         apply(ready)
@@ -170,6 +174,13 @@ final class ChangeFeedConsumer {
                 if replyRequested { try report(to: stream, force: true) }
             case nil:
                 if !ready.isEmpty {
+                    // Nothing more has arrived: let more commits gather (without a wake-up for
+                    // each), then apply them all.
+                    let waited = gatheringSince.duration(to: .now)
+                    if waited < configuration.gatherDelay {
+                        sleep(configuration.gatherDelay - waited)
+                        continue
+                    }
                     apply(ready)
                     ready = []
                 }
@@ -195,17 +206,14 @@ final class ChangeFeedConsumer {
                 if latest.updateValue(change, forKey: change.id) == nil { order.append(change.id) }
             }
         }
-        var outcomes: [ProfileRepository.RefreshOutcome] = []
-        outcomes.reserveCapacity(order.count)
+        let changes = order.compactMap { latest[$0] }
+        let outcomes = repository.refresh(after: changes)
         var announced: [ProfileChange] = []
-        for id in order {
-            guard let change = latest[id] else { continue }
-            let outcome = repository.refresh(after: change)
-            outcomes.append(outcome)
+        for (change, outcome) in zip(changes, outcomes) {
             if outcome == .failed {
                 pending.hold(change, confirmedBefore: before)
             } else {
-                pending.release(id)
+                pending.release(change.id)
                 announced.append(change)
             }
         }
@@ -220,7 +228,8 @@ final class ChangeFeedConsumer {
         guard !pending.isEmpty, force || lastRetry.duration(to: .now) >= configuration.retryInterval else { return }
         lastRetry = .now
         var announced: [ProfileChange] = []
-        for change in pending.changes where repository.refresh(after: change) != .failed {
+        let changes = pending.changes
+        for (change, outcome) in zip(changes, repository.refresh(after: changes)) where outcome != .failed {
             pending.release(change.id)
             announced.append(change)
         }
@@ -231,9 +240,10 @@ final class ChangeFeedConsumer {
     /// that position moves (or the server asks), and refreshes the lag the monitor shows.
     private func report(to stream: LogicalReplicationStream, force: Bool) throws {
         let position = min(applied, pending.holdsBack ?? applied)
-        if force || position > confirmed {
+        if force || (position > confirmed && lastStatus.duration(to: .now) >= configuration.statusInterval) {
             try stream.sendStatus(flushed: position)
             confirmed = max(confirmed, position)
+            lastStatus = .now
         } else if lastMonitorUpdate.duration(to: .now) < configuration.monitorInterval {
             return
         }
@@ -264,6 +274,12 @@ final class ChangeFeedConsumer {
                 logger.error("flush after TRUNCATE failed", metadata: ["node": "\(server)", "error": "\(error)"])
             }
         }
+    }
+
+    private func sleep(_ duration: Duration) {
+        let nanoseconds = max(duration.totalNanoseconds, 0)
+        var request = timespec(tv_sec: Int(nanoseconds / 1_000_000_000), tv_nsec: Int(nanoseconds % 1_000_000_000))
+        nanosleep(&request, nil)
     }
 
     private func pause(_ duration: Duration) {
