@@ -89,7 +89,8 @@ struct Completion: Sendable {
 /// made 16 workers four times slower than 2 on a trivial route (each wake is a futex call plus a
 /// context switch, and 16 runnable threads fight over 2 cores). So a worker that finishes a job takes
 /// the next one without sleeping, and the loop wakes a parked worker only when there are more queued
-/// jobs than workers already on their way. Parked workers are woken last-in first-out (the most
+/// jobs than workers already on their way can take (each takes up to its batch limit, see
+/// ``HTTPResponder/batchLimit(worker:)``). Parked workers are woken last-in first-out (the most
 /// recently active thread, whose stack is still in cache), each on its own semaphore.
 ///
 /// Before parking, one worker at a time spins briefly (yielding the CPU) for the next job: under
@@ -107,6 +108,9 @@ final class WorkQueue: Sendable {
         var waking = 0
         /// Workers polling for a job before they park.
         var spinning = 0
+        /// How many jobs a worker took at most, last time one asked: a worker on its way will
+        /// take that many, so fewer need waking.
+        var takeLimit = 1
     }
 
     private enum Step {
@@ -139,7 +143,8 @@ final class WorkQueue: Sendable {
             guard !state.stopped, state.count < state.ring.count else { return (false, nil) }
             state.ring[(state.head + state.count) % state.ring.count] = job
             state.count += 1
-            guard state.count > state.waking + state.spinning, let worker = state.parked.popLast() else {
+            guard state.count > (state.waking + state.spinning) * state.takeLimit, let worker = state.parked.popLast()
+            else {
                 return (true, nil)
             }
             state.waking += 1
@@ -190,6 +195,7 @@ final class WorkQueue: Sendable {
                 if woken { state.waking -= 1 }
                 if spinning { state.spinning -= 1 }
                 if state.stopped { return .stopped }
+                state.takeLimit = max(limit, 1)
                 guard state.count > 0 else {
                     if !spun, state.spinning < Self.maxSpinning {
                         state.spinning += 1
