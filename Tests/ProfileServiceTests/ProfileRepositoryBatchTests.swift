@@ -144,3 +144,17 @@ final class CountingCache: CacheClient {
         #expect(backends.cache.get(leaseKey) == .miss)
     }
 }
+
+/// When a worker takes requests in batches: only while profile reads dominate its recent requests.
+@Suite struct BatchPolicyTests {
+    @Test func followsTheShareOfRecentProfileReads() {
+        var policy = BatchPolicy()
+        #expect(policy.readsDominate, "a new worker batches")
+        for _ in 0..<16 { policy.record(profileRead: false) }
+        #expect(!policy.readsDominate, "mostly writes: one request at a time")
+        for _ in 0..<16 { policy.record(profileRead: true) }
+        #expect(policy.readsDominate)
+        for index in 0..<100 { policy.record(profileRead: index % 10 != 0) }
+        #expect(policy.readsDominate, "a 90/10 mix still batches its reads")
+    }
+}

@@ -10,10 +10,11 @@ extension ProfileResponder {
     /// The most requests a worker takes at once.
     static let maxBatch = 8
 
-    /// Several while the worker's reads mostly hit; one while they mostly miss (a batch would
-    /// then give most of its requests back).
+    /// Several while the worker's requests are mostly profile reads and those mostly hit; one
+    /// otherwise (writes, misses): a batch would give most of its requests back, and each would
+    /// be taken from the queue twice.
     public func batchLimit(worker: ProfileWorker) -> Int {
-        worker.repository.prefersBatches ? Self.maxBatch : 1
+        worker.batchPolicy.readsDominate && worker.repository.prefersBatches ? Self.maxBatch : 1
     }
 
     public func respond(to requests: [HTTPRequest], worker: ProfileWorker, answer: (Int, HTTPResponse) -> Void)
@@ -41,5 +42,18 @@ extension ProfileResponder {
             !request.path.hasSuffix(eventsSuffix), !acceptsEventStream(request)
         else { return nil }
         return try? profileID(from: request.path)
+    }
+}
+
+/// Whether a worker's recent requests are mostly profile reads (a moving share over about 16
+/// requests), which is when taking several at once pays.
+struct BatchPolicy {
+    /// Recent profile reads as a share of recent requests, in 1/1024.
+    private var readShare = 1024
+
+    var readsDominate: Bool { readShare >= 512 }
+
+    mutating func record(profileRead: Bool) {
+        readShare += ((profileRead ? 1024 : 0) - readShare) / 16
     }
 }

@@ -92,6 +92,8 @@ public struct ProfileResponder: HTTPResponder {
 
     public func respond(to request: HTTPRequest, worker: ProfileWorker) -> HTTPResponse {
         let started = ContinuousClock.now
+        worker.batchPolicy.record(
+            profileRead: (request.method == .get || request.method == .head) && request.path.hasPrefix(Self.profilePathPrefix))
         var (response, route) = self.route(request, worker: worker)
         let requestID = RequestID.accepting(request.headers["X-Request-ID"])
         response.headers.replaceOrAdd(name: "X-Request-ID", value: requestID)

@@ -14,6 +14,8 @@ public final class ProfileWorker {
     let requestSeries = RequestSeriesCache()
     /// This thread's access-log line, reused request after request (see ``AccessLog``).
     var accessLogLine: LogLine?
+    /// Whether this worker takes queued requests in batches (``ProfileResponder/batchLimit(worker:)``).
+    var batchPolicy = BatchPolicy()
     private let closeConnections: () -> Void
 
     /// - Parameter closeConnections: closes what the worker owns; run when the worker is

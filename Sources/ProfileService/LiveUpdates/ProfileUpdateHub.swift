@@ -91,7 +91,7 @@ public final class ProfileUpdateHub: Sendable {
 
     /// Sends every followed profile's current version to its streams: after the change source was
     /// lost and regained, so no stream stays behind silently. Streams already there get nothing.
-    /// Streams already there get nothing. The profiles are read from PostgreSQL: what was missed
+    /// The profiles are read from PostgreSQL: what was missed
     /// may not have reached memcached either.
     public func resynchronize() {
         let topics = streams.watchedTopics
