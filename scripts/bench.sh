@@ -9,6 +9,8 @@
 #   ps    profile-service with its defaults (access log on, 16 workers)
 #   psq   profile-service with its defaults and --no-access-log
 #   go    go-seed (which logs no requests)
+# A fourth instance (defaults, --no-access-log, not measured) is started first and consumes the
+# change feed, as one instance of a cluster does; the measured ones stand by.
 #   get_hit   GET of random ids, every read a cache hit
 #   get_db    GET with memcached flushed every 2 ms (the PostgreSQL path)
 #   mix_90_10 90 % GET / 10 % PUT with the right versions
@@ -20,7 +22,7 @@
 # The access log goes to .build-bench/profile-service.log, emptied after each run (it grows by
 # about 3 MB/s); the service's other lines are kept in .build-bench/profile-service-events.log.
 # BENCH_WORKLOADS="get_hit get_db" runs only those workloads.
-# Ports: BENCH_PS_PORT (18081), BENCH_PSQ_PORT (18083), BENCH_GO_PORT (18082) and
+# Ports: BENCH_PS_PORT (18081), BENCH_PSQ_PORT (18083), BENCH_GO_PORT (18082), BENCH_FEED_PORT (18084) and
 # BENCH_GO_MC_PORT (21219, go-seed's memcached).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -31,6 +33,7 @@ out=$here/.build-bench
 results=$out/results
 go_seed_dir=${GO_SEED_DIR:-$here/../shared/reference/go-seed}
 ps_port=${BENCH_PS_PORT:-18081} psq_port=${BENCH_PSQ_PORT:-18083} go_port=${BENCH_GO_PORT:-18082}
+feed_port=${BENCH_FEED_PORT:-18084}
 go_mc_port=${BENCH_GO_MC_PORT:-21219}
 mkdir -p "$results" docs
 rm -f "$results"/*.txt "$out"/profile-service*.log
@@ -86,6 +89,18 @@ if grep -q -- '--jwt-secret-file' <<<"$(.build/release/profile-service serve --h
     BENCH_TOKEN=$(.build/release/profile-service token --sub 0 --scope profiles:admin --ttl 3600 \
         --jwt-secret-file "$out/jwt-secret")
 fi
+# The change feed's consumer runs in one instance of a cluster; the others stand by (README, Change
+# feed). A third instance, started first, takes the slot, so that neither measured instance carries
+# the consumer for both: its CPU (the commit stream of every PUT) stays on the same two cores and in
+# every figure, but the defaults-against---no-access-log comparison measures the access log alone.
+.build/release/profile-service "${serve_args[@]}" --port $feed_port --no-access-log 2>"$out/profile-service-feed.log" &
+feed_pid=$!; pids+=($feed_pid)
+for _ in $(seq 1 100); do
+    curl -s "http://127.0.0.1:$feed_port/readyz" | grep -q '"state":"active"' && break
+    sleep 0.1
+done
+curl -s "http://127.0.0.1:$feed_port/readyz" | grep -q '"state":"active"' ||
+    echo "bench: warning: the feed instance did not take the change feed's slot" >&2
 # stderr to a file, as a service manager's log file would take it (appending: emptied after each run).
 .build/release/profile-service "${serve_args[@]}" --port $ps_port 2>>"$out/profile-service.log" &
 ps_pid=$!; pids+=($ps_pid)
@@ -155,4 +170,4 @@ rss() { awk '/VmHWM/ { print $2 }' "/proc/$1/status"; }
 dropped=$(curl -s "http://127.0.0.1:$ps_port/metrics" | awk '/^profile_log_lines_dropped_total/ { print $2 }')
 python3 scripts/bench/report.py "$results" "$rounds" "$duration" "${dropped:-?}" \
     "ps:$(rss $ps_pid):$(cpu_seconds $ps_pid)" "psq:$(rss $psq_pid):$(cpu_seconds $psq_pid)" \
-    "go:$(rss $go_pid):$(cpu_seconds $go_pid)"
+    "go:$(rss $go_pid):$(cpu_seconds $go_pid)" "feed:$(rss $feed_pid):$(cpu_seconds $feed_pid)"

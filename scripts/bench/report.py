@@ -2,7 +2,8 @@
 """Reads wrk outputs of scripts/bench.sh and prints/writes the comparison table and chart.
 
 usage: report.py RESULTS_DIR ROUNDS DURATION DROPPED_LOG_LINES SVC:RSS_KB:CPU_S...
-  (SVC one of ps, psq, go: profile-service with defaults, with --no-access-log, go-seed)
+  (SVC one of ps, psq, go, feed: profile-service with defaults, with --no-access-log, go-seed,
+  and the unmeasured instance that consumes the change feed)
 Writes docs/benchmark.md (the table) and docs/benchmark.svg (requests/s and p99 per workload).
 """
 import datetime
@@ -74,7 +75,9 @@ lines = [
     f"{platform.release()}; wrk -t2 -c64 -d{duration}, {rounds} rounds, the order rotating, medians shown; "
     "wrk, the services, PostgreSQL and memcached share the machine (load average at the end: "
     f"{' '.join(load)}). profile-service with its defaults (16 workers, access log on, logfmt to a file) "
-    "and, beside it, with --no-access-log; go-seed logs no requests.",
+    "and, beside it, with --no-access-log; go-seed logs no requests. A fourth instance (defaults, not "
+    "measured) consumes the change feed, as one instance of a cluster does: its work for every PUT is "
+    "on the same cores during every run; the measured instances stand by.",
     "",
     "| workload | profile-service req/s | p50 | p99 | --no-access-log req/s | p99 | go-seed req/s | p50 | p99 "
     "| ratio req/s (defaults) | ratio p99 (defaults) | ratio req/s (no log) | access log cost | non-2xx (ps / go) |",
@@ -96,8 +99,9 @@ for workload, title in WORKLOADS:
         per_round = zip(*(rounds_of[(workload, svc)] for svc, _ in SERVICES))
         lines.append(f"- {title}: " + "; ".join(
             f"{a['rps']:,.0f} / {b['rps']:,.0f} / {c['rps']:,.0f}" for a, b, c in per_round))
-rss_text = ", ".join(f"{name} {usage[svc][0] / 1024:.1f} MiB" for svc, name in SERVICES if svc in usage)
-cpu_text = ", ".join(f"{name} {usage[svc][1]}" for svc, name in SERVICES if svc in usage)
+ALL = SERVICES + [("feed", "the change feed's instance")]
+rss_text = ", ".join(f"{name} {usage[svc][0] / 1024:.1f} MiB" for svc, name in ALL if svc in usage)
+cpu_text = ", ".join(f"{name} {usage[svc][1]}" for svc, name in ALL if svc in usage)
 lines += [
     "",
     f"Peak RSS (VmHWM) over the whole run: {rss_text}. CPU seconds over the whole run: {cpu_text}. "
