@@ -60,8 +60,8 @@ for workload, _ in WORKLOADS:
 
 def log_cost(workload, key):
     """The access log's cost: the median over rounds of each round's defaults against
-    --no-access-log (run next to each other), which the machine's drift between rounds disturbs
-    less than a ratio of two medians."""
+    --no-access-log (run back to back), which the machine's drift between rounds disturbs less
+    than a ratio of two medians."""
     pairs = zip(rounds_of[(workload, "ps")], rounds_of[(workload, "psq")])
     if key == "rps":
         return statistics.median(1 - ps["rps"] / psq["rps"] for ps, psq in pairs)
@@ -72,7 +72,7 @@ cpu_model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l
 load = open("/proc/loadavg").read().split()[:3]
 lines = [
     f"Measured {datetime.date.today()} on {os.cpu_count()} cores ({cpu_model}), {platform.system()} "
-    f"{platform.release()}; wrk -t2 -c64 -d{duration}, {rounds} rounds, the order rotating, medians shown; "
+    f"{platform.release()}; wrk -t2 -c64 -d{duration}, {rounds} rounds, the order changing each round (the two profile-service instances back to back), medians shown; "
     "wrk, the services, PostgreSQL and memcached share the machine (load average at the end: "
     f"{' '.join(load)}). profile-service with its defaults (16 workers, access log on, logfmt to a file) "
     "and, beside it, with --no-access-log; go-seed logs no requests. A fourth instance (defaults, not "
