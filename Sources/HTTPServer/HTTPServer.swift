@@ -170,20 +170,20 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
         var dateCache = DateCache()
         var batch: [Job] = []
         var requests: [HTTPRequest] = []
+        func answer(_ job: Job, _ response: HTTPResponse) {
+            finish(job, response, core: core, worker: index, dateCache: &dateCache)
+        }
         while core.queue.dequeue(worker: index, limit: responder.batchLimit(worker: worker), into: &batch) {
             core.busyWorkers.add(1, ordering: .relaxed)
             if batch.count == 1 {
-                let job = batch[0]
-                finish(job, responder.respond(to: job.request, worker: worker), core: core, worker: index, dateCache: &dateCache)
+                answer(batch[0], responder.respond(to: batch[0].request, worker: worker))
             } else {
                 requests.removeAll(keepingCapacity: true)
                 for job in batch { requests.append(job.request) }
-                let left = responder.respond(to: requests, worker: worker) { position, response in
-                    finish(batch[position], response, core: core, worker: index, dateCache: &dateCache)
-                }
+                let left = responder.respond(to: requests, worker: worker) { answer(batch[$0], $1) }
                 // Left for later: another worker answers them alone, none waits behind the others.
                 for job in core.queue.requeue(left.map { batch[$0] }) {
-                    finish(job, responder.respond(to: job.request, worker: worker), core: core, worker: index, dateCache: &dateCache)
+                    answer(job, responder.respond(to: job.request, worker: worker))
                 }
             }
             core.busyWorkers.subtract(1, ordering: .relaxed)
@@ -191,7 +191,9 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
     }
 
     /// Sends `response` to the job's connection — itself, when it may — or posts it to the loop.
-    private func finish(_ job: Job, _ response: HTTPResponse, core: ServerCore, worker index: Int, dateCache: inout DateCache) {
+    private func finish(
+        _ job: Job, _ response: HTTPResponse, core: ServerCore, worker index: Int, dateCache: inout DateCache
+    ) {
         let close = !job.keepAlive || core.draining.load(ordering: .relaxed) || Self.asksToClose(response)
         let bytes = HTTPResponseEncoder.encode(
             response, date: dateCache.current(), isHeadResponse: job.request.method == .head,

@@ -310,7 +310,8 @@ public final class MemcachedConnection {
         if length == 0 {
             value = []
         } else {
-            value = [UInt8](UnsafeRawBufferPointer(start: UnsafeRawPointer(memcached_result_value(fetched)!), count: length))
+            let bytes = UnsafeRawPointer(memcached_result_value(fetched)!)
+            value = [UInt8](UnsafeRawBufferPointer(start: bytes, count: length))
         }
         return MemcachedItem(value: value, flags: memcached_result_flags(fetched), cas: memcached_result_cas(fetched))
     }

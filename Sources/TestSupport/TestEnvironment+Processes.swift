@@ -16,4 +16,25 @@ extension TestEnvironment {
         else { throw MissingServer(description: "no memcached pid file at \(path); run scripts/deps.sh start") }
         return pid
     }
+
+    /// Stops process `pid` with SIGSTOP and returns once it is stopped: `kill` only queues the
+    /// signal, and a node that is still running for a moment answers the first request sent to
+    /// it (seen on a loaded machine). Gives up after 2 s and says so.
+    public static func freeze(_ pid: pid_t) throws {
+        guard kill(pid, SIGSTOP) == 0 else {
+            throw MissingServer(description: "cannot SIGSTOP process \(pid) (errno \(errno))")
+        }
+        let deadline = ContinuousClock.now + .seconds(2)
+        while ContinuousClock.now < deadline {
+            // /proc/PID/stat: "pid (comm) S …" — state T is stopped by a signal.
+            if let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+                let state = stat.split(separator: ")").last?.split(separator: " ").first,
+                state == "T"
+            {
+                return
+            }
+            usleep(1000)
+        }
+        throw MissingServer(description: "process \(pid) did not stop within 2 s of SIGSTOP")
+    }
 }

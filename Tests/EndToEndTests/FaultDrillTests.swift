@@ -80,7 +80,7 @@ import TestSupport
         let pid = try memcachedPID(node: hungNode)
         let breakerBefore = try breakerEvents(port: service.port)
         events.nodeStopped = now()
-        try #require(kill(pid, SIGSTOP) == 0)
+        try TestEnvironment.freeze(pid)
         var continued = false
         defer { if !continued { kill(pid, SIGCONT) } }
         Thread.sleep(forTimeInterval: 1)

@@ -206,7 +206,7 @@ extension LiveMemcachedTests {
                 TestEnvironment.variable("PROFILE_STATE_DIR") ?? TestEnvironment.repositoryRoot.appendingPathComponent(".state").path
             let pidText = try String(contentsOfFile: "\(stateDirectory)/memcached/\(servers[1].port).pid", encoding: .utf8)
             let pid = try #require(pid_t(pidText.trimmingCharacters(in: .whitespacesAndNewlines)))
-            try #require(kill(pid, SIGSTOP) == 0)
+            try TestEnvironment.freeze(pid)
             var continued = false
             defer { if !continued { kill(pid, SIGCONT) } }
 

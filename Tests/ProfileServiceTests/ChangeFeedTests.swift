@@ -156,7 +156,7 @@ import TestSupport
             profile = try harness.cachedProfile()
         }
         let pid = try TestEnvironment.memcachedPID(port: hungNode.port)
-        kill(pid, SIGSTOP)
+        try TestEnvironment.freeze(pid)
         defer { kill(pid, SIGCONT) }
 
         try harness.updateInSQL(profile.id, displayName: "While hung")

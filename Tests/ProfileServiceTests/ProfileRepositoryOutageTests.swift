@@ -73,7 +73,7 @@ import TestSupport
         let repository = backends.repository(shared)
         let pid = try TestEnvironment.memcachedPID(port: hungNode.port)
 
-        kill(pid, SIGSTOP)
+        try TestEnvironment.freeze(pid)
         defer { kill(pid, SIGCONT) }
         for _ in 0..<4 {
             #expect(try repository.read(id: profile.id)?.version == 1, "reads still succeed from PostgreSQL")
@@ -107,7 +107,7 @@ extension ProfileRepositoryOutageTests {
         let pidText = try String(contentsOfFile: "\(stateDirectory)/memcached/\(hungNode.port).pid", encoding: .utf8)
         let pid = try #require(pid_t(pidText.trimmingCharacters(in: .whitespacesAndNewlines)))
 
-        kill(pid, SIGSTOP)
+        try TestEnvironment.freeze(pid)
         defer { kill(pid, SIGCONT) }
         var version: Int32 = 1
         for _ in 0..<3 {
