@@ -21,6 +21,8 @@ extension ProfileResponder {
         -> [Int]
     {
         let ids = requests.map(Self.cachedReadID)
+        worker.batchStarted = .now
+        defer { worker.batchStarted = nil }
         return worker.repository.prefetching(ids: ids.compactMap { $0 }) {
             var left: [Int] = []
             for (index, request) in requests.enumerated() {

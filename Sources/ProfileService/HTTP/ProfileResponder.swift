@@ -91,7 +91,7 @@ public struct ProfileResponder: HTTPResponder {
     }
 
     public func respond(to request: HTTPRequest, worker: ProfileWorker) -> HTTPResponse {
-        let started = ContinuousClock.now
+        let started = worker.batchStarted ?? ContinuousClock.now
         worker.batchPolicy.record(
             profileRead: (request.method == .get || request.method == .head) && request.path.hasPrefix(Self.profilePathPrefix))
         var (response, route) = self.route(request, worker: worker)
