@@ -46,7 +46,7 @@ extension PostgresConnection {
     /// The subscription lasts as long as the session: after a reconnect, call it again.
     /// - Throws: ``PostgresError``.
     public func listen(on channel: String) throws {
-        try simpleQuery("LISTEN " + Self.quotedIdentifier(channel))
+        try simpleQuery("LISTEN " + LogicalReplicationStream.quoteIdentifier(channel))
     }
 
     /// Waits up to `timeout` for notifications and returns those that arrived, oldest first;
@@ -66,9 +66,7 @@ extension PostgresConnection {
             throw PostgresError(kind: .connectionUnavailable, message: "the connection has no socket")
         }
         var descriptor = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
-        let (seconds, attoseconds) = timeout.components
-        let milliseconds = Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000)
-        let ready = poll(&descriptor, 1, max(milliseconds, 0))
+        let ready = poll(&descriptor, 1, max(Int32(clamping: timeout.milliseconds), 0))
         if ready < 0 && errno != EINTR {
             throw PostgresError(kind: .other, message: "poll failed: errno \(errno)")
         }
@@ -76,9 +74,9 @@ extension PostgresConnection {
         // "PQconsumeInput normally returns 1 indicating 'no error', but returns 0 if there was some
         // kind of trouble (in which case PQerrorMessage can be consulted)."
         if PQconsumeInput(pgConnection) == 0 || PQstatus(pgConnection) == CONNECTION_BAD {
-            let message = PQerrorMessage(pgConnection).map { String(cString: $0) } ?? "connection lost"
+            let message = errorMessage(of: pgConnection)
             dropConnection()
-            throw PostgresError(kind: .connectionUnavailable, message: message.trimmingTrailingNewlines())
+            throw PostgresError(kind: .connectionUnavailable, message: message)
         }
         notifications = drainNotifications(pgConnection)
         return notifications
@@ -99,8 +97,4 @@ extension PostgresConnection {
         return notifications
     }
 
-    /// `"name"` with inner quotes doubled (SQL identifier quoting).
-    static func quotedIdentifier(_ name: String) -> String {
-        "\"" + name.split(separator: "\"", omittingEmptySubsequences: false).joined(separator: "\"\"") + "\""
-    }
 }

@@ -39,7 +39,7 @@ public final class PostgresConnection {
     private let logger: Logger
 
     /// The libpq connection, `nil` when not connected. Only this class (and its extensions) touches it.
-    var pgConnection: OpaquePointer?
+    private var pgConnection: OpaquePointer?
     /// SQL of the statements prepared on the current session, by name.
     private var preparedSQL: [String: String] = [:]
     /// The thread of the first call; every later call must come from it.
@@ -238,7 +238,7 @@ extension PostgresConnection {
             throw PostgresError(kind: .connectionUnavailable, message: "libpq could not allocate a connection")
         }
         guard PQstatus(newConnection) == CONNECTION_OK else {
-            let message = Self.errorMessage(of: newConnection)
+            let message = errorMessage(of: newConnection)
             PQfinish(newConnection)
             let wasDown = health.isDown
             let delay = health.recordConnectFailure(at: .now)
@@ -328,7 +328,7 @@ extension PostgresConnection {
         if let handle, handle.isSuccess { return handle }
         var error =
             handle?.error(statementName: statementName)
-            ?? PostgresError(kind: .other, message: Self.errorMessage(of: pgConnection), statementName: statementName)
+            ?? PostgresError(kind: .other, message: errorMessage(of: pgConnection), statementName: statementName)
         if PQstatus(pgConnection) == CONNECTION_BAD {
             error = PostgresError(
                 kind: .connectionUnavailable, sqlState: error.sqlState, message: error.message, detail: error.detail,
@@ -364,9 +364,11 @@ extension PostgresConnection {
         }
     }
 
-    private static func errorMessage(of pgConnection: OpaquePointer) -> String {
-        guard let message = PQerrorMessage(pgConnection) else { return "unknown libpq error" }
-        let text = String(cString: message).trimmingTrailingNewlines()
-        return text.isEmpty ? "unknown libpq error" : text
-    }
+}
+
+/// libpq's last error on `connection`, without its trailing newline (shared by every libpq wrapper).
+func errorMessage(of connection: OpaquePointer) -> String {
+    guard let message = PQerrorMessage(connection) else { return "unknown libpq error" }
+    let text = String(cString: message).trimmingTrailingNewlines()
+    return text.isEmpty ? "unknown libpq error" : text
 }

@@ -391,8 +391,3 @@ extension PostgresError {
     }
 }
 
-private func errorMessage(of connection: OpaquePointer) -> String {
-    guard let message = PQerrorMessage(connection) else { return "unknown libpq error" }
-    let text = String(cString: message).trimmingTrailingNewlines()
-    return text.isEmpty ? "unknown libpq error" : text
-}

@@ -40,6 +40,18 @@ final class CircuitBreakingCacheClient: CacheClient {
         if !failedThisRequest.isEmpty { failedThisRequest.removeAll(keepingCapacity: true) }
     }
 
+    /// Renews the connection when a probe found a node back since this worker last looked.
+    /// - Returns: the breaker's recovery count as seen now.
+    @discardableResult
+    private func catchUpWithRecoveries() -> Int {
+        let recoveries = breaker.recoveryCount
+        if recoveries != seenRecoveries {
+            base.reconnect()
+            seenRecoveries = recoveries
+        }
+        return recoveries
+    }
+
     /// Runs `operation` on the node `server` names unless the breaker skips it; books its outcome.
     ///
     /// `server` is evaluated only when something is wrong (a troubled node, a failure in this
@@ -49,11 +61,7 @@ final class CircuitBreakingCacheClient: CacheClient {
         _ server: () -> MemcachedServer?, _ operation: () -> Result, error: (Result) -> MemcachedError?,
         skipped: Result, isRepair: Bool = false
     ) -> Result {
-        let recoveries = breaker.recoveryCount
-        if recoveries != seenRecoveries {
-            base.reconnect()
-            seenRecoveries = recoveries
-        }
+        let recoveries = catchUpWithRecoveries()
         var node: MemcachedServer?
         var admission = NodeCircuitBreaker.Admission.proceed
         if breaker.hasTroubledNodes || !failedThisRequest.isEmpty {
@@ -98,11 +106,7 @@ final class CircuitBreakingCacheClient: CacheClient {
     /// one ``get(_:)`` per key, which the breaker guards key by key.
     func get(many keys: [String]) -> Result<[String: MemcachedItem], MemcachedError> {
         guard !breaker.hasTroubledNodes, failedThisRequest.isEmpty else { return .failure(Self.skipped) }
-        let recoveries = breaker.recoveryCount
-        if recoveries != seenRecoveries {
-            base.reconnect()
-            seenRecoveries = recoveries
-        }
+        catchUpWithRecoveries()
         return base.get(many: keys)
     }
 

@@ -1,4 +1,6 @@
 import Dispatch
+import Foundation
+import Glibc
 
 extension Duration {
     /// The whole duration in nanoseconds (sub-nanosecond parts dropped).
@@ -11,5 +13,21 @@ extension DispatchTime {
     /// `duration` from now, for semaphore waits and deadlines.
     static func after(_ duration: Duration) -> DispatchTime {
         .now() + .nanoseconds(Int(duration.totalNanoseconds))
+    }
+}
+
+/// Blocks the calling thread — a worker's or the change feed's own, never a pool's — for `duration`.
+func sleepThread(for duration: Duration) {
+    let nanoseconds = max(duration.totalNanoseconds, 0)
+    var request = timespec(tv_sec: Int(nanoseconds / 1_000_000_000), tv_nsec: Int(nanoseconds % 1_000_000_000))
+    nanosleep(&request, nil)
+}
+
+/// Blocks the calling thread for `duration` in 50 ms steps, returning early once `stopping` says
+/// so: a long backoff must not hold up a shutdown.
+func sleepThread(for duration: Duration, unless stopping: () -> Bool) {
+    let deadline = ContinuousClock.now + duration
+    while !stopping(), ContinuousClock.now < deadline {
+        Thread.sleep(forTimeInterval: 0.05)
     }
 }

@@ -11,19 +11,18 @@ extension ProfileRepository {
         cache.beginRequest()
         let key = configuration.key(for: id)
         var waits = configuration.leaseWaits[...]
-        // While misses are common, the first lookup puts a lease down too (see ReadStrategy).
-        var leaseToken = readStrategy.leaseFirst ? UInt64.random(in: 1...UInt64.max, using: &random) : nil
-        let sentLease = leaseToken
+        var sentLease: UInt64?
         var firstLookup = true
         while true {
             let found: MemcachedGetResult
-            if let token = leaseToken {
-                found = cache.addAndGet(
-                    key, value: CacheEntry.encodeLease(token: token), flags: 0,
-                    expiration: configuration.leaseTTLSeconds)
-                leaseToken = nil  // later looks (after a lease wait) only read
-            } else if let item = prefetched.removeValue(forKey: id) {
-                found = .hit(item)
+            if firstLookup, readStrategy.leaseFirst {
+                // While misses are common, the first lookup puts a lease down too (see ReadStrategy);
+                // later looks (after a lease wait) only read.
+                let lease = addLease(key: key)
+                sentLease = lease.token
+                found = lease.found
+            } else if let prefetch = prefetched.removeValue(forKey: id) {
+                found = .hit(prefetch.item)
             } else {
                 found = cache.get(key)
             }
@@ -54,7 +53,7 @@ extension ProfileRepository {
                     }
                     if let wait = waits.popFirst() {
                         statistics.record(.leaseWait)
-                        sleep(for: wait)
+                        sleepThread(for: wait)
                         continue
                     }
                     statistics.record(.miss)
@@ -91,12 +90,14 @@ extension ProfileRepository {
         ids: [Int64], _ body: () throws(Failure) -> Result
     ) throws(Failure) -> Result {
         defer { prefetched.removeAll(keepingCapacity: true) }
-        guard ids.count > 1, !readStrategy.leaseFirst else { return try body() }
+        guard !ids.isEmpty, !readStrategy.leaseFirst else { return try body() }
         cache.beginRequest()
         let keys = ids.map { configuration.key(for: $0) }
         if case .success(let items) = cache.get(many: keys) {
             for (id, key) in zip(ids, keys) {
-                if let item = items[key], case .profile? = CacheEntry(decoding: item.value) { prefetched[id] = item }
+                if let item = items[key], case .profile(let version, _)? = CacheEntry(decoding: item.value) {
+                    prefetched[id] = (item, version)
+                }
             }
         }
         return try body()
@@ -105,10 +106,8 @@ extension ProfileRepository {
     /// Whether a read of `id` inside ``prefetching(ids:_:)`` is a hit answered without I/O: its
     /// profile was prefetched (and not yet used) at `minVersion` or newer.
     public func hasPrefetchedProfile(id: Int64, minVersion: Int32?) -> Bool {
-        guard let item = prefetched[id], case .profile(let version, _)? = CacheEntry(decoding: item.value) else {
-            return false
-        }
-        return version >= minVersion ?? 0
+        guard let prefetch = prefetched[id] else { return false }
+        return prefetch.version >= minVersion ?? 0
     }
 
     /// A miss: coalesce with other readers of the id in this process, else populate under a lease.
@@ -204,24 +203,32 @@ extension ProfileRepository {
     /// Puts a lease where there is no entry (or replaces an undecodable one) and returns the
     /// lease's CAS value, or `nil` if another reader or a writer got there first.
     func takeLease(key: String, replacingCAS: UInt64?) -> UInt64? {
-        let token = UInt64.random(in: 1...UInt64.max, using: &random)
-        let lease = CacheEntry.encodeLease(token: token)
-        let ttl = configuration.leaseTTLSeconds
+        let token: UInt64
         let readBack: MemcachedGetResult
         if let replacingCAS {
-            guard case .stored = cache.cas(key, value: lease, cas: replacingCAS, flags: 0, expiration: ttl) else {
-                return nil
-            }
+            token = UInt64.random(in: 1...UInt64.max, using: &random)
+            let lease = CacheEntry.encodeLease(token: token)
+            guard case .stored = cache.cas(
+                key, value: lease, cas: replacingCAS, flags: 0, expiration: configuration.leaseTTLSeconds)
+            else { return nil }
             readBack = cache.get(key)
         } else {
-            // One round trip: the add's own answer is not needed, the token read back says who won.
-            readBack = cache.addAndGet(key, value: lease, flags: 0, expiration: ttl)
+            (token, readBack) = addLease(key: key)
         }
         // Neither `add` nor `cas` returns the new CAS value; read it back, and make sure the lease is ours.
         guard case .hit(let item) = readBack, CacheEntry(decoding: item.value) == .lease(token: token) else {
             return nil
         }
         return item.cas
+    }
+
+    /// Adds a new lease and reads the key back in one round trip (`addAndGet`): the add's own
+    /// answer is not needed, the token read back says whether the lease there is this reader's.
+    private func addLease(key: String) -> (token: UInt64, found: MemcachedGetResult) {
+        let token = UInt64.random(in: 1...UInt64.max, using: &random)
+        let found = cache.addAndGet(
+            key, value: CacheEntry.encodeLease(token: token), flags: 0, expiration: configuration.leaseTTLSeconds)
+        return (token, found)
     }
 
     enum PopulateOutcome {

@@ -43,9 +43,9 @@ public final class ProfileRepository {
     var random = SplitMix64()
     /// Whether reads send their lease with their first lookup (this worker's recent misses).
     var readStrategy: ReadStrategy
-    /// Cached profiles already looked up for the reads of a batch (``prefetching(ids:_:)``), each
-    /// used once; empty outside a batch.
-    var prefetched: [Int64: MemcachedItem] = [:]
+    /// Cached profiles already looked up for the reads of a batch (``prefetching(ids:_:)``), with
+    /// their versions, each used once; empty outside a batch.
+    var prefetched: [Int64: (item: MemcachedItem, version: Int32)] = [:]
     var configuration: ProfileCacheConfiguration { shared.configuration }
     var statistics: CacheStatistics { shared.statistics }
 
@@ -55,12 +55,6 @@ public final class ProfileRepository {
         self.shared = shared
         self.logger = logger
         self.readStrategy = ReadStrategy(leaseFirstMissShare: shared.configuration.leaseFirstMissShare)
-    }
-
-    func sleep(for duration: Duration) {
-        let nanoseconds = duration.totalNanoseconds
-        var request = timespec(tv_sec: Int(nanoseconds / 1_000_000_000), tv_nsec: Int(nanoseconds % 1_000_000_000))
-        nanosleep(&request, nil)
     }
 }
 

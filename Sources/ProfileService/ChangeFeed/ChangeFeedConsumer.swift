@@ -178,7 +178,7 @@ final class ChangeFeedConsumer {
                     // each), then apply them all.
                     let waited = gatheringSince.duration(to: .now)
                     if waited < configuration.gatherDelay {
-                        sleep(configuration.gatherDelay - waited)
+                        sleepThread(for: configuration.gatherDelay - waited)
                         continue
                     }
                     apply(ready)
@@ -276,17 +276,8 @@ final class ChangeFeedConsumer {
         }
     }
 
-    private func sleep(_ duration: Duration) {
-        let nanoseconds = max(duration.totalNanoseconds, 0)
-        var request = timespec(tv_sec: Int(nanoseconds / 1_000_000_000), tv_nsec: Int(nanoseconds % 1_000_000_000))
-        nanosleep(&request, nil)
-    }
-
     private func pause(_ duration: Duration) {
-        let deadline = ContinuousClock.now + duration
-        while !isStopping(), ContinuousClock.now < deadline {
-            Thread.sleep(forTimeInterval: 0.05)
-        }
+        sleepThread(for: duration, unless: isStopping)
     }
 }
 

@@ -38,11 +38,16 @@ extension ProfileResponder {
         }
     }
 
+    /// Whether a request is a `GET` or `HEAD` under the profile route (what ``BatchPolicy`` counts).
+    static func isProfileRead(_ request: HTTPRequest) -> Bool {
+        (request.method == .get || request.method == .head) && request.path.hasPrefix(profilePathPrefix)
+    }
+
     /// The id a request reads from the cache: `GET` or `HEAD` of a profile (not its event stream).
     static func cachedReadID(_ request: HTTPRequest) -> Int64? {
-        guard request.method == .get || request.method == .head, request.path.hasPrefix(profilePathPrefix),
-            !request.path.hasSuffix(eventsSuffix), !acceptsEventStream(request)
-        else { return nil }
+        guard isProfileRead(request), !request.path.hasSuffix(eventsSuffix), !acceptsEventStream(request) else {
+            return nil
+        }
         return try? profileID(from: request.path)
     }
 }

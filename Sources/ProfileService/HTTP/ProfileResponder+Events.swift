@@ -60,7 +60,9 @@ extension ProfileResponder {
 
     /// Whether the client asks for `text/event-stream` (RFC 9110 §12.5.1; parameters ignored).
     static func acceptsEventStream(_ request: HTTPRequest) -> Bool {
-        guard let accept = request.headers["Accept"] else { return false }
+        // Every profile read asks: skip the parse when the value cannot name it (`*/*`,
+        // `application/json` have no hyphen).
+        guard let accept = request.headers["Accept"], accept.utf8.contains(UInt8(ascii: "-")) else { return false }
         return accept.split(separator: ",").contains { range in
             let mediaType = range.split(separator: ";", maxSplits: 1).first.map { $0.trimmed.lowercased() } ?? ""
             return mediaType == "text/event-stream"

@@ -92,8 +92,7 @@ public struct ProfileResponder: HTTPResponder {
 
     public func respond(to request: HTTPRequest, worker: ProfileWorker) -> HTTPResponse {
         let started = worker.batchStarted ?? ContinuousClock.now
-        worker.batchPolicy.record(
-            profileRead: (request.method == .get || request.method == .head) && request.path.hasPrefix(Self.profilePathPrefix))
+        worker.batchPolicy.record(profileRead: Self.isProfileRead(request))
         var (response, route) = self.route(request, worker: worker)
         let requestID = RequestID.accepting(request.headers["X-Request-ID"])
         response.headers.replaceOrAdd(name: "X-Request-ID", value: requestID)

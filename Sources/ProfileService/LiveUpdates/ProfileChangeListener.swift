@@ -18,10 +18,6 @@ public final class ProfileChangeListener: Sendable {
     private let stopped = Atomic<Bool>(false)
     private let finished = DispatchSemaphore(value: 0)
     private let started = Atomic<Bool>(false)
-    private let connectCount = Atomic<Int>(0)
-
-    /// Times `LISTEN` was (re)established.
-    public var connects: Int { connectCount.load(ordering: .relaxed) }
 
     public init(configuration: PostgresConfiguration, hub: ProfileUpdateHub, logger: Logger) {
         self.configuration = configuration
@@ -57,7 +53,6 @@ public final class ProfileChangeListener: Sendable {
                     try connection.listen(on: ProfileChangePayload.channel)
                     listening = true
                     delay = .milliseconds(50)
-                    connectCount.add(1, ordering: .relaxed)
                     logger.info("listening for profile changes", metadata: ["channel": "\(ProfileChangePayload.channel)"])
                     hub.resynchronize()
                 }
@@ -72,17 +67,9 @@ public final class ProfileChangeListener: Sendable {
                     logger.warning("profile change listener lost PostgreSQL; reconnecting", metadata: ["error": "\(error)"])
                 }
                 listening = false
-                sleep(for: delay)
+                sleepThread(for: delay) { stopped.load(ordering: .relaxed) }
                 delay = min(delay * 2, .seconds(2))
             }
-        }
-    }
-
-    /// Sleeps in short steps so ``stop()`` is not held up by a long backoff.
-    private func sleep(for duration: Duration) {
-        let deadline = ContinuousClock.now.advanced(by: duration)
-        while !stopped.load(ordering: .relaxed), ContinuousClock.now < deadline {
-            Thread.sleep(forTimeInterval: 0.05)
         }
     }
 }
