@@ -247,17 +247,20 @@ public final class MemcachedConnection {
                 pointers.append(chars.baseAddress! + offset)
                 offset += length
             }
+            memcached_reset_last_disconnected_server(handle)
             let rc = memcached_mget(handle, pointers, lengths, keys.count)
             // libmemcached 1.1.4's mget skips a node it cannot connect to and still answers
             // MEMCACHED_SUCCESS (src/libmemcached/get.cc: `continue` after a failed connect), so its
             // keys would read as misses: a node that got the request has an answer pending.
-            var unasked = false
+            var unasked: MemcachedServer?
             var nodes = Set<UInt32>()
             for (pointer, length) in zip(pointers, lengths) {
                 let position = memcached_generate_hash(handle, pointer, length)
                 guard nodes.insert(position).inserted else { continue }
                 let instance = memcached_server_instance_by_position(handle, position)
-                if instance == nil || memcached_server_response_count(instance) == 0 { unasked = true }
+                if let instance, memcached_server_response_count(instance) == 0 {
+                    unasked = Self.server(instance)
+                }
             }
             var items: [String: MemcachedItem] = [:]
             var outOfStep = false
@@ -281,13 +284,13 @@ public final class MemcachedConnection {
                         code: .serverError, message: "memcached answered for another key; reconnecting",
                         returnCode: Int32(MEMCACHED_PROTOCOL_ERROR.rawValue)))
             }
-            let failure: MemcachedError
+            var failure: MemcachedError
             if rc != MEMCACHED_SUCCESS {
                 failure = self.error(rc, "get")
-            } else if unasked {
+            } else if let unasked {
                 failure = MemcachedError(
                     code: .connectionFailure, message: "a node of the multi-get could not be reached",
-                    returnCode: Int32(MEMCACHED_SOME_ERRORS.rawValue))
+                    returnCode: Int32(MEMCACHED_SOME_ERRORS.rawValue), node: unasked)
             } else {
                 switch fetchRC {
                 case MEMCACHED_END, MEMCACHED_NOTFOUND, MEMCACHED_SUCCESS:
@@ -296,11 +299,20 @@ public final class MemcachedConnection {
                     failure = self.error(fetchRC, "get")
                 }
             }
+            // Name the failed node (a timeout or broken connection marks it the last disconnected)
+            // so the caller can hold it against that node alone.
+            if failure.node == nil, let instance = memcached_server_get_last_disconnect(handle) {
+                failure.node = Self.server(instance)
+            }
             // A fetch that stopped at one node's failure may leave another node's answers
             // unread: start every node afresh rather than read them as the next call's.
             memcached_quit(handle)
             return .failure(failure)
         }
+    }
+
+    private static func server(_ instance: OpaquePointer) -> MemcachedServer {
+        MemcachedServer(host: String(cString: memcached_server_name(instance)), port: Int(memcached_server_port(instance)))
     }
 
     /// Copies a fetched result out: its buffer is reused by the next fetch.

@@ -35,11 +35,15 @@ public struct MemcachedError: Error, Sendable, Equatable, CustomStringConvertibl
     public let message: String
     /// The raw `memcached_return_t` value, for logs.
     public let returnCode: Int32
+    /// The node that failed, when an operation over several nodes knows it
+    /// (``MemcachedConnection/get(many:)``).
+    public var node: MemcachedServer?
 
-    public init(code: Code, message: String, returnCode: Int32) {
+    public init(code: Code, message: String, returnCode: Int32, node: MemcachedServer? = nil) {
         self.code = code
         self.message = message
         self.returnCode = returnCode
+        self.node = node
     }
 
     public var description: String {

@@ -70,10 +70,11 @@ extension LiveMemcachedTests {
             #expect(keys.contains { connection.server(forKey: $0) != live }, "some keys live on the dead node")
             #expect(connection.set(onLive, value: [1, 2, 3]) == .stored)
 
-            guard case .failure = connection.get(many: keys) else {
+            guard case .failure(let error) = connection.get(many: keys) else {
                 Issue.record("a read that could not reach a node succeeded")
                 return
             }
+            #expect(error.node == MemcachedServer(host: "127.0.0.1", port: 1), "the failure names the dead node")
             guard case .hit(let item) = connection.get(onLive) else {
                 Issue.record("the live node's answer was lost or out of step")
                 return

@@ -102,12 +102,18 @@ final class CircuitBreakingCacheClient: CacheClient {
     }
 
     /// A multi-get for healthy nodes only: while any node is troubled, or one failed in this
-    /// request, it fails at once without I/O. Its failures are not booked: callers fall back to
-    /// one ``get(_:)`` per key, which the breaker guards key by key.
+    /// request, it fails at once without I/O (callers then read key by key, each guarded). A
+    /// failure is booked against the node the connection names, like any other operation's.
     func get(many keys: [String]) -> Result<[String: MemcachedItem], MemcachedError> {
         guard !breaker.hasTroubledNodes, failedThisRequest.isEmpty else { return .failure(Self.skipped) }
         catchUpWithRecoveries()
-        return base.get(many: keys)
+        let result = base.get(many: keys)
+        if case .failure(let error) = result, let failed = error.node, error.code != .invalidKey {
+            if failedThisRequest.isEmpty { firstFailure = .now }
+            failedThisRequest.append(failed)
+            breaker.recordFailure(failed)
+        }
+        return result
     }
 
     func add(_ key: String, value: [UInt8], flags: UInt32, expiration: Int) -> MemcachedStoreResult {

@@ -22,7 +22,7 @@ extension ProfileRepository {
                 sentLease = lease.token
                 found = lease.found
             } else if let prefetch = prefetched.removeValue(forKey: id) {
-                found = .hit(prefetch.item)
+                found = prefetch.lookup
             } else {
                 found = cache.get(key)
             }
@@ -93,21 +93,33 @@ extension ProfileRepository {
         guard !ids.isEmpty, !readStrategy.leaseFirst else { return try body() }
         cache.beginRequest()
         let keys = ids.map { configuration.key(for: $0) }
-        if case .success(let items) = cache.get(many: keys) {
+        switch cache.get(many: keys) {
+        case .success(let items):
             for (id, key) in zip(ids, keys) {
                 if let item = items[key], case .profile(let version, _)? = CacheEntry(decoding: item.value) {
-                    prefetched[id] = (item, version)
+                    prefetched[id] = .profile(item, version: version)
+                }
+            }
+        case .failure(let error):
+            // The keys of the node that failed have had their one wait (§5.1).
+            if let failed = error.node {
+                for (id, key) in zip(ids, keys) where cache.server(forKey: key) == failed {
+                    prefetched[id] = .failed(error)
                 }
             }
         }
         return try body()
     }
 
-    /// Whether a read of `id` inside ``prefetching(ids:_:)`` is a hit answered without I/O: its
-    /// profile was prefetched (and not yet used) at `minVersion` or newer.
-    public func hasPrefetchedProfile(id: Int64, minVersion: Int32?) -> Bool {
-        guard let prefetch = prefetched[id] else { return false }
-        return prefetch.version >= minVersion ?? 0
+    /// Whether a read of `id` inside ``prefetching(ids:_:)`` is answered without waiting on
+    /// memcached again: its profile was prefetched (and not yet used) at `minVersion` or newer,
+    /// or its node failed the multi-get (the read then goes to PostgreSQL).
+    public func answersFromPrefetch(id: Int64, minVersion: Int32?) -> Bool {
+        switch prefetched[id] {
+        case .profile(_, let version)?: version >= minVersion ?? 0
+        case .failed?: true
+        case nil: false
+        }
     }
 
     /// A miss: coalesce with other readers of the id in this process, else populate under a lease.

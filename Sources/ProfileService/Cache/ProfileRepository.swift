@@ -43,9 +43,24 @@ public final class ProfileRepository {
     var random = SplitMix64()
     /// Whether reads send their lease with their first lookup (this worker's recent misses).
     var readStrategy: ReadStrategy
-    /// Cached profiles already looked up for the reads of a batch (``prefetching(ids:_:)``), with
-    /// their versions, each used once; empty outside a batch.
-    var prefetched: [Int64: (item: MemcachedItem, version: Int32)] = [:]
+    /// First lookups already made for the reads of a batch (``prefetching(ids:_:)``), each used
+    /// once; empty outside a batch.
+    var prefetched: [Int64: Prefetch] = [:]
+
+    enum Prefetch {
+        /// A cached profile at `version`.
+        case profile(MemcachedItem, version: Int32)
+        /// Its node failed the batch's multi-get: the read goes to PostgreSQL without waiting on
+        /// the node a second time, as a read whose own lookup failed does.
+        case failed(MemcachedError)
+
+        var lookup: MemcachedGetResult {
+            switch self {
+            case .profile(let item, _): .hit(item)
+            case .failed(let error): .failure(error)
+            }
+        }
+    }
     var configuration: ProfileCacheConfiguration { shared.configuration }
     var statistics: CacheStatistics { shared.statistics }
 

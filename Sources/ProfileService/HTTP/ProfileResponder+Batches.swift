@@ -4,8 +4,10 @@ import HTTPServer
 /// Requests a worker takes from the queue together (docs/design.md §6): the cache lookups of
 /// the profile reads among them go to memcached as one multi-get, so under load a worker pays
 /// one round trip — one `send`, one wait — for several hits instead of one each. Only those
-/// hits are answered in the batch; everything else (writes, misses, reads needing a newer
-/// version) goes back to the queue to be answered alone, so nothing fast waits behind it.
+/// hits are answered in the batch (and, when a node failed the multi-get, the reads of its keys,
+/// from PostgreSQL, so none waits on that node twice); everything else (writes, misses, reads
+/// needing a newer version) goes back to the queue to be answered alone, so nothing fast waits
+/// behind it.
 extension ProfileResponder {
     /// The most requests a worker takes at once.
     static let maxBatch = 8
@@ -28,7 +30,7 @@ extension ProfileResponder {
             for (index, request) in requests.enumerated() {
                 // An unparsable min_version answers 400 at once, which is quick too.
                 let minVersion = (try? Self.minVersion(from: request)) ?? nil
-                if let id = ids[index], worker.repository.hasPrefetchedProfile(id: id, minVersion: minVersion) {
+                if let id = ids[index], worker.repository.answersFromPrefetch(id: id, minVersion: minVersion) {
                     answer(index, respond(to: request, worker: worker))
                 } else {
                     left.append(index)
