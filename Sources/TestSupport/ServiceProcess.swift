@@ -33,7 +33,7 @@ public final class ServiceProcess: Sendable {
         process.arguments =
             [
                 "serve", "--port", String(self.port), "--database-url", TestEnvironment.databaseURL,
-                "--memcached", TestEnvironment.memcachedServerList, "--workers", "4",
+                "--memcached", TestEnvironment.memcachedServerList,
             ] + arguments
         process.standardError = try FileHandle(forWritingTo: logURL)
         process.standardOutput = FileHandle.nullDevice
