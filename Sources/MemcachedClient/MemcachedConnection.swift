@@ -221,9 +221,11 @@ public final class MemcachedConnection {
     /// Reads several keys with `gets`, written to every node they live on before any answer is
     /// read: one round trip for all of them, however many there are.
     ///
-    /// - Returns: the items found, by key (a key not among them is a miss), or the failure: when
-    ///   any node fails, the answers of the others are read out (so the connection stays in step)
-    ///   and nothing is returned but the error.
+    /// - Returns: the items found, by key (a key not among them is a miss: its node answered
+    ///   that it has none), or the failure: when any node fails — cannot be reached, breaks the
+    ///   connection, or stays silent past the poll timeout — the answers of the others are read
+    ///   out (so the connection stays in step) and nothing is returned but the error, naming
+    ///   that node.
     public func get(many keys: [String]) -> Result<[String: MemcachedItem], MemcachedError> {
         let handle = ownedHandle()
         guard !keys.isEmpty else { return .success([:]) }
@@ -291,6 +293,15 @@ public final class MemcachedConnection {
                 failure = MemcachedError(
                     code: .connectionFailure, message: "a node of the multi-get could not be reached",
                     returnCode: Int32(MEMCACHED_SOME_ERRORS.rawValue), node: unasked)
+            } else if let silent = Self.nodeOwingAnAnswer(handle) {
+                // Only a positive answer is an answer (docs/design.md §2.4): with two or more
+                // nodes owing answers, libmemcached 1.1.4 polls them together, and when none is
+                // readable within the poll timeout it leaves its fetch loop with
+                // MEMCACHED_NOTFOUND (src/libmemcached/io.cc memcached_io_get_readable_server),
+                // as if every key were absent. A node that still owes its answer was silent.
+                failure = MemcachedError(
+                    code: .timeout, message: "a node of the multi-get did not answer within the poll timeout",
+                    returnCode: Int32(MEMCACHED_TIMEOUT.rawValue), node: silent)
             } else {
                 switch fetchRC {
                 case MEMCACHED_END, MEMCACHED_NOTFOUND, MEMCACHED_SUCCESS:
@@ -309,6 +320,18 @@ public final class MemcachedConnection {
             memcached_quit(handle)
             return .failure(failure)
         }
+    }
+
+    /// The first node of the handle that was sent a request whose answer has not been read.
+    private static func nodeOwingAnAnswer(_ handle: MemcachedHandle) -> MemcachedServer? {
+        for position in 0..<memcached_server_count(handle) {
+            if let instance = memcached_server_instance_by_position(handle, position),
+                memcached_server_response_count(instance) > 0
+            {
+                return server(instance)
+            }
+        }
+        return nil
     }
 
     private static func server(_ instance: OpaquePointer) -> MemcachedServer {

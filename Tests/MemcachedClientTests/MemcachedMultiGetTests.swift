@@ -58,6 +58,50 @@ extension LiveMemcachedTests {
             #expect(error.code == .invalidKey)
         }
 
+        /// Two nodes that accept the request and never answer (SIGSTOP) must not read as "no
+        /// entry": libmemcached polls both, gives up after the poll timeout and reports
+        /// MEMCACHED_NOTFOUND. The read fails, names a silent node, and the connection reads the
+        /// nodes' answers correctly once they are back (issue 25; docs/design.md §2.4).
+        @Test func silentNodesFailTheReadInsteadOfReadingAsMisses() throws {
+            let connection = try LiveMemcachedTests.connection(retryTimeout: .seconds(1))
+            defer { connection.close() }
+            let servers = try LiveMemcachedTests.configuration().servers
+            let prefix = LiveMemcachedTests.uniqueKey()
+            let keys = (0..<20).map { "\(prefix):\($0)" }
+            #expect(Set(keys.compactMap { connection.server(forKey: $0) }).count == servers.count, "keys on every node")
+            for key in keys { #expect(connection.set(key, value: [4, 2]) == .stored) }
+
+            let pids = try servers.map { try TestEnvironment.memcachedPID(port: $0.port) }
+            var frozen: [pid_t] = []
+            defer { for pid in frozen { kill(pid, SIGCONT) } }
+            for pid in pids {
+                try TestEnvironment.freeze(pid)
+                frozen.append(pid)
+            }
+            switch connection.get(many: keys) {
+            case .success(let items):
+                Issue.record("a multi-get that no node answered succeeded with \(items.count) of \(keys.count) keys")
+            case .failure(let error):
+                #expect(error.code == .timeout)
+                #expect(error.node.map { servers.contains($0) } == true, "the failure names a silent node")
+            }
+            for pid in frozen { kill(pid, SIGCONT) }
+            frozen = []
+
+            // Back: every key is read again (after libmemcached's retry timeout at most).
+            var items: [String: MemcachedItem] = [:]
+            let deadline = ContinuousClock.now + .seconds(5)
+            while ContinuousClock.now < deadline {
+                if case .success(let read) = connection.get(many: keys), read.count == keys.count {
+                    items = read
+                    break
+                }
+                Thread.sleep(forTimeInterval: 0.05)
+            }
+            #expect(items.count == keys.count)
+            #expect(items.values.allSatisfy { $0.value == [4, 2] })
+        }
+
         @Test func aFailedNodeFailsTheWholeReadAndLeavesTheOtherInStep() throws {
             let live = try LiveMemcachedTests.configuration().servers[0]
             let configuration = try MemcachedConfiguration(
