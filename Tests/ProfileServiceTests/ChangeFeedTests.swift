@@ -30,9 +30,10 @@ import TestSupport
 
         /// Starts another consumer of this harness's slot.
         @discardableResult
-        func startFeed() throws -> ChangeFeed {
+        func startFeed(publication: String? = nil) throws -> ChangeFeed {
             var configuration = ChangeFeedConfiguration()
             configuration.slotName = slot
+            if let publication { configuration.publicationName = publication }
             configuration.takeoverInterval = .milliseconds(200)
             configuration.reconnectDelay = .milliseconds(200)
             let feed = ChangeFeed(

@@ -107,7 +107,7 @@ public enum LogicalReplicationSetup {
             throw PostgresError(
                 kind: .invalidConfiguration, message: "a publication needs tables and names without NUL")
         }
-        if try !connection.execute(.publicationExists, [name]).rows.isEmpty { return false }
+        if try publicationExists(named: name, on: connection) { return false }
         let quotedTables = tables.map(LogicalReplicationStream.quoteIdentifier).joined(separator: ", ")
         do {
             try connection.simpleQuery(
@@ -116,6 +116,35 @@ public enum LogicalReplicationSetup {
         } catch let error as PostgresError where error.sqlState == .duplicateObject {
             return false
         }
+    }
+
+    /// Whether a publication of that name exists now.
+    public static func publicationExists(named name: String, on connection: PostgresConnection) throws -> Bool {
+        try !connection.execute(.publicationExists, [name]).rows.isEmpty
+    }
+
+    /// The server's current write position (`pg_current_wal_lsn()`): every transaction committed
+    /// before the call ends before it.
+    public static func currentPosition(on connection: PostgresConnection) throws -> LSN {
+        let text: String = try connection.execute(.currentWALPosition, []).rows.first?.decode("lsn") ?? ""
+        guard let position = LSN(text) else {
+            throw PostgresError(kind: .other, message: "pg_current_wal_lsn() answered '\(text)'")
+        }
+        return position
+    }
+
+    /// Moves the slot's confirmed position to `position` without decoding the changes before it
+    /// for any output plugin (`pg_replication_slot_advance`: PostgreSQL 15 decodes them in
+    /// fast-forward mode), so a change pgoutput refuses to send is skipped. Returns the position
+    /// the slot is at afterwards. A position before the slot's is no change.
+    ///
+    /// - Throws: ``PostgresError``; SQLSTATE 55006 (``PostgresError/isObjectInUse``) while a
+    ///   stream uses it, 42704 when there is no such slot.
+    @discardableResult
+    public static func advanceSlot(named name: String, to position: LSN, on connection: PostgresConnection) throws -> LSN? {
+        let text: String? = try connection.execute(.advanceSlot, [name, position.description]).rows.first?
+            .decodeIfPresent("end_lsn")
+        return text.flatMap(LSN.init)
     }
 
     /// The plugin of the logical slot `name`, `nil` when there is none; throws for a slot that
@@ -152,6 +181,12 @@ extension PostgresStatement {
             FROM pg_replication_slots WHERE slot_name = $1
             """,
         isIdempotent: true)
+    fileprivate static let currentWALPosition = PostgresStatement(
+        name: "logical_replication_current_wal_lsn", sql: "SELECT pg_current_wal_lsn()::text AS lsn",
+        isIdempotent: true)
+    fileprivate static let advanceSlot = PostgresStatement(
+        name: "logical_replication_advance_slot",
+        sql: "SELECT end_lsn::text AS end_lsn FROM pg_replication_slot_advance($1, $2::pg_lsn)", isIdempotent: true)
     fileprivate static let publicationExists = PostgresStatement(
         name: "logical_replication_publication_exists", sql: "SELECT 1 FROM pg_publication WHERE pubname = $1",
         isIdempotent: true)

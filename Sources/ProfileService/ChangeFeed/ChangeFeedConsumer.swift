@@ -28,6 +28,10 @@ final class ChangeFeedConsumer {
     private var lastStatus = ContinuousClock.now
     private var lastRetry = ContinuousClock.now
     private var slotReady = false
+    /// The stream's refusals at the slot's position, to recognise a change it will never send.
+    private var refusals = RepeatedRefusals()
+    /// When a stalled feed last logged its error (at most once a minute), and what it said.
+    private var lastStallLog: (time: ContinuousClock.Instant, detail: String)?
 
     init(
         configuration: ChangeFeedConfiguration, postgres: PostgresConfiguration, memcached: MemcachedConfiguration,
@@ -71,6 +75,7 @@ final class ChangeFeedConsumer {
                 }
                 reportedState = state
             }
+            if state == .stalled { logStall(detail ?? "") }
             pause(state == .standby ? configuration.takeoverInterval : configuration.reconnectDelay)
         }
     }
@@ -78,7 +83,7 @@ final class ChangeFeedConsumer {
     /// One turn: take the slot and stream until the stream ends. Returns why it ended.
     private func attempt() -> (ChangeFeedState, String?) {
         do {
-            try ensureSlot()
+            if let gap = try ensureSlot() { return close(gap, slotCreated: gap == .slotMissing) }
         } catch {
             return (.unavailable, "\(error)")
         }
@@ -90,47 +95,144 @@ final class ChangeFeedConsumer {
         } catch let error as PostgresError where error.isObjectInUse {
             return (.standby, nil)
         } catch {
-            return (.unavailable, "\(error)")
+            return recover(from: error)
         }
-        defer { stream.close() }
         monitor.enter(.active)
         logger.notice("change feed active: this instance repairs the cache from the commit stream")
         do {
             try consume(stream)
+            stream.close()
             return (.starting, nil)
         } catch {
+            stream.close()  // the slot is free again before any repair of it
             if !isStopping() { logger.warning("change feed stream ended", metadata: ["error": "\(error)"]) }
+            return recover(from: error)
+        }
+    }
+
+    /// After the stream ended with `error`: a lost connection is retried as it is; a refusal by
+    /// the server is looked at — a missing slot, a missing publication, or a change refused again
+    /// and again at one position is a gap (docs/design.md §3.7).
+    private func recover(from error: any Error) -> (ChangeFeedState, String?) {
+        if let error = error as? PostgresError, !error.isRefusal {
+            refusals.reset()
+            return (.unavailable, "\(error)")
+        }
+        do {
+            guard let slot = try LogicalReplicationSetup.slotStatus(named: configuration.slotName, on: connection) else {
+                slotReady = false
+                return close(.slotMissing)
+            }
+            if slot.isLost { return close(.slotLost) }
+            let position = slot.confirmedFlushLSN ?? .zero
+            if let refused = error as? PostgresError, refused.sqlState == .undefinedObject {
+                guard try LogicalReplicationSetup.publicationExists(named: configuration.publicationName, on: connection)
+                else {
+                    return (
+                        .stalled,
+                        "publication \"\(configuration.publicationName)\" does not exist, so no change reaches the cache; "
+                            + "remedy: CREATE PUBLICATION \(configuration.publicationName) FOR TABLE user_profiles "
+                            + "(or run `profile-service migrate`)"
+                    )
+                }
+                // The publication exists now but did not when the change at `position` was
+                // committed: pgoutput will refuse that change for ever.
+                return close(.undecodable(position: position, reason: "\(error)"))
+            }
+            if refusals.record(at: position) {
+                return close(.undecodable(position: position, reason: "\(error)"))
+            }
+            return (.unavailable, "\(error)")
+        } catch {
             return (.unavailable, "\(error)")
         }
     }
 
-    private func ensureSlot() throws {
-        if !connection.isConnected { try connection.connect() }
-        if slotReady {
-            guard try LogicalReplicationSetup.slotStatus(named: configuration.slotName, on: connection)?.isLost == true
-            else { return }
-            try rebuildLostSlot()
+    /// Closes a gap (docs/design.md §3.7): takes the position to resume at, makes every entry
+    /// written before it unusable (a `flush_all` that every node must answer), and only then moves
+    /// the slot there, so a crash in between finds the gap again. Until every node has answered,
+    /// the feed is stalled and the slot stays where it was.
+    ///
+    /// - Parameter slotCreated: the slot was created just now, at a position that is the resume
+    ///   point already.
+    private func close(_ gap: FeedGap, slotCreated: Bool = false) -> (ChangeFeedState, String?) {
+        do {
+            var resume: LSN?
+            switch gap {
+            case .slotLost, .slotMissing:
+                // A new slot starts at its own consistent point: every change before it is in
+                // what the flush below invalidates.
+                if gap == .slotLost {
+                    do {
+                        try LogicalReplicationSetup.dropSlot(named: configuration.slotName, on: connection)
+                    } catch let error as PostgresError where error.isObjectInUse {
+                        return (.standby, nil)  // another instance is closing it
+                    }
+                }
+                if !slotCreated {
+                    slotReady = false
+                    _ = try ensureSlot()
+                }
+            case .undecodable:
+                resume = try LogicalReplicationSetup.currentPosition(on: connection)
+            }
+            let unflushed = flushEveryNode(reason: "\(gap)")
+            guard unflushed.isEmpty else {
+                return (
+                    .stalled,
+                    "\(gap): memcached \(unflushed.map(\.description).joined(separator: ", ")) did not take the flush "
+                        + "that makes older entries unusable; retrying (remedy: bring the node back or remove it from "
+                        + "--memcached)"
+                )
+            }
+            if let resume {
+                try advanceSlot(to: resume)
+            }
+            refusals.reset()
+            monitor.recordGap()
+            logger.error(
+                "change feed: closed a gap in the commit stream; every cached profile was invalidated",
+                metadata: ["gap": "\(gap)", "resume": "\(resume.map { "\($0)" } ?? "new slot")"])
+            announceResynchronization()
+            return (.starting, nil)
+        } catch let error as PostgresError where error.isObjectInUse {
+            return (.standby, nil)
+        } catch {
+            return (.stalled, "\(gap): \(error); retrying")
         }
-        if try LogicalReplicationSetup.ensureSlot(named: configuration.slotName, on: connection) {
-            logger.notice("created the change feed's replication slot", metadata: ["slot": "\(configuration.slotName)"])
-        }
-        slotReady = true
     }
 
-    /// PostgreSQL invalidated the slot: it fell further behind than `max_slot_wal_keep_size`
-    /// while nobody consumed it, so changes were lost and any cached profile may be stale. The
-    /// only safe repair is an empty cache and a new slot (docs/design.md §3.3).
-    private func rebuildLostSlot() throws {
-        logger.error(
-            "the change feed's slot was invalidated (max_slot_wal_keep_size exceeded): flushing memcached and recreating it",
-            metadata: ["slot": "\(configuration.slotName)"])
-        do {
-            try LogicalReplicationSetup.dropSlot(named: configuration.slotName, on: connection)
-        } catch let error as PostgresError where error.isObjectInUse {
-            return  // another instance is rebuilding it
+    /// The walsender of the stream just closed may hold the slot for a moment (55006).
+    private func advanceSlot(to position: LSN) throws {
+        for attempt in 1...20 {
+            do {
+                try LogicalReplicationSetup.advanceSlot(named: configuration.slotName, to: position, on: connection)
+                return
+            } catch let error as PostgresError where error.isObjectInUse && attempt < 20 {
+                pause(.milliseconds(50))
+            }
         }
-        flushEveryNode()
-        slotReady = false
+    }
+
+    private func logStall(_ detail: String) {
+        if let last = lastStallLog, last.detail == detail, last.time.duration(to: .now) < .seconds(60) { return }
+        lastStallLog = (.now, detail)
+        logger.error("change feed stalled: the cache is not repaired from the commit stream", metadata: ["reason": "\(detail)"])
+    }
+
+    /// Makes sure the slot exists. A slot this instance streamed before, or one it had to create,
+    /// or one PostgreSQL invalidated means changes the cache never saw: that gap is returned.
+    private func ensureSlot() throws -> FeedGap? {
+        if !connection.isConnected { try connection.connect() }
+        if slotReady { return nil }
+        if let slot = try LogicalReplicationSetup.slotStatus(named: configuration.slotName, on: connection), slot.isLost {
+            return .slotLost
+        }
+        let created = try LogicalReplicationSetup.ensureSlot(named: configuration.slotName, on: connection)
+        slotReady = true
+        guard created else { return nil }
+        logger.notice("created the change feed's replication slot", metadata: ["slot": "\(configuration.slotName)"])
+        return .slotMissing
     }
 
     /// Reads the stream, applying each run of committed transactions as one batch as soon as
@@ -198,7 +300,11 @@ final class ChangeFeedConsumer {
         var order: [Int64] = []
         for transaction in transactions {
             if transaction.truncated {
-                flushEveryNode()
+                // Held per node like a row change: a node that missed the flush would serve every
+                // truncated profile until its TTL.
+                for node in flushEveryNode(reason: "TRUNCATE of user_profiles") {
+                    pending.holdFlush(of: node, confirmedBefore: before)
+                }
                 latest = [:]
                 order = []
             }
@@ -208,32 +314,37 @@ final class ChangeFeedConsumer {
         }
         let changes = order.compactMap { latest[$0] }
         let outcomes = repository.refresh(after: changes)
-        var announced: [ProfileChange] = []
         for (change, outcome) in zip(changes, outcomes) {
             if outcome == .failed {
                 pending.hold(change, confirmedBefore: before)
             } else {
                 pending.release(change.id)
-                announced.append(change)
             }
         }
         if let last = transactions.last {
             applied = last.endLSN
             monitor.recordApplied(outcomes, lastCommitTime: last.commitTime)
         }
-        announce(announced)
+        // Held changes too: receivers fetch with `min_version`, which never needs memcached to
+        // have the change (docs/design.md §3.3), so their streams need not wait for a node.
+        announce(changes, confirmedBefore: before)
     }
 
+    /// Tries again, every ``ChangeFeedConfiguration/retryInterval``, what did not land: row
+    /// repairs, flushes and announcements.
     private func retryPending(force: Bool) {
         guard !pending.isEmpty, force || lastRetry.duration(to: .now) >= configuration.retryInterval else { return }
         lastRetry = .now
-        var announced: [ProfileChange] = []
+        for node in pending.flushes.keys where flush(node, reason: "a flush held for this node") {
+            pending.releaseFlush(of: node)
+        }
         let changes = pending.changes
         for (change, outcome) in zip(changes, repository.refresh(after: changes)) where outcome != .failed {
             pending.release(change.id)
-            announced.append(change)
         }
-        announce(announced)
+        if let position = pending.announcementsHoldBack {
+            announce(pending.takeAnnouncements(), confirmedBefore: position)
+        }
     }
 
     /// Tells PostgreSQL how far memcached has every change — never past a held change — when
@@ -252,28 +363,52 @@ final class ChangeFeedConsumer {
     }
 
     /// NOTIFY every instance (live updates, docs/design.md §4) in ``ProfileChangePayload``'s
-    /// format. Best effort: LISTEN/NOTIFY is at-most-once anyway, and listeners resynchronize
-    /// when they reconnect.
-    private func announce(_ changes: [ProfileChange]) {
+    /// format. LISTEN/NOTIFY is at-most-once, so one that fails — the session was closed by the
+    /// server, an idle timeout, a proxy — is held and sent again on a new session before the
+    /// position moves past it: a duplicate is harmless (receivers drop versions that are not
+    /// newer), a lost one leaves every other instance's streams behind.
+    private func announce(_ changes: [ProfileChange], confirmedBefore position: LSN) {
         guard !changes.isEmpty else { return }
-        do {
-            if !connection.isConnected { try connection.connect() }
-            for payload in ProfileChangePayload.payloads(changes) {
-                _ = try connection.execute(notify, [ProfileChangePayload.channel, payload])
-            }
-        } catch {
-            logger.debug("change feed NOTIFY failed", metadata: ["error": "\(error)"])
+        if !sendNotifications(ProfileChangePayload.payloads(changes)) {
+            // All of them again: the payloads sent before the failure arrive twice, harmlessly.
+            pending.holdAnnouncement(changes, confirmedBefore: position)
         }
     }
 
-    /// After a TRUNCATE of `user_profiles`, or a lost slot, every cached profile may be stale.
-    private func flushEveryNode() {
-        logger.warning("flushing every memcached node: every cached profile may be stale")
-        for server in memcachedServers {
-            if let error = cache.flush(server: server) {
-                logger.error("flush after TRUNCATE failed", metadata: ["node": "\(server)", "error": "\(error)"])
+    /// After a gap, every instance reads every profile it streams again (docs/design.md §3.7).
+    /// Best effort: a listener that misses it resynchronises when it reconnects anyway.
+    private func announceResynchronization() {
+        _ = sendNotifications([ProfileChangePayload.resynchronizeAll])
+    }
+
+    /// Sends the payloads in order. - Returns: whether all were sent.
+    private func sendNotifications(_ payloads: [String]) -> Bool {
+        do {
+            if !connection.isConnected { try connection.connect() }
+            for payload in payloads {
+                _ = try connection.execute(notify, [ProfileChangePayload.channel, payload])
             }
+            return true
+        } catch {
+            logger.warning(
+                "change feed NOTIFY failed; sent again before its position is confirmed", metadata: ["error": "\(error)"])
+            return false
         }
+    }
+
+    /// `flush_all` on every node (after a TRUNCATE or a gap, every cached profile may be stale).
+    /// - Returns: the nodes that did not take it.
+    private func flushEveryNode(reason: String) -> [MemcachedServer] {
+        logger.warning("flushing every memcached node: every cached profile may be stale", metadata: ["reason": "\(reason)"])
+        return memcachedServers.filter { !flush($0, reason: reason) }
+    }
+
+    private func flush(_ node: MemcachedServer, reason: String) -> Bool {
+        guard let error = cache.flush(server: node) else { return true }
+        logger.error(
+            "memcached flush_all failed; held until the node answers",
+            metadata: ["node": "\(node)", "reason": "\(reason)", "error": "\(error)"])
+        return false
     }
 
     private func pause(_ duration: Duration) {

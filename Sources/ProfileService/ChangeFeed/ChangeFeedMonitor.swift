@@ -13,12 +13,16 @@ public enum ChangeFeedState: String, Sendable {
     case standby
     /// PostgreSQL cannot stream now: down, or not configured for logical decoding.
     case unavailable
+    /// The feed cannot go on by itself: a publication is missing, or a gap cannot be closed yet
+    /// because a memcached node does not take the flush. `detail` says why and the remedy
+    /// (docs/design.md §3.7).
+    case stalled
 }
 
 /// A snapshot for `/readyz` and tests.
 public struct ChangeFeedStatus: Sendable, Equatable {
     public var state: ChangeFeedState
-    /// Why the feed is not active, when it is unavailable.
+    /// Why the feed is not active, when it is unavailable or stalled.
     public var detail: String?
     /// The last position confirmed to PostgreSQL by this instance.
     public var confirmedLSN: LSN?
@@ -28,8 +32,10 @@ public struct ChangeFeedStatus: Sendable, Equatable {
     public var lagSeconds: Double
     /// Changes applied by this instance since it started.
     public var changesApplied: Int
-    /// Changes held back because their memcached node did not answer.
+    /// Changes (and flushes) held back because their memcached node did not answer.
     public var pendingRepairs: Int
+    /// Gaps in the commit stream this instance closed (docs/design.md §3.7).
+    public var gapsClosed = 0
 }
 
 /// The feed's state, shared between its thread and the request workers (for `/readyz`), and
@@ -41,13 +47,17 @@ public struct ChangeFeedStatus: Sendable, Equatable {
 /// | `profile_change_feed_lag_bytes` | WAL sent past the confirmed position |
 /// | `profile_change_feed_lag_seconds` | commit → applied, of the last applied transaction |
 /// | `profile_change_feed_changes_total{outcome}` | changes applied, by ``ProfileRepository/RefreshOutcome`` |
-/// | `profile_change_feed_pending_repairs` | changes waiting for a memcached node |
+/// | `profile_change_feed_pending_repairs` | changes and flushes waiting for a memcached node |
+/// | `profile_change_feed_stalled` | 1 while the feed cannot go on by itself (see ``ChangeFeedState/stalled``) |
+/// | `profile_change_feed_gaps_total` | gaps in the commit stream closed by invalidating the cache |
 public final class ChangeFeedMonitor: Sendable {
     private let status: Mutex<ChangeFeedStatus>
     private let activeGauge = Gauge(label: "profile_change_feed_active")
     private let lagBytesGauge = Gauge(label: "profile_change_feed_lag_bytes")
     private let lagSecondsGauge = Gauge(label: "profile_change_feed_lag_seconds")
     private let pendingGauge = Gauge(label: "profile_change_feed_pending_repairs")
+    private let stalledGauge = Gauge(label: "profile_change_feed_stalled")
+    private let gapsCounter = Counter(label: "profile_change_feed_gaps_total")
     private let outcomeCounters: [ProfileRepository.RefreshOutcome: Counter]
 
     public init(enabled: Bool) {
@@ -70,6 +80,12 @@ public final class ChangeFeedMonitor: Sendable {
             $0.detail = detail
         }
         activeGauge.record(state == .active ? 1 : 0)
+        stalledGauge.record(state == .stalled ? 1 : 0)
+    }
+
+    func recordGap() {
+        gapsCounter.increment()
+        status.withLock { $0.gapsClosed += 1 }
     }
 
     func recordApplied(_ outcomes: [ProfileRepository.RefreshOutcome], lastCommitTime: Int64) {

@@ -173,8 +173,14 @@ public struct ProfileResponder: HTTPResponder {
 
     private static func changeFeedJSON(_ status: ChangeFeedStatus) -> String {
         let seconds = (status.lagSeconds * 1000).rounded() / 1000
+        var reason = ""
+        if status.state == .stalled {
+            var quoted: [UInt8] = Array(#","reason":""#.utf8)
+            HTTPResponse.appendJSONEscaped(status.detail ?? "", to: &quoted)
+            reason = String(decoding: quoted + [UInt8(ascii: "\"")], as: UTF8.self)
+        }
         return #"{"state":"\#(status.state.rawValue)","lag_bytes":\#(status.lagBytes),"lag_seconds":\#(seconds),"#
-            + #""pending_repairs":\#(status.pendingRepairs)}"#
+            + #""pending_repairs":\#(status.pendingRepairs),"gaps_closed":\#(status.gapsClosed)\#(reason)}"#
     }
 
     private func handle(_ body: () throws(Problem) -> HTTPResponse) -> HTTPResponse {

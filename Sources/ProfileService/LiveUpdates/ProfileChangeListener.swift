@@ -58,6 +58,10 @@ public final class ProfileChangeListener: Sendable {
                 }
                 for notification in try connection.waitForNotifications(timeout: .milliseconds(250))
                 where notification.channel == ProfileChangePayload.channel {
+                    if notification.payload == ProfileChangePayload.resynchronizeAll {
+                        hub.resynchronize()
+                        continue
+                    }
                     for change in ProfileChangePayload.parse(notification.payload) {
                         hub.publish(id: change.id, version: change.version)
                     }

@@ -20,6 +20,11 @@ public enum ProfileChangePayload {
         }
     }
 
+    /// The payload after a gap in the commit stream (docs/design.md §3.7): changes were missed,
+    /// so every listener reads every profile it streams again. An instance that predates it
+    /// skips it as malformed.
+    public static let resynchronizeAll = "*"
+
     /// NOTIFY payloads stay below PostgreSQL's 8000-byte limit.
     public static let maxBytes = 7_900
 
