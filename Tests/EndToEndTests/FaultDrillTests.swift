@@ -11,7 +11,8 @@ import TestSupport
 /// 26 client threads reading continuously (24 over 200 warmed ids, two over 4,800 never-warmed
 /// ids), two memcached nodes. One node is killed for 4 s and started again; 3 s later
 /// PostgreSQL is stopped for 3 s and started again; 3 s later the other node is frozen
-/// (SIGSTOP) for 2 s. Prints p99 per phase (docs/design.md §5).
+/// (SIGSTOP) for 2 s; 2 s later every node is frozen for 2 s while one SQL transaction changes 50
+/// warmed profiles (issue 25). Prints p99 per phase (docs/design.md §5).
 @Suite(.serialized) struct FaultDrillTests {
     /// Long enough that a request which waited twice stands out from scheduling noise.
     static let pollTimeoutMilliseconds = 250
@@ -102,6 +103,24 @@ import TestSupport
         continued = true
         events.nodeContinued = now()
         Thread.sleep(forTimeInterval: 2)
+
+        // Every node silent at once (issue 25) while one transaction changes warmed profiles on
+        // all of them: the feed must hold the changes, not read the silence as "no entry".
+        let changedWhileSilent = Array(ids.warmed.prefix(50))
+        let pids = try TestEnvironment.memcachedServers.indices.map { try memcachedPID(node: $0 + 1) }
+        events.everyNodeFrozen = now()
+        var frozen: [pid_t] = []
+        defer { for pid in frozen { kill(pid, SIGCONT) } }
+        for pid in pids {
+            try TestEnvironment.freeze(pid)
+            frozen.append(pid)
+        }
+        try ids.raiseVersions(of: changedWhileSilent)
+        Thread.sleep(forTimeInterval: 2)
+        for pid in frozen { kill(pid, SIGCONT) }
+        frozen = []
+        events.everyNodeContinued = now()
+        Thread.sleep(forTimeInterval: 3)
         events.end = now()
         running.stop()
         clients.forEach { $0.join() }
@@ -126,7 +145,10 @@ import TestSupport
         #expect(failures.isEmpty, "non-200 outside PostgreSQL's outage: \(Self.statuses(failures)) at \(failures.prefix(5).map(\.start))")
         // Every worker uses a returned node again within 1 s: no memcached error after that
         // (among requests that ended before the next fault began).
-        let nodeBack = [(events.nodeBack + 1)..<events.nodeStopped, (events.nodeContinued + 1)..<events.end]
+        let nodeBack = [
+            (events.nodeBack + 1)..<events.nodeStopped, (events.nodeContinued + 1)..<events.everyNodeFrozen,
+            (events.everyNodeContinued + 1)..<events.end,
+        ]
         let nodeErrors = samples.filter { sample in
             sample.cache == "error" && nodeBack.contains { $0.contains(sample.start) && $0.contains(sample.end) }
         }
@@ -142,6 +164,19 @@ import TestSupport
         #expect(reachedFrozenNode >= 3, "the breaker opened")
         #expect(reachedFrozenNode <= clients.count + 3 + probes, "\(reachedFrozenNode) operations waited on the frozen node")
         #expect(skipped > reachedFrozenNode * 4, "most operations skip the frozen node")
+        // 3 s after every node answers again, no profile changed while they were silent is
+        // served at its old version (before issue 25: all of them, until the TTL).
+        let servedOld = try changedWhileSilent.filter { try servedVersion($0, port: service.port) != 2 }
+        print("  every node frozen 2 s during a transaction of \(changedWhileSilent.count) profiles: \(servedOld.count) served old 3 s after the thaw")
+        #expect(servedOld.isEmpty, "\(servedOld.count) of \(changedWhileSilent.count) profiles served old after the thaw")
+    }
+
+    private func servedVersion(_ id: Int64, port: Int) throws -> Int? {
+        let client = try HTTPTestClient(port: port)
+        try client.send("GET /users/profile/\(id) HTTP/1.1\r\nHost: drill\r\n\r\n")
+        let response = try client.readResponse()
+        let json = (try? JSONSerialization.jsonObject(with: Data(response.body))) as? [String: Any]
+        return json?["version"] as? Int
     }
 
     private static func statuses(_ samples: [DrillSample]) -> [Int: Int] {
@@ -213,7 +248,7 @@ import TestSupport
 struct DrillEvents {
     var nodeKilled = 0.0, nodeBack = 0.0
     var postgresStopping = 0.0, postgresDown = 0.0, postgresStarting = 0.0, postgresBack = 0.0
-    var nodeStopped = 0.0, nodeContinued = 0.0, end = 0.0
+    var nodeStopped = 0.0, nodeContinued = 0.0, everyNodeFrozen = 0.0, everyNodeContinued = 0.0, end = 0.0
 
     /// The phases, by the start of a request.
     var phases: [(String, Range<Double>)] {
@@ -226,7 +261,9 @@ struct DrillEvents {
             ("PostgreSQL starting", postgresStarting..<postgresBack),
             ("PostgreSQL back", postgresBack..<nodeStopped),
             ("memcached node frozen", nodeStopped..<nodeContinued),
-            ("node continued", nodeContinued..<end),
+            ("node continued", nodeContinued..<everyNodeFrozen),
+            ("every node frozen", everyNodeFrozen..<everyNodeContinued),
+            ("every node continued", everyNodeContinued..<end),
         ]
     }
 }
@@ -278,7 +315,8 @@ extension DrillReport {
         }
         Swift.print("  memcached node restarted: last read that skipped it \(last(after: events.nodeBack, before: events.postgresStopping) { $0.cache == "error" })")
         Swift.print("  PostgreSQL started: last non-200 \(last(after: events.postgresBack, before: events.nodeStopped) { $0.status != 200 })")
-        Swift.print("  frozen node continued: last read that skipped it \(last(after: events.nodeContinued, before: events.end) { $0.cache == "error" })")
+        Swift.print("  frozen node continued: last read that skipped it \(last(after: events.nodeContinued, before: events.everyNodeFrozen) { $0.cache == "error" })")
+        Swift.print("  every node continued: last read that skipped them \(last(after: events.everyNodeContinued, before: events.end) { $0.cache == "error" })")
         let frozen = samples.filter { $0.overlaps(events.nodeStopped..<events.nodeContinued) }
         let waited = frozen.filter { $0.duration >= pollTimeout }.count
         let longest = (frozen.map(\.duration).max() ?? 0) * 1000
@@ -359,6 +397,12 @@ struct DrillData {
 
     func remove() {
         try? Self.sql("DELETE FROM user_profiles WHERE id BETWEEN \(base) AND \(base + 4_999)")
+    }
+
+    /// One transaction raising the version of each of `ids`, as an operator's SQL would.
+    func raiseVersions(of ids: [Int64]) throws {
+        try Self.sql(
+            "UPDATE user_profiles SET version = version + 1, updated_at = now() WHERE id IN (\(ids.map(String.init).joined(separator: ",")))")
     }
 
     /// The warmed ids whose memcached entry holds a profile now.
