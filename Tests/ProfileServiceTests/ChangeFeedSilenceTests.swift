@@ -114,6 +114,25 @@ import TestSupport
         print("publication gap: closed and both changes read \(recreated.duration(to: .now)) after CREATE PUBLICATION")
     }
 
+    @Test func aReplicationSessionTerminatedByTheServerResumesWithoutLosingAChange() throws {
+        let harness = try Harness()
+        let feed = try harness.startFeed()
+        #expect(harness.waitUntilActive(feed))
+        let profile = try harness.cachedProfile()
+        let terminate = PostgresStatement(
+            name: "terminate_walsender",
+            sql: "SELECT count(pg_terminate_backend(active_pid))::bigint AS n FROM pg_replication_slots WHERE slot_name = $1",
+            isIdempotent: false)
+        let count: Int64 = try harness.sql.execute(terminate, [harness.slot]).rows.first?.decode("n") ?? 0
+        #expect(count == 1, "the feed's walsender was found and terminated")
+        // Committed while the feed reconnects: the slot replays it from the confirmed position.
+        try harness.updateInSQL(profile.id, displayName: "While reconnecting")
+        #expect(Eventually.wait(timeout: .seconds(5), interval: .milliseconds(10)) {
+            harness.backends.cachedVersion(profile.id, shared: harness.shared) != 1
+        }, "the change committed while the stream was down reaches memcached")
+        #expect(feed.monitor.current.gapsClosed == 0, "a lost connection is not a gap: the cache stays warm")
+    }
+
     /// Waits up to 2 s for a notification naming `pair` (`id:version`).
     private func received(_ pair: String, on listener: PostgresConnection) throws -> Bool {
         let deadline = ContinuousClock.now + .seconds(2)
