@@ -128,6 +128,33 @@ import TestSupport
         #expect(Eventually.wait(interval: .milliseconds(5)) { harness.backends.cachedVersion(profile.id, shared: harness.shared) == 2 })
     }
 
+    /// The statements an operator types (issue 21): each reaches the cache under a higher version.
+    @Test func operatorStatementsThatLeaveTheVersionReachTheCacheUnderAHigherVersion() throws {
+        let harness = try Harness()
+        let feed = try harness.startFeed()
+        #expect(harness.waitUntilActive(feed))
+        let edited = try harness.cachedProfile()
+        let reborn = try harness.cachedProfile()
+        let many = try (0..<20).map { _ in try harness.cachedProfile() }
+
+        try harness.sql.simpleQuery("UPDATE user_profiles SET display_name = 'psql edit' WHERE id = \(edited.id)")
+        try harness.sql.simpleQuery(
+            "UPDATE user_profiles SET display_name = 'bulk edit' WHERE id IN (\(many.map { "\($0.id)" }.joined(separator: ",")))")
+        try harness.sql.simpleQuery(
+            "BEGIN; DELETE FROM user_profiles WHERE id = \(reborn.id); INSERT INTO user_profiles (id, username, display_name) "
+                + "VALUES (\(reborn.id), 'u\(reborn.id)', 'reborn'); COMMIT")
+        let repository = harness.backends.repository(harness.shared)
+        func served(_ id: Int64) -> (version: Int32, json: String)? {
+            (try? repository.read(id: id)).map { ($0.version, String(decoding: $0.json, as: UTF8.self)) }
+        }
+        #expect(Eventually.wait(timeout: .seconds(2), interval: .milliseconds(10)) {
+            served(edited.id)?.version == 2 && served(edited.id)?.json.contains("psql edit") == true
+                && served(reborn.id)?.version == 2 && served(reborn.id)?.json.contains("reborn") == true
+                && many.allSatisfy { served($0.id)?.json.contains("bulk edit") == true }
+        }, "every change is served under a higher version within 2 s")
+        _ = try? harness.sql.simpleQuery("DELETE FROM user_profiles WHERE id = \(reborn.id)")
+    }
+
     @Test func twoConsumersOfOneSlotOneActiveThenTheOtherTakesOver() throws {
         let harness = try Harness()
         let a = try harness.startFeed()
