@@ -47,3 +47,31 @@ import Testing
         #expect(!PostgresError(kind: .connectionUnavailable, message: "no SQLSTATE").isRefusal)
     }
 }
+
+/// Noticing that another database is behind the same address (docs/design.md §3.7): pure logic.
+@Suite struct DatabaseWatchTests {
+    typealias Identity = LogicalReplicationSetup.DatabaseIdentity
+
+    @Test func theSameDatabaseGoingForwardIsNoChange() {
+        var watch = DatabaseWatch()
+        #expect(watch.observe(Identity(systemIdentifier: "1", timeline: 1, position: LSN(rawValue: 100)), seen: .zero) == nil)
+        #expect(watch.observe(Identity(systemIdentifier: "1", timeline: 1, position: LSN(rawValue: 500)), seen: LSN(rawValue: 400)) == nil)
+    }
+
+    @Test func aRestoreToAnEarlierPointIsNoticedFromThePositionsSeen() {
+        var watch = DatabaseWatch()
+        _ = watch.observe(Identity(systemIdentifier: "1", timeline: 1, position: LSN(rawValue: 100)), seen: .zero)
+        // The stream saw the server at 900; the database at the address now stands at 300.
+        let change = watch.observe(Identity(systemIdentifier: "1", timeline: 1, position: LSN(rawValue: 300)), seen: LSN(rawValue: 900))
+        #expect(change?.contains("restored") == true)
+        // Once noticed, the restored database is the known one: going forward from it is fine.
+        #expect(watch.observe(Identity(systemIdentifier: "1", timeline: 1, position: LSN(rawValue: 350)), seen: .zero) == nil)
+    }
+
+    @Test func aNewTimelineOrAnotherClusterIsNoticed() {
+        var watch = DatabaseWatch()
+        _ = watch.observe(Identity(systemIdentifier: "1", timeline: 1, position: LSN(rawValue: 100)), seen: .zero)
+        #expect(watch.observe(Identity(systemIdentifier: "1", timeline: 2, position: LSN(rawValue: 200)), seen: .zero)?.contains("timeline") == true)
+        #expect(watch.observe(Identity(systemIdentifier: "9", timeline: 2, position: LSN(rawValue: 300)), seen: .zero)?.contains("another cluster") == true)
+    }
+}

@@ -133,6 +133,31 @@ public enum LogicalReplicationSetup {
         return position
     }
 
+    /// Which database this is and where its WAL stands: the cluster's system identifier (new
+    /// with every `initdb`), the timeline (new after every promotion or point-in-time recovery)
+    /// and the current write position.
+    public struct DatabaseIdentity: Sendable, Equatable {
+        public var systemIdentifier: String
+        public var timeline: Int32
+        public var position: LSN
+
+        public init(systemIdentifier: String, timeline: Int32, position: LSN) {
+            self.systemIdentifier = systemIdentifier
+            self.timeline = timeline
+            self.position = position
+        }
+    }
+
+    /// The identity of the database behind `connection` now.
+    public static func databaseIdentity(on connection: PostgresConnection) throws -> DatabaseIdentity {
+        guard let row = try connection.execute(.databaseIdentity, []).rows.first,
+            let position = LSN(try row.decode("lsn") as String)
+        else { throw PostgresError(kind: .other, message: "pg_control_system() answered no row") }
+        return DatabaseIdentity(
+            systemIdentifier: try row.decode("system_identifier"), timeline: try row.decode("timeline_id"),
+            position: position)
+    }
+
     /// Moves the slot's confirmed position to `position` without decoding the changes before it
     /// for any output plugin (`pg_replication_slot_advance`: PostgreSQL 15 decodes them in
     /// fast-forward mode), so a change pgoutput refuses to send is skipped. Returns the position
@@ -179,6 +204,13 @@ extension PostgresStatement {
             SELECT confirmed_flush_lsn::text AS confirmed_flush_lsn, active, wal_status,
                    pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint AS lag_bytes
             FROM pg_replication_slots WHERE slot_name = $1
+            """,
+        isIdempotent: true)
+    fileprivate static let databaseIdentity = PostgresStatement(
+        name: "logical_replication_database_identity",
+        sql: """
+            SELECT s.system_identifier::text AS system_identifier, c.timeline_id, pg_current_wal_lsn()::text AS lsn
+            FROM pg_control_system() s, pg_control_checkpoint() c
             """,
         isIdempotent: true)
     fileprivate static let currentWALPosition = PostgresStatement(

@@ -30,6 +30,8 @@ final class ChangeFeedConsumer {
     private var slotReady = false
     /// The stream's refusals at the slot's position, to recognise a change it will never send.
     private var refusals = RepeatedRefusals()
+    /// Which database the feed streams, to notice a restore, a failover or another cluster.
+    private var database = DatabaseWatch()
     /// When a stalled feed last logged its error (at most once a minute), and what it said.
     private var lastStallLog: (time: ContinuousClock.Instant, detail: String)?
 
@@ -83,6 +85,9 @@ final class ChangeFeedConsumer {
     /// One turn: take the slot and stream until the stream ends. Returns why it ended.
     private func attempt() -> (ChangeFeedState, String?) {
         do {
+            if !connection.isConnected { try connection.connect() }
+            let identity = try LogicalReplicationSetup.databaseIdentity(on: connection)
+            if let change = database.observe(identity, seen: serverEnd) { return close(.databaseReplaced(change)) }
             if let gap = try ensureSlot() { return close(gap, slotCreated: gap == .slotMissing) }
         } catch {
             return (.unavailable, "\(error)")
@@ -172,6 +177,17 @@ final class ChangeFeedConsumer {
                 if !slotCreated {
                     slotReady = false
                     _ = try ensureSlot()
+                }
+            case .databaseReplaced:
+                // Positions and held repairs of the old database mean nothing in the new one; the
+                // flush below supersedes them all.
+                applied = .zero
+                serverEnd = .zero
+                confirmed = .zero
+                pending = PendingRepairs()
+                slotReady = false
+                if try ensureSlot() == nil {
+                    resume = try LogicalReplicationSetup.currentPosition(on: connection)
                 }
             case .undecodable:
                 resume = try LogicalReplicationSetup.currentPosition(on: connection)

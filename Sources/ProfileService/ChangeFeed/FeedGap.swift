@@ -10,6 +10,10 @@ enum FeedGap: Equatable, CustomStringConvertible {
     case slotMissing
     /// PostgreSQL invalidated the slot: it fell more than `max_slot_wal_keep_size` behind.
     case slotLost
+    /// The database behind the address is not the one the feed streamed: a different cluster,
+    /// a new timeline (a failover, a point-in-time recovery), or its WAL went back (a restore
+    /// from a backup). Whatever the cache holds may be content it no longer has.
+    case databaseReplaced(String)
     /// The server refuses to send the change at `position` — a publication missing at that
     /// position (dropped and created again), or any refusal repeated there.
     case undecodable(position: LSN, reason: String)
@@ -18,8 +22,37 @@ enum FeedGap: Equatable, CustomStringConvertible {
         switch self {
         case .slotMissing: "the replication slot is missing (dropped, or the database was restored or failed over)"
         case .slotLost: "the replication slot was invalidated (max_slot_wal_keep_size exceeded)"
+        case .databaseReplaced(let how): "the database changed under the service (\(how))"
         case .undecodable(let position, let reason): "the change at \(position) cannot be decoded (\(reason))"
         }
+    }
+}
+
+/// What the feed knows of the database it streams, to notice when another one is behind the same
+/// address (docs/design.md §3.7).
+struct DatabaseWatch {
+    private(set) var known: LogicalReplicationSetup.DatabaseIdentity?
+
+    /// Records what the database says now; `seen` is the furthest position the feed saw it at.
+    /// - Returns: how it changed, when it is not the same database going forward.
+    mutating func observe(_ now: LogicalReplicationSetup.DatabaseIdentity, seen: LSN) -> String? {
+        guard let known else {
+            self.known = now
+            return nil
+        }
+        var change: String?
+        let furthest = max(known.position, seen)
+        if known.systemIdentifier != now.systemIdentifier {
+            change = "system identifier \(known.systemIdentifier) → \(now.systemIdentifier): another cluster"
+        } else if known.timeline != now.timeline {
+            change = "timeline \(known.timeline) → \(now.timeline): a failover or point-in-time recovery"
+        } else if now.position < furthest {
+            change = "WAL position \(now.position) is before \(furthest), already seen: restored from a backup"
+        }
+        var latest = now
+        if change == nil { latest.position = max(now.position, furthest) }
+        self.known = latest
+        return change
     }
 }
 
