@@ -155,6 +155,30 @@ import TestSupport
         _ = try? harness.sql.simpleQuery("DELETE FROM user_profiles WHERE id = \(reborn.id)")
     }
 
+    /// `ALTER TABLE` while the feed runs: pgoutput sends a new `Relation`, and the feed keeps
+    /// repairing with the new column list (issue 21), then again after the column is dropped.
+    @Test func aColumnAddedAndDroppedWhileTheFeedRunsDoesNotStopIt() throws {
+        let harness = try Harness()
+        let feed = try harness.startFeed()
+        #expect(harness.waitUntilActive(feed))
+        let column = "test_extra_\(UInt32.random(in: 0...UInt32.max))"
+        try harness.sql.simpleQuery("ALTER TABLE user_profiles ADD COLUMN \(column) text")
+        var dropped = false
+        defer { if !dropped { _ = try? harness.sql.simpleQuery("ALTER TABLE user_profiles DROP COLUMN IF EXISTS \(column)") } }
+
+        let first = try harness.cachedProfile()
+        try harness.sql.simpleQuery("UPDATE user_profiles SET display_name = 'with a column', \(column) = 'x' WHERE id = \(first.id)")
+        #expect(Eventually.wait(interval: .milliseconds(5)) { harness.backends.cachedVersion(first.id, shared: harness.shared) == 2 })
+
+        try harness.sql.simpleQuery("ALTER TABLE user_profiles DROP COLUMN \(column)")
+        dropped = true
+        let second = try harness.cachedProfile()
+        try harness.updateInSQL(second.id, displayName: "Without it")
+        #expect(Eventually.wait(interval: .milliseconds(5)) { harness.backends.cachedVersion(second.id, shared: harness.shared) == 2 })
+        #expect(feed.monitor.current.state == .active)
+        #expect(feed.monitor.current.gapsClosed == 0, "a schema change is not a gap")
+    }
+
     @Test func twoConsumersOfOneSlotOneActiveThenTheOtherTakesOver() throws {
         let harness = try Harness()
         let a = try harness.startFeed()
