@@ -16,7 +16,8 @@
 # naming the port, the process holding it and the setting that moves this checkout's servers.
 #
 # Settings (environment): PROFILE_STATE_DIR (default ./.state), PROFILE_PG_PORT (55432),
-# PROFILE_MC_PORTS (21211,21212), PROFILE_MC_MEMORY_MB (64).
+# PROFILE_MC_PORTS (21211,21212), PROFILE_MC_MEMORY_MB (64), PROFILE_PG_SLOT_WAL_KEEP (1GB:
+# PostgreSQL's max_slot_wal_keep_size; a test of the slot's invalidation sets it small).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -24,6 +25,7 @@ state=${PROFILE_STATE_DIR:-$here/.state}
 pg_port=${PROFILE_PG_PORT:-55432}
 mc_ports=${PROFILE_MC_PORTS:-21211,21212}
 mc_memory=${PROFILE_MC_MEMORY_MB:-64}
+slot_wal_keep=${PROFILE_PG_SLOT_WAL_KEEP:-1GB}
 pg_data=$state/postgres/data
 pg_log=$state/postgres/postgres.log
 pg_db=profiles
@@ -130,7 +132,7 @@ start_postgres() {
             "-c listen_addresses=127.0.0.1 -p $pg_port -c unix_socket_directories=$state/postgres \
              -c max_connections=200 -c fsync=off -c synchronous_commit=on -c shared_buffers=128MB \
              -c wal_level=logical -c max_replication_slots=10 -c max_wal_senders=10 \
-             -c max_slot_wal_keep_size=1GB -c wal_sender_timeout=30s" \
+             -c max_slot_wal_keep_size=$slot_wal_keep -c wal_sender_timeout=30s" \
             >/dev/null
     fi
     local i

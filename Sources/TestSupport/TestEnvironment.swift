@@ -52,8 +52,11 @@ public enum TestEnvironment {
     /// SIGTERM, and a memcached started with it blocked would ignore `deps.sh stop`), through a
     /// shell that closes every descriptor above 2: a server the script starts would otherwise
     /// inherit this process's pipes or sockets and keep a waiting `Process` from ever returning.
+    ///
+    /// - Parameter environment: settings added to this process's for the script (a server of a
+    ///   test's own: `PROFILE_STATE_DIR`, `PROFILE_PG_PORT`, …).
     @discardableResult
-    public static func deps(_ arguments: String...) throws -> Int32 {
+    public static func deps(_ arguments: String..., environment: [String: String] = [:]) throws -> Int32 {
         let path = repositoryRoot.appendingPathComponent("scripts/deps.sh").path
         let script = #"for fd in $(ls /proc/$$/fd); do [ "$fd" -gt 2 ] && eval "exec $fd>&-"; done 2>/dev/null; exec "$0" "$@""#
         var attributes = posix_spawnattr_t()
@@ -70,11 +73,12 @@ public enum TestEnvironment {
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-        let words = ["/bin/bash", "-c", script, path] + arguments
+        let settings = environment.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+        let words = ["/usr/bin/env"] + settings + ["/bin/bash", "-c", script, path] + arguments
         let argv: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
         defer { for argument in argv { free(argument) } }
         var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, "/bin/bash", &actions, &attributes, argv, environ)
+        let spawned = posix_spawn(&pid, "/usr/bin/env", &actions, &attributes, argv, environ)
         guard spawned == 0 else { throw MissingServer(description: "cannot run scripts/deps.sh: errno \(spawned)") }
         var status: Int32 = 0
         while waitpid(pid, &status, 0) == -1 && errno == EINTR {}

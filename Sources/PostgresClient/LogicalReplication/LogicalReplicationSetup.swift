@@ -26,17 +26,23 @@ public enum LogicalReplicationSetup {
         /// `unreserved` when it is about to be removed; `lost` once it was, because the slot fell
         /// behind by more than `max_slot_wal_keep_size`.
         public var walStatus: String?
+        /// `pg_current_wal_lsn()` minus `restart_lsn`: the WAL the server keeps for the slot (what
+        /// `max_slot_wal_keep_size` bounds); `nil` once it is lost.
+        public var retainedBytes: Int64?
 
         /// The slot fell too far behind and the server removed WAL it needed: streaming it fails
         /// (SQLSTATE 55000) and changes were lost. Drop it, create it again, and treat everything
         /// the stream would have repaired as unrepaired.
         public var isLost: Bool { walStatus == "lost" }
 
-        public init(confirmedFlushLSN: LSN?, isActive: Bool, lagBytes: Int64?, walStatus: String? = nil) {
+        public init(
+            confirmedFlushLSN: LSN?, isActive: Bool, lagBytes: Int64?, walStatus: String? = nil, retainedBytes: Int64? = nil
+        ) {
             self.confirmedFlushLSN = confirmedFlushLSN
             self.isActive = isActive
             self.lagBytes = lagBytes
             self.walStatus = walStatus
+            self.retainedBytes = retainedBytes
         }
     }
 
@@ -92,7 +98,8 @@ public enum LogicalReplicationSetup {
         let confirmed: String? = try row.decodeIfPresent("confirmed_flush_lsn")
         return SlotStatus(
             confirmedFlushLSN: confirmed.flatMap(LSN.init), isActive: try row.decode("active"),
-            lagBytes: try row.decodeIfPresent("lag_bytes"), walStatus: try row.decodeIfPresent("wal_status"))
+            lagBytes: try row.decodeIfPresent("lag_bytes"), walStatus: try row.decodeIfPresent("wal_status"),
+            retainedBytes: try row.decodeIfPresent("retained_bytes"))
     }
 
     /// Creates a publication of `tables` (names in the search path, each quoted as one
@@ -202,7 +209,8 @@ extension PostgresStatement {
         name: "logical_replication_slot_status",
         sql: """
             SELECT confirmed_flush_lsn::text AS confirmed_flush_lsn, active, wal_status,
-                   pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint AS lag_bytes
+                   pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint AS lag_bytes,
+                   pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint AS retained_bytes
             FROM pg_replication_slots WHERE slot_name = $1
             """,
         isIdempotent: true)

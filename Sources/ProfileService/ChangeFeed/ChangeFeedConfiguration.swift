@@ -30,6 +30,8 @@ public struct ChangeFeedConfiguration: Sendable {
     /// stops reading (PostgreSQL keeps the WAL, bounded by `max_slot_wal_keep_size`) rather than
     /// forget a repair.
     public var maxPendingRepairs = 100_000
+    /// How often the slot's health (`wal_status`, retained WAL) is read for metrics and `/readyz`.
+    public var slotCheckInterval: Duration = .seconds(5)
 
     public init() {}
 }

@@ -27,6 +27,7 @@ final class ChangeFeedConsumer {
     private var lastMonitorUpdate = ContinuousClock.now
     private var lastStatus = ContinuousClock.now
     private var lastRetry = ContinuousClock.now
+    private var lastSlotCheck: ContinuousClock.Instant?
     private var slotReady = false
     /// The stream's refusals at the slot's position, to recognise a change it will never send.
     private var refusals = RepeatedRefusals()
@@ -98,6 +99,7 @@ final class ChangeFeedConsumer {
                 configuration: replication, slot: configuration.slotName, publication: configuration.publicationName,
                 logger: logger)
         } catch let error as PostgresError where error.isObjectInUse {
+            checkSlot()
             return (.standby, nil)
         } catch {
             return recover(from: error)
@@ -305,6 +307,18 @@ final class ChangeFeedConsumer {
             }
             retryPending(force: false)
             try report(to: stream, force: false)
+            checkSlot()
+        }
+    }
+
+    /// Reads the slot's health for the metrics and `/readyz` every `slotCheckInterval`.
+    private func checkSlot(force: Bool = false) {
+        guard force || lastSlotCheck.map({ $0.duration(to: .now) >= configuration.slotCheckInterval }) ?? true else { return }
+        lastSlotCheck = .now
+        if let slot = try? LogicalReplicationSetup.slotStatus(named: configuration.slotName, on: connection) {
+            monitor.recordSlot(slot)
+        } else if connection.isConnected {
+            monitor.recordSlot(nil)
         }
     }
 

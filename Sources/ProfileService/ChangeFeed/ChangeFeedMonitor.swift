@@ -36,6 +36,11 @@ public struct ChangeFeedStatus: Sendable, Equatable {
     public var pendingRepairs: Int
     /// Gaps in the commit stream this instance closed (docs/design.md §3.7).
     public var gapsClosed = 0
+    /// The slot's `wal_status` as last read (`reserved`, `extended`, `unreserved`, `lost`), or
+    /// `missing`; nil before the first look.
+    public var slotWALStatus: String?
+    /// The WAL the server keeps for the slot, as last read.
+    public var slotRetainedBytes: Int64?
 }
 
 /// The feed's state, shared between its thread and the request workers (for `/readyz`), and
@@ -50,6 +55,8 @@ public struct ChangeFeedStatus: Sendable, Equatable {
 /// | `profile_change_feed_pending_repairs` | changes and flushes waiting for a memcached node |
 /// | `profile_change_feed_stalled` | 1 while the feed cannot go on by itself (see ``ChangeFeedState/stalled``) |
 /// | `profile_change_feed_gaps_total` | gaps in the commit stream closed by invalidating the cache |
+/// | `profile_change_feed_slot_retained_bytes` | WAL the server keeps for the slot (bounded by `max_slot_wal_keep_size`) |
+/// | `profile_change_feed_slot_lost` | 1 while the slot is missing or invalidated (`wal_status = lost`) |
 public final class ChangeFeedMonitor: Sendable {
     private let status: Mutex<ChangeFeedStatus>
     private let activeGauge = Gauge(label: "profile_change_feed_active")
@@ -58,6 +65,8 @@ public final class ChangeFeedMonitor: Sendable {
     private let pendingGauge = Gauge(label: "profile_change_feed_pending_repairs")
     private let stalledGauge = Gauge(label: "profile_change_feed_stalled")
     private let gapsCounter = Counter(label: "profile_change_feed_gaps_total")
+    private let slotRetainedGauge = Gauge(label: "profile_change_feed_slot_retained_bytes")
+    private let slotLostGauge = Gauge(label: "profile_change_feed_slot_lost")
     private let outcomeCounters: [ProfileRepository.RefreshOutcome: Counter]
 
     public init(enabled: Bool) {
@@ -81,6 +90,17 @@ public final class ChangeFeedMonitor: Sendable {
         }
         activeGauge.record(state == .active ? 1 : 0)
         stalledGauge.record(state == .stalled ? 1 : 0)
+    }
+
+    /// What `pg_replication_slots` says of the slot now (nil: there is none).
+    func recordSlot(_ slot: LogicalReplicationSetup.SlotStatus?) {
+        let walStatus = slot.map { $0.walStatus ?? "unknown" } ?? "missing"
+        status.withLock {
+            $0.slotWALStatus = walStatus
+            $0.slotRetainedBytes = slot?.retainedBytes
+        }
+        slotRetainedGauge.record(slot?.retainedBytes ?? 0)
+        slotLostGauge.record(walStatus == "lost" || walStatus == "missing" ? 1 : 0)
     }
 
     func recordGap() {

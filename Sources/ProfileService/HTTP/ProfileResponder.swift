@@ -179,8 +179,13 @@ public struct ProfileResponder: HTTPResponder {
             HTTPResponse.appendJSONEscaped(status.detail ?? "", to: &quoted)
             reason = String(decoding: quoted + [UInt8(ascii: "\"")], as: UTF8.self)
         }
+        var slot = ""
+        if let walStatus = status.slotWALStatus {
+            slot = #","slot_wal_status":"\#(walStatus)""#
+            if let retained = status.slotRetainedBytes { slot += #","slot_retained_bytes":\#(retained)"# }
+        }
         return #"{"state":"\#(status.state.rawValue)","lag_bytes":\#(status.lagBytes),"lag_seconds":\#(seconds),"#
-            + #""pending_repairs":\#(status.pendingRepairs),"gaps_closed":\#(status.gapsClosed)\#(reason)}"#
+            + #""pending_repairs":\#(status.pendingRepairs),"gaps_closed":\#(status.gapsClosed)\#(slot)\#(reason)}"#
     }
 
     private func handle(_ body: () throws(Problem) -> HTTPResponse) -> HTTPResponse {
