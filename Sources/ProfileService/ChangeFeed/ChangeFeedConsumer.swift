@@ -64,6 +64,8 @@ final class ChangeFeedConsumer {
 
     func run() {
         var reportedState: ChangeFeedState?
+        /// Once in a row at most, so that a gap that comes back at once cannot spin.
+        var resumedAtOnce = false
         while !isStopping() {
             let (state, detail) = attempt()
             monitor.enter(state, detail: detail)
@@ -79,7 +81,16 @@ final class ChangeFeedConsumer {
                 reportedState = state
             }
             if state == .stalled { logStall(detail ?? "") }
-            pause(state == .standby ? configuration.takeoverInterval : configuration.reconnectDelay)
+            switch state {
+            case .standby:
+                pause(configuration.takeoverInterval)
+            case .starting where !resumedAtOnce:
+                resumedAtOnce = true  // a gap was just closed: stream from the new position at once
+                continue
+            default:
+                pause(configuration.reconnectDelay)
+            }
+            resumedAtOnce = false
         }
     }
 
