@@ -116,6 +116,9 @@ public final class PostgresConnection {
     {
         checkOwner()
         let wasInTransaction = transaction != .none || isInServerTransaction
+        // A statement that is not retried must not be the one that finds out the session died
+        // while it sat in the pool (a restart, a failover, idle_session_timeout).
+        if !statement.isIdempotent && !wasInTransaction { dropSessionEndedByServer() }
         let lostBefore = lostConnections
         do {
             return try executeOnce(statement, parameters)
@@ -342,6 +345,26 @@ extension PostgresConnection {
                 "postgres.sqlstate": "\(error.sqlState?.rawValue ?? "none")", "postgres.error": "\(error.kind)",
             ])
         throw error
+    }
+
+    /// Drops an idle session the server has ended, so the next call reconnects: one `poll` of
+    /// its socket with no wait. An idle session's socket is readable only when the server sent
+    /// something unasked — a FATAL before it closed (57P01 on a shutdown, 57P05 on
+    /// idle_session_timeout), the close itself, or a notification, which `PQconsumeInput` keeps.
+    func dropSessionEndedByServer() {
+        guard let pgConnection, !isInServerTransaction else { return }
+        var descriptor = pollfd(fd: PQsocket(pgConnection), events: Int16(POLLIN), revents: 0)
+        // The FATAL and the close arrive together: the first read takes the message, a later
+        // one finds the end of the stream and marks the session bad.
+        var reads = 0
+        while descriptor.fd >= 0, reads < 4, poll(&descriptor, 1, 0) > 0, PQstatus(pgConnection) == CONNECTION_OK {
+            reads += 1
+            if PQconsumeInput(pgConnection) == 0 { break }
+        }
+        if reads > 0, PQstatus(pgConnection) != CONNECTION_OK {
+            logger.info("PostgreSQL session ended by the server while idle; reconnecting before the statement")
+            dropConnection()
+        }
     }
 
     /// Forgets a broken session: `PQfinish`, and the next call reconnects.

@@ -70,6 +70,24 @@ extension PostgresServerTests {
             #expect(try preparedNames(connection) == ["insert_person", "select_person", "update_bio"])
         }
 
+        /// A write is never retried (it may have committed), so it must not be the call that finds
+        /// out the session died while idle: the connection notices the server's goodbye on the
+        /// socket and reconnects before sending it (issue 21: a PUT answered 503 after a restart).
+        @Test func aWriteOnASessionThatDiedWhileIdleReconnectsFirst() throws {
+            let table = Table("idle_write")
+            let connection = try PostgresServerTests.connection(statements: table.statements)
+            defer { connection.close(); table.drop() }
+            try table.create(on: connection)
+            _ = try connection.execute(table.insert, [1, "alice", nil, 1, true])
+            let pidBefore = try backendPID(connection)
+
+            #expect(try PostgresServerTests.deps("stop-postgres") == 0)
+            #expect(try PostgresServerTests.deps("start-postgres") == 0)
+
+            #expect(try connection.execute(table.updateBio, [1, "after the restart"]).affectedRows == 1)
+            #expect(try backendPID(connection) != pidBefore)
+        }
+
         /// Connections sharing one ``PostgresServerHealth``: while the server is down they fail at
         /// once; once one of them connects again, every other connects on its next call instead
         /// of failing until a backoff of its own runs out.
