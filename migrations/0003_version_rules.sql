@@ -12,6 +12,23 @@ CREATE TABLE user_profile_tombstones (
     deleted_at TIMESTAMPTZ NOT NULL DEFAULT now()
 );
 
+-- After the database went back in time (a restore, a failover to a standby that was behind), the
+-- versions the lost history handed out are known only outside it: the running change feed notices
+-- (docs/design.md §3.7) and raises this floor above every version that history can have given
+-- before it invalidates the cache, so a new version never repeats one a client may hold.
+CREATE TABLE profile_version_floor (
+    singleton BOOLEAN PRIMARY KEY DEFAULT true CHECK (singleton),
+    floor     INTEGER NOT NULL DEFAULT 0 CHECK (floor >= 0),
+    -- When it was raised: an instance that noticed the same restore after another one raised
+    -- it (later than the instance last saw the old database) leaves it alone.
+    raised_at TIMESTAMPTZ
+);
+INSERT INTO profile_version_floor DEFAULT VALUES;
+
+-- Every version given from now on is above the floor.
+CREATE FUNCTION profile_version_above_floor(candidate INTEGER) RETURNS INTEGER
+    LANGUAGE sql STABLE AS $$ SELECT greatest(candidate, (SELECT floor + 1 FROM profile_version_floor)) $$;
+
 -- The content of a row: every column but the version and its timestamp, whatever columns the
 -- table has now or gains later (ALTER TABLE … ADD COLUMN).
 CREATE FUNCTION user_profiles_content(profile user_profiles) RETURNS jsonb
@@ -36,6 +53,9 @@ BEGIN
     ELSIF NEW.version < OLD.version THEN
         NEW.version := OLD.version;
     END IF;
+    IF NEW.version > OLD.version THEN
+        NEW.version := profile_version_above_floor(NEW.version);
+    END IF;
     IF NEW.version <> OLD.version AND NEW.updated_at IS NOT DISTINCT FROM OLD.updated_at THEN
         NEW.updated_at := now();
     END IF;
@@ -57,6 +77,7 @@ BEGIN
     IF FOUND AND NEW.version <= last_version THEN
         NEW.version := last_version + 1;
     END IF;
+    NEW.version := profile_version_above_floor(NEW.version);
     RETURN NEW;
 END
 $$;

@@ -62,8 +62,14 @@ import Testing
         var watch = DatabaseWatch()
         _ = watch.observe(Identity(systemIdentifier: "1", timeline: 1, position: LSN(rawValue: 100)), seen: .zero)
         // The stream saw the server at 900; the database at the address now stands at 300.
-        let change = watch.observe(Identity(systemIdentifier: "1", timeline: 1, position: LSN(rawValue: 300)), seen: LSN(rawValue: 900))
-        #expect(change?.contains("restored") == true)
+        let gap = watch.observe(
+            Identity(systemIdentifier: "1", timeline: 1, position: LSN(rawValue: 300), observedAt: "later"), seen: LSN(rawValue: 900))
+        #expect(gap?.description.contains("restored") == true)
+        if case .databaseReplaced(_, let lastSeenAlive)? = gap {
+            #expect(lastSeenAlive == "", "when this instance last saw the old database (the first observation)")
+        } else {
+            Issue.record("not a database replacement: \(String(describing: gap))")
+        }
         // Once noticed, the restored database is the known one: going forward from it is fine.
         #expect(watch.observe(Identity(systemIdentifier: "1", timeline: 1, position: LSN(rawValue: 350)), seen: .zero) == nil)
     }
@@ -71,7 +77,7 @@ import Testing
     @Test func aNewTimelineOrAnotherClusterIsNoticed() {
         var watch = DatabaseWatch()
         _ = watch.observe(Identity(systemIdentifier: "1", timeline: 1, position: LSN(rawValue: 100)), seen: .zero)
-        #expect(watch.observe(Identity(systemIdentifier: "1", timeline: 2, position: LSN(rawValue: 200)), seen: .zero)?.contains("timeline") == true)
-        #expect(watch.observe(Identity(systemIdentifier: "9", timeline: 2, position: LSN(rawValue: 300)), seen: .zero)?.contains("another cluster") == true)
+        #expect(watch.observe(Identity(systemIdentifier: "1", timeline: 2, position: LSN(rawValue: 200)), seen: .zero)?.description.contains("timeline") == true)
+        #expect(watch.observe(Identity(systemIdentifier: "9", timeline: 2, position: LSN(rawValue: 300)), seen: .zero)?.description.contains("another cluster") == true)
     }
 }

@@ -72,6 +72,35 @@ import TestSupport
         try sql("DELETE FROM user_profiles WHERE id = \(seeded.id)")
     }
 
+    /// After a restore (docs/design.md §3.7) the floor goes above every version the database
+    /// holds plus a margin, once per restore: a second instance that noticed the same restore
+    /// before the raise leaves it alone, and every new version is above it.
+    @Test func theFloorRaisedAfterARestoreIsAboveEveryVersionAndRaisedOncePerRestore() throws {
+        let seeded = try backends.seed()
+        try sql("UPDATE profile_version_floor SET floor = 0, raised_at = NULL")
+        defer { _ = try? sql("UPDATE profile_version_floor SET floor = 0, raised_at = NULL") }
+        let lastSeenAlive = try backends.connection.simpleQuery("SELECT (clock_timestamp() - interval '1 second')::text AS t")
+            .rows[0].decode("t", as: String.self)
+        let highest = try backends.connection.simpleQuery(
+            "SELECT greatest((SELECT max(version) FROM user_profiles), (SELECT coalesce(max(version), 0) FROM user_profile_tombstones)) AS v"
+        ).rows[0].decode("v", as: Int32.self)
+
+        let raised = try backends.connection.execute(VersionFloor.raise, [VersionFloor.margin, lastSeenAlive]).rows
+        #expect(try raised.first?.decode("floor", as: Int32.self) == highest + VersionFloor.margin)
+        let again = try backends.connection.execute(VersionFloor.raise, [VersionFloor.margin, lastSeenAlive]).rows
+        #expect(again.isEmpty, "a second instance that saw the old database before the raise leaves it alone")
+
+        guard case .updated(let updated) = try backends.store.updateDisplayName(id: seeded.id, to: "After", expectedVersion: 1)
+        else {
+            Issue.record("the update did not apply")
+            return
+        }
+        #expect(updated.version == highest + VersionFloor.margin + 1, "the service's write answers the version above the floor")
+        try sql("UPDATE user_profiles SET display_name = 'next' WHERE id = \(seeded.id)")
+        #expect(try row(seeded.id)?.version == updated.version + 1, "then one at a time again")
+        try sql("DELETE FROM user_profiles WHERE id = \(seeded.id)")
+    }
+
     @Test func anIDCannotChange() throws {
         let seeded = try backends.seed()
         #expect(throws: PostgresError.self) {

@@ -9,7 +9,8 @@ write from the restored version is answered, and whether its ETag is one a clien
 
   eval "$(scripts/deps.sh env)"; scripts/drills/restore.py      (PROFILE_SERVICE_BIN: the binary)
 
-It replaces the cluster's data directory (the old one is kept as data.before-restore until the end).
+It replaces the cluster's data directory (the old one is kept as data.before-restore until the end),
+and resets the version floor the restore raised, so that the test suite still starts versions at 1.
 """
 import http.client, json, os, shutil, subprocess, sys, time
 
@@ -63,7 +64,7 @@ def main():
         print(f"/readyz: {readyz['status']}, change feed {readyz['change_feed']}")
         psql(f"UPDATE user_profiles SET display_name = 'psql after restore' WHERE id = {ids[0]}")
         committed = time.time()
-        reached = until(lambda: version(port, ids[0]) == 2, 10)
+        reached = until(lambda: b"psql after restore" in get(port, f"/users/profile/{ids[0]}")[1], 10)
         print(f"psql UPDATE after the restore reached GET: {f'{reached * 1000:.0f} ms' if reached is not None else 'not within 10 s'} (target ≤ 2 s)")
         started = time.time()
         status, etag, body = put(port, ids[1], "written after the restore", 1)
@@ -72,12 +73,16 @@ def main():
         print(f"PUT from the restored version: {status} in {elapsed:.0f} ms, ETag {etag}; "
               f"{'the SAME ETag a client held before the restore, for other content' if reused else 'an ETag no client held before'}")
         ok = in_db is not None and in_db <= 10 and reached is not None and reached <= 2 and status == 200
-        print(f"restore drill: {'holds' if ok else 'FAILS'}{'; ETag reused (issue 21, open)' if reused else ''}")
+        ok = ok and not reused
+        print(f"restore drill: {'holds' if ok else 'FAILS'}")
     finally:
         process.terminate()
         process.wait(10)
         shutil.rmtree(backup, ignore_errors=True)
         shutil.rmtree(before, ignore_errors=True)
+        # The drill's restore raised the version floor (design §3.7); the test suite on this
+        # cluster expects versions to start at 1.
+        psql("UPDATE profile_version_floor SET floor = 0, raised_at = NULL")
     sys.exit(0 if ok else 1)
 
 

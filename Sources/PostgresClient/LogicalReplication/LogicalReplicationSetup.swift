@@ -147,11 +147,15 @@ public enum LogicalReplicationSetup {
         public var systemIdentifier: String
         public var timeline: Int32
         public var position: LSN
+        /// The database's clock when it was asked (`clock_timestamp()`, as text), to compare with
+        /// times it recorded.
+        public var observedAt: String
 
-        public init(systemIdentifier: String, timeline: Int32, position: LSN) {
+        public init(systemIdentifier: String, timeline: Int32, position: LSN, observedAt: String = "") {
             self.systemIdentifier = systemIdentifier
             self.timeline = timeline
             self.position = position
+            self.observedAt = observedAt
         }
     }
 
@@ -162,7 +166,7 @@ public enum LogicalReplicationSetup {
         else { throw PostgresError(kind: .other, message: "pg_control_system() answered no row") }
         return DatabaseIdentity(
             systemIdentifier: try row.decode("system_identifier"), timeline: try row.decode("timeline_id"),
-            position: position)
+            position: position, observedAt: try row.decode("observed_at"))
     }
 
     /// Moves the slot's confirmed position to `position` without decoding the changes before it
@@ -217,7 +221,8 @@ extension PostgresStatement {
     fileprivate static let databaseIdentity = PostgresStatement(
         name: "logical_replication_database_identity",
         sql: """
-            SELECT s.system_identifier::text AS system_identifier, c.timeline_id, pg_current_wal_lsn()::text AS lsn
+            SELECT s.system_identifier::text AS system_identifier, c.timeline_id, pg_current_wal_lsn()::text AS lsn,
+                   clock_timestamp()::text AS observed_at
             FROM pg_control_system() s, pg_control_checkpoint() c
             """,
         isIdempotent: true)

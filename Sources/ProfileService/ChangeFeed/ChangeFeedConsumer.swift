@@ -46,7 +46,8 @@ final class ChangeFeedConsumer {
         notify = PostgresStatement(
             name: "change_feed_notify", sql: "SELECT pg_notify($1, $2)", isIdempotent: false)
         connection = PostgresConnection(
-            configuration: postgres, statements: PostgresProfileStore.statements + [notify], logger: logger)
+            configuration: postgres, statements: PostgresProfileStore.statements + [notify, VersionFloor.raise],
+            logger: logger)
         cache = try MemcachedConnection(configuration: memcached, logger: logger)
         memcachedServers = memcached.servers
         repository = ProfileRepository(
@@ -99,7 +100,7 @@ final class ChangeFeedConsumer {
         do {
             if !connection.isConnected { try connection.connect() }
             let identity = try LogicalReplicationSetup.databaseIdentity(on: connection)
-            if let change = database.observe(identity, seen: serverEnd) { return close(.databaseReplaced(change)) }
+            if let gap = database.observe(identity, seen: serverEnd) { return close(gap) }
             if let gap = try ensureSlot() { return close(gap, slotCreated: gap == .slotMissing) }
         } catch {
             return (.unavailable, "\(error)")
@@ -191,7 +192,14 @@ final class ChangeFeedConsumer {
                     slotReady = false
                     _ = try ensureSlot()
                 }
-            case .databaseReplaced:
+            case .databaseReplaced(_, let lastSeenAlive):
+                // Versions the lost history handed out must never name other content: the floor
+                // goes above them before anything else (docs/design.md §3.7).
+                let floor: Int32? = try connection.execute(VersionFloor.raise, [VersionFloor.margin, lastSeenAlive])
+                    .rows.first?.decode("floor")
+                logger.error(
+                    "change feed: new versions start above a raised floor",
+                    metadata: ["floor": "\(floor.map { "\($0)" } ?? "already raised for this restore")"])
                 // Positions and held repairs of the old database mean nothing in the new one; the
                 // flush below supersedes them all.
                 applied = .zero
@@ -218,6 +226,11 @@ final class ChangeFeedConsumer {
                 try advanceSlot(to: resume)
             }
             refusals.reset()
+            if case .databaseReplaced = gap {
+                // Seen alive after the floor was raised: a later restore of a backup holding this
+                // raise is told apart from this one.
+                database.refresh(try LogicalReplicationSetup.databaseIdentity(on: connection))
+            }
             monitor.recordGap()
             logger.error(
                 "change feed: closed a gap in the commit stream; every cached profile was invalidated",
@@ -331,6 +344,7 @@ final class ChangeFeedConsumer {
         } else if connection.isConnected {
             monitor.recordSlot(nil)
         }
+        if let identity = try? LogicalReplicationSetup.databaseIdentity(on: connection) { database.refresh(identity) }
     }
 
     /// Refreshes memcached for a batch of transactions, then announces what changed.

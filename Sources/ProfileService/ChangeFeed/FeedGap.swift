@@ -13,7 +13,7 @@ enum FeedGap: Equatable, CustomStringConvertible {
     /// The database behind the address is not the one the feed streamed: a different cluster,
     /// a new timeline (a failover, a point-in-time recovery), or its WAL went back (a restore
     /// from a backup). Whatever the cache holds may be content it no longer has.
-    case databaseReplaced(String)
+    case databaseReplaced(String, lastSeenAlive: String)
     /// The server refuses to send the change at `position` — a publication missing at that
     /// position (dropped and created again), or any refusal repeated there.
     case undecodable(position: LSN, reason: String)
@@ -22,7 +22,7 @@ enum FeedGap: Equatable, CustomStringConvertible {
         switch self {
         case .slotMissing: "the replication slot is missing (dropped, or the database was restored or failed over)"
         case .slotLost: "the replication slot was invalidated (max_slot_wal_keep_size exceeded)"
-        case .databaseReplaced(let how): "the database changed under the service (\(how))"
+        case .databaseReplaced(let how, _): "the database changed under the service (\(how))"
         case .undecodable(let position, let reason): "the change at \(position) cannot be decoded (\(reason))"
         }
     }
@@ -34,8 +34,8 @@ struct DatabaseWatch {
     private(set) var known: LogicalReplicationSetup.DatabaseIdentity?
 
     /// Records what the database says now; `seen` is the furthest position the feed saw it at.
-    /// - Returns: how it changed, when it is not the same database going forward.
-    mutating func observe(_ now: LogicalReplicationSetup.DatabaseIdentity, seen: LSN) -> String? {
+    /// - Returns: the gap, when it is not the same database going forward.
+    mutating func observe(_ now: LogicalReplicationSetup.DatabaseIdentity, seen: LSN) -> FeedGap? {
         guard let known else {
             self.known = now
             return nil
@@ -52,7 +52,16 @@ struct DatabaseWatch {
         var latest = now
         if change == nil { latest.position = max(now.position, furthest) }
         self.known = latest
-        return change
+        return change.map { .databaseReplaced($0, lastSeenAlive: known.observedAt) }
+    }
+
+    /// Notes that the same database is alive and going forward now, without judging a change
+    /// (the next ``observe(_:seen:)`` does that).
+    mutating func refresh(_ now: LogicalReplicationSetup.DatabaseIdentity) {
+        guard let known, known.systemIdentifier == now.systemIdentifier, known.timeline == now.timeline,
+            now.position >= known.position
+        else { return }
+        self.known = now
     }
 }
 
