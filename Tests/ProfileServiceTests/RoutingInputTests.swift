@@ -30,6 +30,15 @@ import Testing
         }
     }
 
+    /// `If-None-Match` names the version the client holds: the read never answers below it
+    /// (issue 25; docs/design.md §2.1).
+    @Test func ifNoneMatchNamesTheHighestVersionHeld() {
+        #expect(ProfileResponder.highestVersion(named: #""7""#) == 7)
+        #expect(ProfileResponder.highestVersion(named: #"W/"3", "12", "9""#) == 12)
+        #expect(ProfileResponder.highestVersion(named: "*") == nil)
+        #expect(ProfileResponder.highestVersion(named: #""abc", "0", "-1", "", "2147483648""#) == nil, "not versions")
+    }
+
     @Test func ifNoneMatchUsesWeakComparison() {
         #expect(ProfileResponder.entityTags(#""3""#, contain: #""3""#))
         #expect(ProfileResponder.entityTags(#"W/"3""#, contain: #""3""#))

@@ -28,9 +28,10 @@ extension ProfileResponder {
         return worker.repository.prefetching(ids: ids.compactMap { $0 }) {
             var left: [Int] = []
             for (index, request) in requests.enumerated() {
-                // An unparsable min_version answers 400 at once, which is quick too.
-                let minVersion = (try? Self.minVersion(from: request)) ?? nil
-                if let id = ids[index], worker.repository.answersFromPrefetch(id: id, minVersion: minVersion) {
+                // An unparsable min_version answers 400 at once, which is quick too. A floor
+                // (min_version, If-None-Match) above the prefetched entry goes back to be read alone.
+                let floor = (try? Self.readFloor(of: request)) ?? nil
+                if let id = ids[index], worker.repository.answersFromPrefetch(id: id, minVersion: floor) {
                     answer(index, respond(to: request, worker: worker))
                 } else {
                     left.append(index)

@@ -5,10 +5,10 @@ extension ProfileResponder {
     func getProfile(_ request: HTTPRequest, worker: ProfileWorker) throws(Problem) -> HTTPResponse {
         try authorizeRead(request)
         let id = try Self.profileID(from: request.path)
-        let minVersion = try Self.minVersion(from: request)
+        let floor = try Self.readFloor(of: request)
         let representation: ProfileRepository.Representation?
         do {
-            representation = try worker.repository.read(id: id, minVersion: minVersion)
+            representation = try worker.repository.read(id: id, minVersion: floor)
         } catch {
             throw Self.problem(for: error)
         }
@@ -116,6 +116,33 @@ extension ProfileResponder {
                 detail: "min_version must be an integer from 1 to 2147483647", field: "min_version")
         }
         return value
+    }
+
+    /// The version a read must not go below: `min_version`, or the highest version the client
+    /// names in `If-None-Match` — a client revalidating `"7"` holds version 7, and answering it
+    /// 200 with 6 from an entry not yet repaired would make an HTTP cache replace 7 with 6
+    /// (docs/design.md §2.1). The higher of the two when both are given.
+    static func readFloor(of request: HTTPRequest) throws(Problem) -> Int32? {
+        let minVersion = try minVersion(from: request)
+        guard let condition = request.headers["If-None-Match"], let held = highestVersion(named: condition) else {
+            return minVersion
+        }
+        return max(minVersion ?? 0, held)
+    }
+
+    /// The highest version among the entity tags of an `If-None-Match` list (`"7"`, `W/"7"`);
+    /// nil when it names none (`*`, tags this service never sends).
+    static func highestVersion(named list: String) -> Int32? {
+        var highest: Int32?
+        for candidate in list.split(separator: ",") {
+            var tag = Substring(candidate.trimmed)
+            if tag.hasPrefix("W/") { tag = tag.dropFirst(2) }
+            guard tag.count >= 3, tag.first == "\"", tag.last == "\"",
+                let version = canonicalPositive(tag.dropFirst().dropLast(), as: Int32.self)
+            else { continue }
+            highest = max(highest ?? version, version)
+        }
+        return highest
     }
 
     /// `If-Match: "N"` (strong tag of one version) → N.
