@@ -478,6 +478,12 @@ final class EventLoop {
         connection.outputOffset = 0
         // An event published while the worker read the first state (the topic was retained first).
         if let latest = streams.latestEvent(topic: stream.topic), latest.position > stream.position {
+            if latest.closesStreams {
+                // What the stream follows was deleted meanwhile: the head goes out, then the end.
+                flush(connection, now: now)
+                close(connection)
+                return
+            }
             connection.output.append(contentsOf: latest.bytes)
             connection.streamPosition = latest.position
             streams.eventsSent.add(1, ordering: .relaxed)

@@ -138,9 +138,20 @@ public final class EventStreams: Sendable {
 
     /// Closes every stream of `topic` (what it follows is gone, say a deleted profile): clients
     /// reconnect and learn why from the answer. Callable from any thread.
+    ///
+    /// Kept as the topic's latest event while it is watched, like any event: a stream a worker is
+    /// opening right now (it retained the topic and read the profile before it was deleted) is
+    /// closed as soon as the loop registers it, instead of staying open on what is gone.
     public func closeStreams(topic: Int64) {
-        guard isWatched(topic: topic) else { return }
-        enqueue(Event(topic: topic, position: .max, bytes: [], closesStreams: true))
+        let close = Event(topic: topic, position: .max, bytes: [], closesStreams: true)
+        let watched = topics.withLock { topics -> Bool in
+            guard var entry = topics[topic] else { return false }
+            entry.latest = close
+            topics[topic] = entry
+            return true
+        }
+        guard watched else { return }
+        enqueue(close)
     }
 
     public var statistics: Statistics {

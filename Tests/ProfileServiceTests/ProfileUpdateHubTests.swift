@@ -49,6 +49,72 @@ import TestSupport
         #expect(text == "event: profile\nid: 2\ndata: \(String(decoding: updated.jsonBytes, as: UTF8.self))\n\n")
     }
 
+    /// Failures still to inject, shared by the test and the fetch thread.
+    final class Failures: Sendable {
+        let left: Atomic<Int>
+        init(_ count: Int) { left = Atomic(count) }
+    }
+
+    /// A store whose reads fail while `failures` last (an injected fault), else the real one.
+    final class FlakyStore: ProfileStore {
+        let base: PostgresProfileStore
+        let failures: Failures
+        init(base: PostgresProfileStore, failures: Failures) {
+            self.base = base
+            self.failures = failures
+        }
+        func profile(id: Int64) throws(ProfileStoreError) -> Profile? {
+            if failures.left.subtract(1, ordering: .relaxed).newValue >= 0 { throw .unavailable }
+            return try base.profile(id: id)
+        }
+        func updateDisplayName(id: Int64, to displayName: String, expectedVersion: Int32) throws(ProfileStoreError)
+            -> ProfileUpdateOutcome
+        { try base.updateDisplayName(id: id, to: displayName, expectedVersion: expectedVersion) }
+        func create(id: Int64, username: String, displayName: String) throws(ProfileStoreError) -> Profile {
+            try base.create(id: id, username: username, displayName: displayName)
+        }
+        func isHealthy() -> Bool { base.isHealthy() }
+    }
+
+    /// A failed fetch is retried with backoff and delivers the highest version asked for, also one
+    /// published while it was failing (issue 25: before, the event was dropped).
+    @Test func aFailedFetchIsRetriedAndDeliversTheLatestVersion() throws {
+        let backends = try IntegrationBackends()
+        let profile = try backends.seed()
+        let shared = ProfileCacheShared()
+        _ = try backends.repository(shared).read(id: profile.id)  // memcached holds version 1
+        let streams = EventStreams()
+        let hub = ProfileUpdateHub(streams: streams, logger: IntegrationBackends.logger)
+        defer { hub.stop() }
+        let failures = Failures(3)
+        let postgres = try PostgresConfiguration(url: TestEnvironment.databaseURL)
+        let memcached = try MemcachedConfiguration(servers: TestEnvironment.memcachedServerList)
+        hub.startFetching(threads: 1) {
+            let connection = PostgresConnection(
+                configuration: postgres, statements: PostgresProfileStore.statements, logger: IntegrationBackends.logger)
+            let cache = try MemcachedConnection(configuration: memcached, logger: IntegrationBackends.logger)
+            let store = FlakyStore(base: PostgresProfileStore(connection: connection, logger: IntegrationBackends.logger), failures: failures)
+            return ProfileWorker(store: store, cache: cache, shared: shared, logger: IntegrationBackends.logger) {
+                cache.close()
+                connection.close()
+            }
+        }
+        streams.retain(topic: profile.id)
+        defer { streams.release(topic: profile.id) }
+
+        // Committed behind memcached's back: the fetch with min_version 2 must read PostgreSQL, and fails.
+        _ = try backends.store.updateDisplayName(id: profile.id, to: "Second", expectedVersion: 1)
+        hub.publish(id: profile.id, version: 2)
+        #expect(Eventually.wait(timeout: .seconds(5), interval: .milliseconds(1)) { failures.left.load(ordering: .relaxed) <= 1 })
+        // A newer version is published while the fetch is failing: it is kept, not lost.
+        _ = try backends.store.updateDisplayName(id: profile.id, to: "Third", expectedVersion: 2)
+        hub.publish(id: profile.id, version: 3)
+        #expect(
+            Eventually.wait(timeout: .seconds(5), interval: .milliseconds(5)) { streams.latestPosition(topic: profile.id) == 3 },
+            "the stream reaches the latest version once the store answers")
+        #expect(failures.left.load(ordering: .relaxed) < 0, "every injected failure was met, and retried")
+    }
+
     @Test func aResynchronisationReadsPostgreSQLPastAStaleCacheEntry() throws {
         let backends = try IntegrationBackends()
         let profile = try backends.seed()

@@ -1,6 +1,7 @@
 public import HTTPServer
 public import Logging
 import Foundation
+import Metrics
 import Synchronization
 
 /// The process-wide fan-out of profile changes to the event streams (docs/design.md §4).
@@ -32,8 +33,19 @@ public final class ProfileUpdateHub: Sendable {
         var waiting: [Int64] = []
         /// Ids whose next fetch reads PostgreSQL itself (a resynchronisation).
         var fromDatabase: Set<Int64> = []
+        /// Ids whose last fetch failed, and how many times in a row: they wait out a backoff
+        /// with their `requested` kept (and raised by newer publishes meanwhile).
+        var failures: [Int64: Int] = [:]
         var stopped = false
     }
+
+    /// A failed fetch is tried again after 50 ms, doubling up to 2 s, until it succeeds: a dropped
+    /// fetch would leave every stream of the id behind until its next change, maybe for ever.
+    static func retryDelay(afterFailures failures: Int) -> Duration {
+        min(.milliseconds(50 * (1 << min(max(failures - 1, 0), 6))), .seconds(2))
+    }
+
+    private let retries = Counter(label: "sse_fetch_retries_total")
 
     public init(streams: EventStreams, retryMilliseconds: Int = 2000, logger: Logger) {
         self.streams = streams
@@ -157,9 +169,30 @@ public final class ProfileUpdateHub: Sendable {
                     bytes: ProfileEvent.bytes(version: found.version, json: found.json))
             }
         } catch {
-            logger.warning("live update fetch failed", metadata: ["id": "\(id)", "error": "\(error)"])
+            let failures = queue.withLock { queue -> Int? in
+                guard !queue.stopped else { return nil }
+                if fromDatabase { queue.fromDatabase.insert(id) }  // the retry still reads PostgreSQL
+                queue.failures[id, default: 0] += 1
+                return queue.failures[id]
+            }
+            guard let failures else { return }
+            let delay = Self.retryDelay(afterFailures: failures)
+            logger.warning(
+                "live update fetch failed; retrying", metadata: ["id": "\(id)", "error": "\(error)", "retry_in_ms": "\(delay.totalNanoseconds / 1_000_000)"])
+            retries.increment()
+            // `requested` stays: the retry fetches the highest version asked for by then.
+            DispatchQueue.global().asyncAfter(deadline: .after(delay)) { [self] in
+                let queued = queue.withLock { queue -> Bool in
+                    guard !queue.stopped, queue.requested[id] != nil else { return false }
+                    queue.waiting.append(id)
+                    return true
+                }
+                if queued { wakeUps.signal() }
+            }
+            return
         }
         let again = queue.withLock { queue -> Bool in
+            queue.failures[id] = nil
             guard let requested = queue.requested[id] else { return false }
             if queue.fromDatabase.contains(id), !queue.stopped {
                 // A resynchronisation came while this fetch ran: it reads PostgreSQL next.
