@@ -23,6 +23,11 @@ internal import CLibPQ
 public struct PostgresConfiguration: Sendable, CustomStringConvertible {
     /// Keyword/value pairs as `PQconninfoParse` lists them, then the defaults added.
     private(set) var parameters: [(keyword: String, value: String)]
+    /// How long a call waits for the server's answer before it gives up on the session
+    /// (docs/design.md §5.3): `statement_timeout` plus one second, so that the server's own
+    /// timeout normally answers first; this bound holds when the server cannot answer at all
+    /// (stopped, partitioned). The connect is bounded by `connect_timeout`.
+    public var responseDeadline: Duration
 
     /// Parses `url` and adds the defaults it does not set.
     ///
@@ -69,6 +74,7 @@ public struct PostgresConfiguration: Sendable, CustomStringConvertible {
             }
         }
         self.parameters = parameters
+        responseDeadline = statementTimeout + .seconds(1)
     }
 
     /// This configuration with `-c name=value` server settings appended to `options`, for

@@ -45,6 +45,7 @@ public final class PostgresConnection {
     /// The thread of the first call; every later call must come from it.
     private var owner: pthread_t?
     private let health: PostgresServerHealth
+    private let bulkhead: PostgresBulkhead?
     /// How many sessions were lost; tells a lost connection apart from a failed connect.
     private var lostConnections = 0
     private var transaction = TransactionState.none
@@ -65,15 +66,18 @@ public final class PostgresConnection {
     ///   - statements: Statements to prepare on every new session.
     ///   - health: The server's health, shared by every connection to it; by default this
     ///     connection's own.
+    ///   - bulkhead: Shared by the connections whose threads must not all wait on the server at
+    ///     once (a server's request workers); none by default.
     ///   - logger: Receives connects, losses and failures with SQLSTATE and statement name, never
     ///     parameter values.
     public init(
         configuration: PostgresConfiguration, statements: [PostgresStatement], health: PostgresServerHealth? = nil,
-        logger: Logger
+        bulkhead: PostgresBulkhead? = nil, logger: Logger
     ) {
         self.configuration = configuration
         self.statements = statements
         self.health = health ?? PostgresServerHealth()
+        self.bulkhead = bulkhead
         self.logger = logger
     }
 
@@ -115,6 +119,8 @@ public final class PostgresConnection {
         -> PostgresQueryResult
     {
         checkOwner()
+        try enterBulkhead(statement.name)
+        defer { bulkhead?.leave() }
         let wasInTransaction = transaction != .none || isInServerTransaction
         // A statement that is not retried must not be the one that finds out the session died
         // while it sat in the pool (a restart, a failover, idle_session_timeout).
@@ -144,8 +150,10 @@ public final class PostgresConnection {
     @discardableResult
     public func simpleQuery(_ sql: String) throws -> PostgresQueryResult {
         checkOwner()
+        try enterBulkhead(nil)
+        defer { bulkhead?.leave() }
         let pgConnection = try connection()
-        return try check(PQexec(pgConnection, sql), on: pgConnection, statementName: nil).copyOut()
+        return try awaitResult(on: pgConnection, statementName: nil) { PQsendQuery($0, sql) }.copyOut()
     }
 
     /// Runs `body` between `BEGIN` and `COMMIT`; `ROLLBACK` if it throws.
@@ -222,8 +230,16 @@ extension PostgresConnection {
     }
 
     /// The open session, connecting first if there is none.
+    ///
+    /// While the shared health says the server is down (a connect failed, or a statement got no
+    /// answer in time on any connection), an idle session is suspect too: it is dropped, and the
+    /// call fails fast or probes like a connect — instead of each thread sending to a server that
+    /// does not answer and waiting out its own deadline (docs/design.md §5.2).
     func connection() throws -> OpaquePointer {
-        if let pgConnection { return pgConnection }
+        if let pgConnection {
+            guard health.isDown, transaction != .active else { return pgConnection }
+            dropConnection()
+        }
         if isClosed {
             throw PostgresError(kind: .connectionUnavailable, message: "the connection was closed")
         }
@@ -280,9 +296,9 @@ extension PostgresConnection {
             precondition(sql == statement.sql, "two PostgresStatements are named \"\(statement.name)\"")
             return
         }
-        _ = try check(
-            PQprepare(pgConnection, statement.name, statement.sql, 0, nil), on: pgConnection,
-            statementName: statement.name)
+        _ = try awaitResult(on: pgConnection, statementName: statement.name) {
+            PQsendPrepare($0, statement.name, statement.sql, 0, nil)
+        }
         preparedSQL[statement.name] = statement.sql
     }
 
@@ -315,19 +331,71 @@ extension PostgresConnection {
         let copies: [UnsafeMutablePointer<CChar>?] = parameters.map { $0.map { strdup($0.postgresText) } }
         defer { for copy in copies { free(copy) } }
         let values: [UnsafePointer<CChar>?] = copies.map { $0.map { UnsafePointer($0) } }
-        let result = PQexecPrepared(
-            pgConnection, statement.name, Int32(parameters.count), values, nil, nil, 0)
-        return try check(result, on: pgConnection, statementName: statement.name)
+        return try awaitResult(on: pgConnection, statementName: statement.name) {
+            PQsendQueryPrepared($0, statement.name, Int32(parameters.count), values, nil, nil, 0)
+        }
+    }
+
+    /// Sends a command with `send` (a `PQsend…` call) and collects its results, waiting for the
+    /// server at most ``PostgresConfiguration/responseDeadline`` (docs/design.md §5.3): libpq's
+    /// blocking calls wait for ever on a server that is stopped or cut off, since its own
+    /// `statement_timeout` never runs then. Returns the first failed result, else the last one
+    /// (what `PQexec` returns for several statements).
+    ///
+    /// Past the deadline the session is dropped — the command may still run, or have run, so a
+    /// write's outcome is unknown, as for any lost connection — and the shared health marks the
+    /// server down so that the other connections fail fast until a probe gets an answer.
+    private func awaitResult(
+        on pgConnection: OpaquePointer, statementName: String?, _ send: (OpaquePointer) -> Int32
+    ) throws -> PostgresResultHandle {
+        guard send(pgConnection) == 1 else { return try check(nil, on: pgConnection, statementName: statementName) }
+        let deadline = ContinuousClock.now + configuration.responseDeadline
+        var chosen: PostgresResultHandle?
+        while true {
+            while PQisBusy(pgConnection) == 1 {
+                let remaining = ContinuousClock.now.duration(to: deadline)
+                guard remaining > .zero else { throw noAnswer(statementName) }
+                var descriptor = pollfd(fd: PQsocket(pgConnection), events: Int16(POLLIN), revents: 0)
+                let milliseconds = Int32(clamping: max(1, remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000))
+                if poll(&descriptor, 1, milliseconds) > 0, PQconsumeInput(pgConnection) == 0 { break }
+            }
+            guard let result = PQgetResult(pgConnection) else { break }
+            let handle = PostgresResultHandle(result)
+            if chosen == nil || chosen?.isSuccess == true { chosen = handle }
+            if PQstatus(pgConnection) == CONNECTION_BAD { break }
+        }
+        return try check(chosen, on: pgConnection, statementName: statementName)
+    }
+
+    private func noAnswer(_ statementName: String?) -> PostgresError {
+        let milliseconds = configuration.responseDeadline.components.seconds * 1000
+            + configuration.responseDeadline.components.attoseconds / 1_000_000_000_000_000
+        logger.warning(
+            "PostgreSQL did not answer in time; dropping the session",
+            metadata: ["postgres.statement": "\(statementName ?? "simple query")", "postgres.deadline_ms": "\(milliseconds)"])
+        dropConnection()
+        health.recordConnectFailure(at: .now)
+        return PostgresError(
+            kind: .connectionUnavailable, message: "PostgreSQL did not answer within \(milliseconds) ms",
+            statementName: statementName)
+    }
+
+    /// A place in the bulkhead, or a fast failure when the server is stalled and none is free.
+    private func enterBulkhead(_ statementName: String?) throws {
+        guard let bulkhead, !bulkhead.enter() else { return }
+        throw PostgresError(
+            kind: .connectionUnavailable,
+            message: "PostgreSQL has not answered for \(bulkhead.stallAfter) and \(bulkhead.limit) statements wait on it",
+            statementName: statementName)
     }
 
     /// Wraps a result, throwing its error; drops the session if libpq reports it `CONNECTION_BAD`.
     ///
     /// libpq: PQexec and friends return "a null pointer … in out-of-memory conditions or serious
     /// errors such as inability to send the command to the server".
-    private func check(_ result: OpaquePointer?, on pgConnection: OpaquePointer, statementName: String?) throws
+    private func check(_ handle: PostgresResultHandle?, on pgConnection: OpaquePointer, statementName: String?) throws
         -> PostgresResultHandle
     {
-        let handle = result.map(PostgresResultHandle.init)
         if let handle, handle.isSuccess { return handle }
         var error =
             handle?.error(statementName: statementName)
@@ -381,7 +449,7 @@ extension PostgresConnection {
     private func rollbackIfOpen() {
         guard let pgConnection, PQtransactionStatus(pgConnection) != PQTRANS_IDLE else { return }
         do {
-            _ = try check(PQexec(pgConnection, "ROLLBACK"), on: pgConnection, statementName: nil)
+            _ = try awaitResult(on: pgConnection, statementName: nil) { PQsendQuery($0, "ROLLBACK") }
         } catch {
             logger.warning("PostgreSQL ROLLBACK failed", metadata: ["postgres.error": "\(error)"])
         }

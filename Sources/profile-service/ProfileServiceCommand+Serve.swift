@@ -54,6 +54,14 @@ extension ProfileServiceCommand {
         @Option(help: "Worker threads; each owns one PostgreSQL and one memcached connection. [PROFILE_WORKERS]")
         var workers: Int = EnvironmentDefaults.int("PROFILE_WORKERS", 16)
 
+        @Option(
+            help: """
+                Workers that may wait on PostgreSQL at once; 0 is half the workers. Beyond it a request \
+                waits for a place only while PostgreSQL makes progress, else 503 at once, so cached \
+                reads never wait behind a stalled database. [PROFILE_DATABASE_CONCURRENCY]
+                """)
+        var databaseConcurrency: Int = EnvironmentDefaults.int("PROFILE_DATABASE_CONCURRENCY", 0)
+
         @Option(help: "Requests that may wait for a worker; beyond that 503 at once. [PROFILE_QUEUE_CAPACITY]")
         var queueCapacity: Int = EnvironmentDefaults.int("PROFILE_QUEUE_CAPACITY", 1024)
 
@@ -92,6 +100,7 @@ extension ProfileServiceCommand {
             try EnvironmentDefaults.validate()
             try require(port, in: 0...65_535, "--port")
             try require(workers, in: 1...1024, "--workers")
+            try require(databaseConcurrency, in: 0...workers, "--database-concurrency")
             try require(queueCapacity, in: 1...1_000_000, "--queue-capacity")
             try require(maxConnections, in: 1...1_000_000, "--max-connections")
             try require(memcachedTimeoutMs, in: 1...60_000, "--memcached-timeout-ms")
@@ -140,6 +149,8 @@ extension ProfileServiceCommand {
             let shared = ProfileCacheShared(
                 configuration: cache, circuitBreaker: NodeCircuitBreaker(openDuration: .seconds(memcachedRetryS)))
             let databaseHealth = PostgresServerHealth()
+            // The request workers' connections only: the hub's fetchers and the feed have their own threads.
+            let databaseBulkhead = PostgresBulkhead(limit: databaseConcurrency > 0 ? databaseConcurrency : max(1, workers / 2))
             let feed = startChangeFeed(postgres: postgres, memcached: memcached, shared: shared, logger: logger)
             let lifecycle = ServiceLifecycle(changeFeed: feed?.monitor ?? ChangeFeedMonitor(enabled: false))
             let streams = EventStreams(configuration: liveUpdates.streamsConfiguration())
@@ -149,8 +160,8 @@ extension ProfileServiceCommand {
                 liveUpdates: hub, logger: logger
             ) { _ in
                 try ProfileWorker.connecting(
-                    postgres: postgres, databaseHealth: databaseHealth, memcached: memcached, shared: shared,
-                    logger: logger)
+                    postgres: postgres, databaseHealth: databaseHealth, databaseBulkhead: databaseBulkhead,
+                    memcached: memcached, shared: shared, logger: logger)
             }
             let server = HTTPServer(
                 configuration: serverConfiguration(), responder: responder, logger: logger, eventStreams: streams)

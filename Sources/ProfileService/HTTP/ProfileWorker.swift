@@ -60,15 +60,18 @@ public final class ProfileWorker {
     /// A worker over real connections. Connects to PostgreSQL lazily, so a worker can start
     /// while the database is still down (cached reads are served meanwhile).
     ///
-    /// - Parameter databaseHealth: shared by every worker, so that one worker's failed or
-    ///   successful connect decides for all (docs/design.md §5).
+    /// - Parameters:
+    ///   - databaseHealth: shared by every worker, so that one worker's failed or successful
+    ///     connect decides for all (docs/design.md §5).
+    ///   - databaseBulkhead: shared by the request workers, so that they cannot all wait on a
+    ///     stalled database at once (docs/design.md §5.3).
     public static func connecting(
-        postgres: PostgresConfiguration, databaseHealth: PostgresServerHealth, memcached: MemcachedConfiguration,
-        shared: ProfileCacheShared, logger: Logger
+        postgres: PostgresConfiguration, databaseHealth: PostgresServerHealth, databaseBulkhead: PostgresBulkhead? = nil,
+        memcached: MemcachedConfiguration, shared: ProfileCacheShared, logger: Logger
     ) throws -> ProfileWorker {
         let connection = PostgresConnection(
             configuration: postgres, statements: PostgresProfileStore.statements, health: databaseHealth,
-            logger: logger)
+            bulkhead: databaseBulkhead, logger: logger)
         let store = PostgresProfileStore(connection: connection, logger: logger)
         let cache: MemcachedConnection
         do {
