@@ -30,7 +30,10 @@ public final class PostgresBulkhead: Sendable {
         precondition(limit > 0, "a bulkhead needs at least one place")
         self.limit = limit
         self.stallAfter = stallAfter
-        places = DispatchSemaphore(value: limit)
+        // Made empty and filled: libdispatch traps when a semaphore is freed below the value it
+        // was made with, which a bulkhead freed with places taken would be.
+        places = DispatchSemaphore(value: 0)
+        for _ in 0..<limit { places.signal() }
         lastProgress = Atomic(DispatchTime.now().uptimeNanoseconds)
     }
 

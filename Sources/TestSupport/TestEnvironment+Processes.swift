@@ -17,6 +17,25 @@ extension TestEnvironment {
         return pid
     }
 
+    /// The PostgreSQL cluster of scripts/deps.sh: its postmaster (from `postmaster.pid`) and every
+    /// process it started, for tests that freeze the whole server (SIGSTOP) rather than stop it.
+    public static func postgresPIDs() throws -> [pid_t] {
+        let path = "\(stateDirectory)/postgres/data/postmaster.pid"
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8),
+            let postmaster = text.split(separator: "\n").first.flatMap({ pid_t($0.trimmingCharacters(in: .whitespaces)) })
+        else { throw MissingServer(description: "no postmaster.pid at \(path); run scripts/deps.sh start") }
+        var pids = [postmaster]
+        for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
+            guard let pid = pid_t(entry),
+                let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+                let fields = stat.split(separator: ")").last?.split(separator: " "), fields.count > 2,
+                pid_t(fields[1]) == postmaster
+            else { continue }
+            pids.append(pid)
+        }
+        return pids
+    }
+
     /// Stops process `pid` with SIGSTOP and returns once it is stopped: `kill` only queues the
     /// signal, and a node that is still running for a moment answers the first request sent to
     /// it (seen on a loaded machine). Gives up after 2 s and says so.

@@ -1,3 +1,5 @@
+import Foundation
+import Glibc
 import PostgresClient
 import TestSupport
 import Testing
@@ -86,6 +88,49 @@ extension PostgresServerTests {
 
             #expect(try connection.execute(table.updateBio, [1, "after the restart"]).affectedRows == 1)
             #expect(try backendPID(connection) != pidBefore)
+        }
+
+        /// A server that stops answering (SIGSTOP: the connections stay up) costs a statement its
+        /// deadline (statement_timeout + 1 s) at most; then the shared health marks it down, and a
+        /// connection with an idle session fails fast instead of waiting a deadline of its own.
+        @Test func aStatementToAFrozenServerEndsAtItsDeadlineAndTheOthersFailFast() throws {
+            let table = Table("frozen")
+            let configuration = try PostgresConfiguration(
+                url: TestEnvironment.databaseURL, statementTimeout: .milliseconds(300))
+            let health = PostgresServerHealth()
+            let first = PostgresConnection(
+                configuration: configuration, statements: table.statements, health: health, logger: PostgresServerTests.logger)
+            let second = PostgresConnection(
+                configuration: configuration, statements: table.statements, health: health, logger: PostgresServerTests.logger)
+            defer { first.close(); second.close(); table.drop() }
+            try table.create(on: first)
+            _ = try first.execute(table.insert, [1, "alice", nil, 1, true])
+            _ = try second.execute(table.select, [1])
+
+            let pids = try TestEnvironment.postgresPIDs()
+            var frozen: [pid_t] = []
+            defer { for pid in frozen { kill(pid, SIGCONT) } }
+            for pid in pids {
+                try TestEnvironment.freeze(pid)
+                frozen.append(pid)
+            }
+            let (error, elapsed) = PostgresServerTests.elapsed {
+                #expect(throws: PostgresError.self) { try first.execute(table.select, [1]) }
+            }
+            print("frozen server: the statement failed after \(elapsed) (deadline \(configuration.responseDeadline))")
+            #expect(error?.kind == .connectionUnavailable)
+            #expect(elapsed >= configuration.responseDeadline, "it waited for its answer first")
+            #expect(elapsed < configuration.responseDeadline + .seconds(2), "and no longer than its deadline")
+            #expect(health.isDown)
+            let (_, failedFast) = PostgresServerTests.elapsed {
+                #expect(throws: PostgresError.self) { try second.execute(table.select, [1]) }
+            }
+            #expect(failedFast < .milliseconds(500), "an idle session does not wait a deadline of its own")
+
+            for pid in frozen { kill(pid, SIGCONT) }
+            frozen = []
+            #expect(Eventually.wait(timeout: .seconds(10)) { (try? second.execute(table.select, [1]))?.rows.count == 1 })
+            #expect(Eventually.wait(timeout: .seconds(10)) { (try? first.execute(table.select, [1]))?.rows.count == 1 })
         }
 
         /// Connections sharing one ``PostgresServerHealth``: while the server is down they fail at

@@ -1,0 +1,118 @@
+import Foundation
+import Glibc
+import Logging
+import PostgresClient
+import Synchronization
+import Testing
+import TestSupport
+
+/// PostgreSQL stops answering (SIGSTOP of the cluster) under the built service (issue 25;
+/// docs/design.md §5.3): no request waits longer than the statement deadline, and cached reads and
+/// `/healthz` are answered at memcached speed because the workers cannot all wait on the database.
+@Suite(.serialized) struct FrozenDatabaseEndToEndTests {
+    struct Sample: Sendable {
+        var start: ContinuousClock.Instant
+        var duration: Duration
+        var status: Int
+    }
+
+    /// One thread's keep-alive GETs of `paths` in turn, until `running` stops.
+    final class Samples: Sendable {
+        private let list = Mutex<[Sample]>([])
+        func append(_ sample: Sample) { list.withLock { $0.append(sample) } }
+        var all: [Sample] { list.withLock { $0 } }
+    }
+
+    final class Reader: Sendable {
+        let samples = Samples()
+        private let thread: TestThread
+
+        init(port: Int, paths: [String], running: RunFlag) {
+            let samples = samples
+            thread = TestThread {
+                var client = try? HTTPTestClient(port: port, timeout: .seconds(30))
+                var index = 0
+                while running.isRunning {
+                    let start = ContinuousClock.now
+                    var status = 0
+                    do {
+                        if client == nil { client = try HTTPTestClient(port: port, timeout: .seconds(30)) }
+                        try client!.send("GET \(paths[index % paths.count]) HTTP/1.1\r\nHost: t\r\n\r\n")
+                        let response = try client!.readResponse()
+                        status = response.status
+                        if response.header("Connection")?.lowercased() == "close" { client = nil }
+                    } catch {
+                        client = nil
+                    }
+                    index += 1
+                    let sample = Sample(start: start, duration: start.duration(to: .now), status: status)
+                    samples.append(sample)
+                }
+            }
+        }
+
+        func join() { thread.join() }
+    }
+
+    @Test func cachedReadsAndHealthAreAnsweredWhileTheDatabaseIsFrozen() throws {
+        try TestEnvironment.requirePostgres()
+        try TestEnvironment.requireMemcached()
+        // A short statement timeout keeps the test short: the deadline is it plus one second.
+        let service = try ServiceProcess(extraArguments: ["--no-access-log", "--statement-timeout-ms", "1000"])
+        defer { service.terminate() }
+        let deadline = Duration.seconds(2)
+        let sql = PostgresConnection(
+            configuration: try PostgresConfiguration(url: TestEnvironment.databaseURL), statements: [],
+            logger: Logger(label: "frozen-db"))
+        defer { sql.close() }
+        let base = Int64.random(in: 6_000_000_000_000_000...6_900_000_000_000_000)
+        try sql.simpleQuery(
+            "INSERT INTO user_profiles (id, username, display_name) SELECT g, 'fz' || g, 'Frozen' FROM generate_series(\(base), \(base + 16_000)) g")
+        defer { _ = try? sql.simpleQuery("DELETE FROM user_profiles WHERE id BETWEEN \(base) AND \(base + 16_000)") }
+        let warm = try HTTPTestClient(port: service.port)
+        for _ in 0..<3 {
+            try warm.send("GET /users/profile/\(base) HTTP/1.1\r\nHost: t\r\n\r\n")
+            _ = try warm.readResponse()
+        }
+
+        let running = RunFlag()
+        let cold = (0..<16).map { client in
+            Reader(port: service.port, paths: (1...1000).map { "/users/profile/\(base + Int64(client * 1000 + $0))" }, running: running)
+        }
+        let cached = Reader(port: service.port, paths: ["/users/profile/\(base)"], running: running)
+        let health = Reader(port: service.port, paths: ["/healthz"], running: running)
+        Thread.sleep(forTimeInterval: 0.5)
+        let pids = try TestEnvironment.postgresPIDs()
+        var frozen: [pid_t] = []
+        defer { for pid in frozen { kill(pid, SIGCONT) } }
+        let frozenAt = ContinuousClock.now
+        for pid in pids {
+            try TestEnvironment.freeze(pid)
+            frozen.append(pid)
+        }
+        Thread.sleep(forTimeInterval: 4)
+        for pid in frozen { kill(pid, SIGCONT) }
+        frozen = []
+        let thawedAt = ContinuousClock.now
+        Thread.sleep(forTimeInterval: 1)
+        running.stop()
+        for reader in cold + [cached, health] { reader.join() }
+
+        func during(_ reader: Reader) -> [Sample] {
+            reader.samples.all.filter { $0.start < thawedAt && $0.start + $0.duration > frozenAt }
+        }
+        let coldSamples = cold.flatMap(during)
+        let cachedSamples = during(cached)
+        let healthSamples = during(health)
+        let cachedDurations = cachedSamples.map(\.duration).sorted()
+        let p99 = cachedDurations.isEmpty ? .zero : cachedDurations[min(cachedDurations.count - 1, cachedDurations.count * 99 / 100)]
+        let longestCold = coldSamples.map(\.duration).max() ?? .zero
+        print(
+            "database frozen 4 s: cold reads \(coldSamples.count), longest \(longestCold); cached reads \(cachedSamples.count), "
+                + "p99 \(p99), longest \(cachedDurations.last ?? .zero); /healthz \(healthSamples.count), longest \(healthSamples.map(\.duration).max() ?? .zero)")
+        #expect(coldSamples.allSatisfy { $0.duration < deadline + .seconds(1) }, "no request waits much past the deadline")
+        #expect(cachedSamples.count > 20 && cachedSamples.allSatisfy { $0.status == 200 }, "cached reads are served")
+        #expect(healthSamples.count > 20 && healthSamples.allSatisfy { $0.status == 200 }, "/healthz answers")
+        #expect(cachedSamples.allSatisfy { $0.duration < deadline }, "a cached read never waits on the database")
+    }
+}

@@ -1,0 +1,33 @@
+import Dispatch
+import Foundation
+import PostgresClient
+import Testing
+
+@testable import PostgresClient
+
+/// The bulkhead's rule without a server (docs/design.md §5.3): wait for a place while statements
+/// finish, refuse at once when none has finished for `stallAfter`.
+@Suite struct PostgresBulkheadTests {
+    @Test func aStatementWaitsForAPlaceWhileOthersFinish() {
+        let bulkhead = PostgresBulkhead(limit: 2, stallAfter: .seconds(2))
+        #expect(bulkhead.enter())
+        #expect(bulkhead.enter())
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(20)) { bulkhead.leave() }
+        #expect(bulkhead.enter(), "a place freed while it waited")
+        #expect(bulkhead.refused == 0)
+    }
+
+    @Test func aStatementIsRefusedAtOnceWhenNothingFinishesForStallAfter() {
+        let bulkhead = PostgresBulkhead(limit: 1, stallAfter: .milliseconds(50))
+        #expect(bulkhead.enter())
+        let clock = ContinuousClock()
+        let first = clock.measure { #expect(!bulkhead.enter(), "no place freed within stallAfter") }
+        #expect(first < .seconds(1))
+        // Still stalled: the next one is refused without waiting.
+        let second = clock.measure { #expect(!bulkhead.enter()) }
+        #expect(second < first, "refused at once, not after another wait")
+        #expect(bulkhead.refused == 2)
+        bulkhead.leave()
+        #expect(bulkhead.enter(), "a place again once the statement finished")
+    }
+}
