@@ -88,6 +88,17 @@ extension ProfileServiceCommand {
                 """)
         var changeFeed: Bool = EnvironmentDefaults.bool("PROFILE_CHANGE_FEED", true)
 
+        @Option(
+            help: """
+                Share of the changes the change feed applies that are checked against memcached and \
+                PostgreSQL after --consistency-check-delay-ms (profile_consistency_checks_total); 0 \
+                turns it off. [PROFILE_CONSISTENCY_SAMPLE_RATE]
+                """)
+        var consistencySampleRate: Double = EnvironmentDefaults.double("PROFILE_CONSISTENCY_SAMPLE_RATE", 0.01)
+
+        @Option(help: "Milliseconds after a change is applied that it is checked. [PROFILE_CONSISTENCY_CHECK_DELAY_MS]")
+        var consistencyCheckDelayMs: Int = EnvironmentDefaults.int("PROFILE_CONSISTENCY_CHECK_DELAY_MS", 2000)
+
         @Flag(
             inversion: .prefixedNo,
             help: "One access-log line per request. [PROFILE_ACCESS_LOG=true|false]")
@@ -101,6 +112,10 @@ extension ProfileServiceCommand {
             try require(port, in: 0...65_535, "--port")
             try require(workers, in: 1...1024, "--workers")
             try require(databaseConcurrency, in: 0...workers, "--database-concurrency")
+            guard (0...1).contains(consistencySampleRate) else {
+                throw ValidationError("--consistency-sample-rate must be 0…1, got \(consistencySampleRate)")
+            }
+            try require(consistencyCheckDelayMs, in: 1...600_000, "--consistency-check-delay-ms")
             try require(queueCapacity, in: 1...1_000_000, "--queue-capacity")
             try require(maxConnections, in: 1...1_000_000, "--max-connections")
             try require(memcachedTimeoutMs, in: 1...60_000, "--memcached-timeout-ms")
@@ -212,7 +227,11 @@ extension ProfileServiceCommand {
                     """)
                 return nil
             }
-            let feed = ChangeFeed(postgres: postgres, memcached: memcached, shared: shared, logger: logger)
+            var configuration = ChangeFeedConfiguration()
+            configuration.consistencySampleRate = consistencySampleRate
+            configuration.consistencyCheckDelay = .milliseconds(consistencyCheckDelayMs)
+            let feed = ChangeFeed(
+                configuration: configuration, postgres: postgres, memcached: memcached, shared: shared, logger: logger)
             feed.start()
             return feed
         }

@@ -139,7 +139,10 @@ import TestSupport
             "INSERT INTO user_profiles (id, username, display_name) SELECT g, 'probe' || g, 'Probe' "
                 + "FROM generate_series(\(probeIDs.first!), \(probeIDs.last!)) AS g")
 
-        let feedArguments = ProcessInfo.processInfo.environment["SOAK_WITHOUT_FEED"] == "1" ? ["--no-change-feed"] : []
+        // Every applied change is checked by the consistency observer 500 ms later (docs/design.md §3.8).
+        let feedArguments =
+            ProcessInfo.processInfo.environment["SOAK_WITHOUT_FEED"] == "1"
+            ? ["--no-change-feed"] : ["--consistency-sample-rate", "1", "--consistency-check-delay-ms", "500"]
         var instances = [try ServiceProcess(extraArguments: feedArguments), try ServiceProcess(extraArguments: feedArguments)]
         // Every profile cached, as readers would have it. A warming read can lose its populate when
         // the feed, applying the INSERTs above, invalidates its lease: read until the entry is there.
@@ -196,11 +199,16 @@ import TestSupport
         let started = Date()
         var kills = 0
         var takeovers = 0
+        // The consistency observers' counts, read from each victim just before its kill.
+        var checks: [String: Int] = [:]
         while kills < 20 {
             usleep(UInt32.random(in: 150_000...400_000))
             let states = instances.map(feedState)
             let victim = states.firstIndex(of: "active") ?? Int.random(in: 0...1)
             if states[victim] == "active" { takeovers += 1 }
+            for (result, count) in (try? Self.consistencyChecks(port: instances[victim].port)) ?? [:] {
+                checks[result, default: 0] += count
+            }
             kill(instances[victim].processIdentifier, SIGKILL)
             _ = instances[victim].waitUntilExit()
             kills += 1
@@ -234,6 +242,12 @@ import TestSupport
         }
         let steady = probe.summary(whileKilling: false)
         let convergence = probe.summary(whileKilling: true)
+        // What the observers counted: the victims' (read before each kill) and the survivors'.
+        for instance in instances {
+            for (result, count) in (try? Self.consistencyChecks(port: instance.port)) ?? [:] { checks[result, default: 0] += count }
+        }
+        print("soak: consistency observer, every applied change checked 500 ms later (checks a kill cut short are not counted): \(checks)")
+        #expect(checks["violation", default: 0] == 0, "the observer confirmed a stale entry")
         func ms(_ seconds: Double) -> String { "\(Int((seconds * 1000).rounded())) ms" }
         print(
             "soak: \(kills) SIGKILLs (\(takeovers) of the active consumer) in \(loadSeconds) s, "
@@ -247,6 +261,21 @@ import TestSupport
         #expect(lost.isEmpty, "acknowledged but not in PostgreSQL: \(lost.prefix(10))")
         #expect(convergence.count > 20 && convergence.max < 10, "every probe converged (within 10 s)")
         #expect(steady.count > 20 && steady.max < 10)
+    }
+
+    /// `profile_consistency_checks_total` by result, from `/metrics`.
+    static func consistencyChecks(port: Int) throws -> [String: Int] {
+        let client = try HTTPTestClient(port: port)
+        try client.send("GET /metrics HTTP/1.1\r\nHost: soak\r\n\r\n")
+        var checks: [String: Int] = [:]
+        for line in try client.readResponse().bodyText.split(separator: "\n")
+        where line.hasPrefix("profile_consistency_checks_total{") {
+            guard let open = line.range(of: "result=\""), let close = line[open.upperBound...].firstIndex(of: "\""),
+                let value = line.split(separator: " ").last.flatMap({ Double($0) })
+            else { continue }
+            checks[String(line[open.upperBound..<close])] = Int(value)
+        }
+        return checks
     }
 
     @Test func anUpdateInPsqlIsServedNewByEveryInstance() throws {

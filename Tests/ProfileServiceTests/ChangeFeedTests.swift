@@ -30,10 +30,13 @@ import TestSupport
 
         /// Starts another consumer of this harness's slot.
         @discardableResult
-        func startFeed(publication: String? = nil) throws -> ChangeFeed {
+        func startFeed(
+            publication: String? = nil, configure: (inout ChangeFeedConfiguration) -> Void = { _ in }
+        ) throws -> ChangeFeed {
             var configuration = ChangeFeedConfiguration()
             configuration.slotName = slot
             if let publication { configuration.publicationName = publication }
+            configure(&configuration)
             configuration.takeoverInterval = .milliseconds(200)
             configuration.reconnectDelay = .milliseconds(200)
             let feed = ChangeFeed(

@@ -12,6 +12,8 @@ import Synchronization
 /// and the others stand by, trying to take the slot over every ``ChangeFeedConfiguration/takeoverInterval``.
 public final class ChangeFeed: Sendable {
     public let monitor: ChangeFeedMonitor
+    /// Checks a sample of the applied changes against memcached and PostgreSQL (docs/design.md §3.8).
+    public let consistency: ConsistencyObserver
     private let configuration: ChangeFeedConfiguration
     private let postgres: PostgresConfiguration
     private let memcached: MemcachedConfiguration
@@ -32,11 +34,19 @@ public final class ChangeFeed: Sendable {
         self.shared = shared
         self.logger = logger
         self.monitor = ChangeFeedMonitor(enabled: true)
+        self.consistency = ConsistencyObserver(
+            sampleRate: configuration.consistencySampleRate, delay: configuration.consistencyCheckDelay, logger: logger)
     }
 
     /// Starts the feed on a thread of its own (it blocks in libpq and libmemcached).
     public func start() {
         guard !started.exchange(true, ordering: .relaxed) else { return }
+        let (postgres, memcached, shared, logger) = (postgres, memcached, shared, logger)
+        consistency.start {
+            try ProfileWorker.connecting(
+                postgres: postgres, databaseHealth: PostgresServerHealth(), memcached: memcached, shared: shared,
+                logger: logger)
+        }
         let thread = Thread { [self] in
             defer {
                 finished.store(true, ordering: .releasing)
@@ -45,7 +55,8 @@ public final class ChangeFeed: Sendable {
             do {
                 let consumer = try ChangeFeedConsumer(
                     configuration: configuration, postgres: postgres, memcached: memcached, shared: shared,
-                    monitor: monitor, stopping: { self.stopping.load(ordering: .relaxed) }, logger: logger)
+                    monitor: monitor, consistency: consistency, stopping: { self.stopping.load(ordering: .relaxed) },
+                    logger: logger)
                 consumer.run()
             } catch {
                 monitor.enter(.unavailable, detail: "\(error)")
@@ -59,6 +70,7 @@ public final class ChangeFeed: Sendable {
     /// Stops streaming (releasing the slot for another instance) and waits for the thread.
     public func stop(timeout: Duration = .seconds(5)) {
         stopping.store(true, ordering: .relaxed)
+        consistency.stop()
         guard started.load(ordering: .relaxed), !finished.load(ordering: .acquiring) else { return }
         _ = stopped.wait(timeout: .now() + .nanoseconds(Int(timeout.totalNanoseconds)))
     }

@@ -32,6 +32,11 @@ public struct ChangeFeedConfiguration: Sendable {
     public var maxPendingRepairs = 100_000
     /// How often the slot's health (`wal_status`, retained WAL) is read for metrics and `/readyz`.
     public var slotCheckInterval: Duration = .seconds(5)
+    /// The share of applied changes the consistency observer checks (docs/design.md §3.8); 0 turns
+    /// it off.
+    public var consistencySampleRate = 0.01
+    /// How long after a change was applied the observer checks memcached for an older entry.
+    public var consistencyCheckDelay: Duration = .seconds(2)
 
     public init() {}
 }

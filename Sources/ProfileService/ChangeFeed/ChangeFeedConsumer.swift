@@ -14,6 +14,7 @@ final class ChangeFeedConsumer {
     private let repository: ProfileRepository
     private let memcachedServers: [MemcachedServer]
     private let monitor: ChangeFeedMonitor
+    private let consistency: ConsistencyObserver?
     private let isStopping: () -> Bool
     private let logger: Logger
     private let notify: PostgresStatement
@@ -38,7 +39,8 @@ final class ChangeFeedConsumer {
 
     init(
         configuration: ChangeFeedConfiguration, postgres: PostgresConfiguration, memcached: MemcachedConfiguration,
-        shared: ProfileCacheShared, monitor: ChangeFeedMonitor, stopping: @escaping () -> Bool, logger: Logger
+        shared: ProfileCacheShared, monitor: ChangeFeedMonitor, consistency: ConsistencyObserver? = nil,
+        stopping: @escaping () -> Bool, logger: Logger
     ) throws {
         self.configuration = configuration
         // Timestamps decode as the API prints them only in UTC and ISO style (ProfileChangeDecoder).
@@ -54,6 +56,7 @@ final class ChangeFeedConsumer {
             store: PostgresProfileStore(connection: connection, logger: logger), cache: cache, shared: shared,
             logger: logger)
         self.monitor = monitor
+        self.consistency = consistency
         self.isStopping = stopping
         self.logger = logger
     }
@@ -383,6 +386,7 @@ final class ChangeFeedConsumer {
         // Held changes too: receivers fetch with `min_version`, which never needs memcached to
         // have the change (docs/design.md §3.3), so their streams need not wait for a node.
         announce(changes, confirmedBefore: before)
+        consistency?.observe(changes)
     }
 
     /// Tries again, every ``ChangeFeedConfiguration/retryInterval``, what did not land: row

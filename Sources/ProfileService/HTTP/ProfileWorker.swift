@@ -38,6 +38,13 @@ public final class ProfileWorker {
         closeConnections()
     }
 
+    /// The entry memcached holds for `id` now, through the circuit breaker, as a check of its own
+    /// (the consistency observer, docs/design.md §3.8).
+    func cacheLookup(id: Int64) -> MemcachedGetResult {
+        cache.beginRequest()
+        return cache.get(repository.configuration.key(for: id))
+    }
+
     /// memcached as `/readyz` reports it.
     public enum CacheReadiness: String, Sendable {
         /// Every node answered.

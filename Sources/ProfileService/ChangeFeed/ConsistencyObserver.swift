@@ -1,0 +1,170 @@
+import Dispatch
+import Foundation
+public import Logging
+import MemcachedClient
+import Metrics
+import Synchronization
+
+/// The service measures its own consistency (docs/design.md §3.8), as Meta's Polaris does: the
+/// change feed hands it every batch it applied; a share of the changes is sampled and, after a
+/// delay, memcached is checked for an entry older than the change; a suspect is confirmed against
+/// PostgreSQL before it counts, and a confirmed violation is repaired. The outcomes go to
+/// `profile_consistency_checks_total{result}` (``ConsistencyVerdict/Outcome``), from which an
+/// operator reads "n nines within the delay".
+///
+/// Its own thread and connections (a ``ProfileWorker``); the feed's thread only appends to a
+/// bounded queue and never waits on it.
+public final class ConsistencyObserver: Sendable {
+    /// The share of committed changes checked, 0…1.
+    public let sampleRate: Double
+    /// How long after the change was applied it is checked.
+    public let delay: Duration
+    /// Sampled changes waiting at most; beyond, a sample is dropped (and counted).
+    public let capacity: Int
+    private let logger: Logger
+    private let queue = Mutex<[Sample]>([])
+    private let wake = DispatchSemaphore(value: 0)
+    private let stopping = Atomic<Bool>(false)
+    private let started = Atomic<Bool>(false)
+    private let finished = DispatchSemaphore(value: 0)
+    private let counts = Mutex<[ConsistencyVerdict.Outcome: Int]>([:])
+    private let counters: [ConsistencyVerdict.Outcome: Counter]
+
+    struct Sample: Sendable {
+        var id: Int64
+        /// 0 for a deletion.
+        var version: Int32
+        var due: ContinuousClock.Instant
+    }
+
+    public init(sampleRate: Double, delay: Duration, capacity: Int = 10_000, logger: Logger) {
+        self.sampleRate = min(max(sampleRate, 0), 1)
+        self.delay = delay
+        self.capacity = capacity
+        self.logger = logger
+        var counters: [ConsistencyVerdict.Outcome: Counter] = [:]
+        for outcome in ConsistencyVerdict.Outcome.allCases {
+            counters[outcome] = Counter(label: "profile_consistency_checks_total", dimensions: [("result", outcome.rawValue)])
+        }
+        self.counters = counters
+    }
+
+    /// Checks so far with this outcome (tests, and the figure in docs/design.md §3.8).
+    public func count(_ outcome: ConsistencyVerdict.Outcome) -> Int {
+        counts.withLock { $0[outcome, default: 0] }
+    }
+
+    /// Starts the checking thread; `makeWorker` builds its connections, on that thread.
+    public func start(makeWorker: @escaping @Sendable () throws -> ProfileWorker) {
+        guard sampleRate > 0, !started.exchange(true, ordering: .relaxed) else { return }
+        let thread = Thread { [self] in
+            defer { finished.signal() }
+            do {
+                let worker = try makeWorker()
+                run(worker)
+            } catch {
+                logger.error("consistency observer cannot start", metadata: ["error": "\(error)"])
+            }
+        }
+        thread.name = "consistency-observer"
+        thread.start()
+    }
+
+    public func stop() {
+        stopping.store(true, ordering: .relaxed)
+        guard started.load(ordering: .relaxed) else { return }
+        wake.signal()
+        finished.wait()
+    }
+
+    /// The changes the feed just applied (the last of each id). Called on the feed's thread.
+    func observe(_ changes: [ProfileChange]) {
+        guard sampleRate > 0, started.load(ordering: .relaxed) else { return }
+        let due = ContinuousClock.now + delay
+        var dropped = 0
+        let wasEmpty = queue.withLock { queue -> Bool in
+            let wasEmpty = queue.isEmpty
+            for change in changes where sampleRate >= 1 || Double.random(in: 0..<1) < sampleRate {
+                guard queue.count < capacity else {
+                    dropped += 1
+                    continue
+                }
+                switch change {
+                case .changed(let id, let version, _): queue.append(Sample(id: id, version: version, due: due))
+                case .deleted(let id): queue.append(Sample(id: id, version: 0, due: due))
+                }
+            }
+            return wasEmpty
+        }
+        for _ in 0..<dropped { record(.dropped) }
+        if wasEmpty { wake.signal() }
+    }
+
+    private func run(_ worker: ProfileWorker) {
+        while !stopping.load(ordering: .relaxed) {
+            let next = queue.withLock { $0.first?.due }
+            guard let next else {
+                _ = wake.wait(timeout: .after(.seconds(1)))
+                continue
+            }
+            let wait = ContinuousClock.now.duration(to: next)
+            if wait > .zero {
+                _ = wake.wait(timeout: .after(wait))
+                continue
+            }
+            let due = queue.withLock { queue -> [Sample] in
+                let now = ContinuousClock.now
+                let count = queue.prefix { $0.due <= now }.count
+                defer { queue.removeFirst(count) }
+                return Array(queue.prefix(count))
+            }
+            for sample in due where !stopping.load(ordering: .relaxed) { check(sample, worker) }
+        }
+    }
+
+    private func check(_ sample: Sample, _ worker: ProfileWorker) {
+        let cached: ConsistencyVerdict.Cached
+        switch worker.cacheLookup(id: sample.id) {
+        case .failure: cached = .unreachable
+        case .miss: cached = .nothing
+        case .hit(let item):
+            if case .profile(let version, _)? = CacheEntry(decoding: item.value) {
+                cached = .profile(version: version)
+            } else {
+                cached = .nothing
+            }
+        }
+        if let outcome = ConsistencyVerdict.judge(change: sample.version, cached: cached) {
+            record(outcome)
+            return
+        }
+        guard case .profile(let cachedVersion) = cached else { return }
+        let row: Profile?
+        do {
+            row = try worker.store.profile(id: sample.id)
+        } catch {
+            record(.inconclusive)
+            return
+        }
+        let outcome = ConsistencyVerdict.confirm(
+            cachedVersion: cachedVersion, stored: row.map { .row(version: $0.version) } ?? .absent)
+        record(outcome)
+        guard outcome == .violation else { return }
+        logger.warning(
+            "consistency violation: memcached held an older version than PostgreSQL; repaired",
+            metadata: [
+                "id": "\(sample.id)", "cached_version": "\(cachedVersion)", "row_version": "\(row?.version ?? 0)",
+                "change_version": "\(sample.version)",
+            ])
+        if let row {
+            worker.repository.refresh(after: .changed(id: row.id, version: row.version, row: row))
+        } else {
+            worker.repository.refresh(after: .deleted(id: sample.id))
+        }
+    }
+
+    private func record(_ outcome: ConsistencyVerdict.Outcome) {
+        counts.withLock { $0[outcome, default: 0] += 1 }
+        counters[outcome]?.increment()
+    }
+}
