@@ -70,9 +70,9 @@ public final class ConsistencyObserver: Sendable {
         thread.start()
     }
 
+    /// Stops the checking thread and waits for it. Idempotent: a second call returns at once.
     public func stop() {
-        stopping.store(true, ordering: .relaxed)
-        guard started.load(ordering: .relaxed) else { return }
+        guard !stopping.exchange(true, ordering: .relaxed), started.load(ordering: .relaxed) else { return }
         wake.signal()
         finished.wait()
     }
