@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# This checkout against an earlier revision of profile-service, side by side in one run: what a
+# change costs on the hot paths, free of the drift between runs on a shared machine.
+#
+#   scripts/bench-ab.sh REV [ROUNDS (3)] [DURATION (10s)]
+#
+# Builds REV (a git worktree in .build-ab/src, built in .build-ab/build) and this checkout in
+# release mode, starts both with their defaults (--no-access-log aside, to compare the code, not
+# the log) on the servers of scripts/deps.sh, plus an unmeasured instance of this checkout that
+# consumes the change feed, and runs wrk -t2 -c64 against each in turn, the order changing by
+# round: get_hit (every read a hit), get_db (memcached flushed every 2 ms) and put_100 (versions
+# reset to 1 first). Prints each round and the medians (requests/s, p99) with the ratio.
+# BENCH_WORKLOADS="get_db put_100" runs only those. Ports: 18091 (checkout), 18092 (REV), 18093 (feed).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+rev=${1:?usage: scripts/bench-ab.sh REV [ROUNDS] [DURATION]}
+rounds=${2:-3}
+duration=${3:-10s}
+workloads=${BENCH_WORKLOADS:-get_hit get_db put_100}
+command -v wrk >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null
+scripts/deps.sh start >/dev/null
+eval "$(scripts/deps.sh env)"
+out=.build-ab
+mkdir -p "$out"
+if [ -d "$out/src" ]; then git -C "$out/src" checkout -q --detach "$rev"; else git worktree add -q --detach "$out/src" "$rev"; fi
+echo "bench-ab: building $(git -C "$out/src" log --oneline -1 | cut -c1-60) and this checkout (release)" >&2
+(cd "$out/src" && swift build -c release --product profile-service --scratch-path "$PWD/../build" >/dev/null)
+swift build -c release --product profile-service >/dev/null
+.build/release/profile-service migrate --migrations-directory migrations >/dev/null 2>&1
+psql -q "$PROFILE_DATABASE_URL" <<'SQL'
+SET session_replication_role = replica;
+INSERT INTO user_profiles (id, username, display_name, version)
+SELECT i, 'user' || i, 'User ' || i, 1 FROM generate_series(1, 10000) AS i
+ON CONFLICT (id) DO UPDATE SET display_name = EXCLUDED.display_name, version = 1, updated_at = now();
+SQL
+secret=$out/jwt-secret
+[ -f "$secret" ] || head -c 32 /dev/urandom | base64 >"$secret"
+token=$(.build/release/profile-service token --sub 1 --scope profiles:admin --ttl 7200 --jwt-secret-file "$secret")
+pids=()
+cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; }
+trap cleanup EXIT
+start() { # binary port [args…]
+    local binary=$1 port=$2; shift 2
+    "$binary" serve --port "$port" --jwt-secret-file "$secret" --no-access-log "$@" >>"$out/service-$port.log" 2>&1 &
+    pids+=($!)
+    for _ in $(seq 1 100); do curl -fs "127.0.0.1:$port/readyz" >/dev/null && return; sleep 0.1; done
+    echo "bench-ab: the service on $port did not become ready" >&2; exit 1
+}
+start .build/release/profile-service 18093
+sleep 1
+start .build/release/profile-service 18091
+start "$out/build/release/profile-service" 18092
+declare -A rps p99
+run() { # name port workload
+    local name=$1 port=$2 workload=$3 script args=() flusher= result
+    case $workload in
+        get_hit) script=scripts/bench/get_random.lua; args=(10000)
+            wrk -t2 -c64 -d2s -s $script "http://127.0.0.1:$port" -- 10000 >/dev/null ;;
+        get_db) script=scripts/bench/get_random.lua; args=(10000)
+            python3 scripts/bench/memcached_flush.py "${PROFILE_MEMCACHED}" 0.002 3600 2>/dev/null & flusher=$! ;;
+        put_100) script=scripts/bench/mixed.lua; args=(1.0 10000 assume_v1)
+            psql -q "$PROFILE_DATABASE_URL" -c "SET session_replication_role = replica" \
+                -c "UPDATE user_profiles SET version = 1 WHERE id <= 10000"
+            python3 scripts/bench/memcached_flush.py "${PROFILE_MEMCACHED}" >/dev/null ;;
+    esac
+    result=$(BENCH_TOKEN=$token wrk -t2 -c64 -d"$duration" --latency -s $script "http://127.0.0.1:$port" -- "${args[@]}")
+    [ -n "$flusher" ] && kill "$flusher" 2>/dev/null
+    rps[$name,$workload]+="$(awk '/Requests\/sec/ {print $2}' <<<"$result") "
+    p99[$name,$workload]+="$(awk '$1 == "99%" {v = $2 + 0; if ($2 ~ /us$/) v /= 1000; else if ($2 ~ /[0-9]s$/) v *= 1000; print v}' <<<"$result") "
+    echo "bench-ab: $workload $name $(awk '/Requests\/sec/ {print $2}' <<<"$result") req/s, p99 $(awk '$1 == "99%" {print $2}' <<<"$result")" >&2
+}
+for round in $(seq 1 "$rounds"); do
+    for workload in $workloads; do
+        if [ $((round % 2)) = 1 ]; then run new 18091 "$workload"; run old 18092 "$workload"
+        else run old 18092 "$workload"; run new 18091 "$workload"; fi
+    done
+done
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+echo "| workload | this checkout req/s | p99 | $rev req/s | p99 | ratio |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: |"
+for workload in $workloads; do
+    new=$(median <<<"${rps[new,$workload]}"); old=$(median <<<"${rps[old,$workload]}")
+    echo "| $workload | $new | $(median <<<"${p99[new,$workload]}") ms | $old | $(median <<<"${p99[old,$workload]}") ms | $(awk -v a="$new" -v b="$old" 'BEGIN {printf "%.2f×", a / b}') |"
+done
