@@ -53,7 +53,7 @@ import Testing
             return
         }
         // Input errors come first: a 412 always means every part was well formed.
-        #expect(error(#"{"display_name":"","version":1}"#, create: true) == .invalidField("display_name", "must be 1 to 64 characters long"))
+        #expect(error(#"{"display_name":"","version":1}"#, create: true) == .invalidField("display_name", "must be 1 to 64 characters long, as sent and in Unicode NFC"))
         guard case .invalidField("username", _)? = error(#"{"username":"A","display_name":"Ada"}"#, ifMatch: 1) else {
             Issue.record("expected the bad username before the precondition")
             return
@@ -113,8 +113,23 @@ import Testing
         #expect(try parse(#"{"display_name":"\#(sixtyFour)","version":1}"#)
             == .update(displayName: String(repeating: "\u{E9}", count: 32), expectedVersion: 1))
         let sixtyFive = sixtyFour + "\u{301}"
-        #expect(error(#"{"display_name":"\#(sixtyFive)","version":1}"#) == .invalidField("display_name", "must be 1 to 64 characters long"))
+        #expect(error(#"{"display_name":"\#(sixtyFive)","version":1}"#) == .invalidField("display_name", "must be 1 to 64 characters long, as sent and in Unicode NFC"))
         #expect(throws: Never.self) { try parse(#"{"display_name":"\#(String(repeating: "\u{1F600}", count: 64))","version":1}"#) }
+    }
+
+    @Test func displayNameLengthHoldsForTheStoredNFCForm() throws {
+        // U+FB2C (HEBREW LETTER SHIN WITH DAGESH AND SHIN DOT) is excluded from composition: one
+        // code point as sent, three in NFC. 64 of them pass a count as sent; 192 would be stored.
+        let expanding = String(repeating: "\u{FB2C}", count: 64)
+        #expect(error(#"{"display_name":"\#(expanding)","version":1}"#)
+            == .invalidField("display_name", "must be 1 to 64 characters long, as sent and in Unicode NFC"))
+        let fits = String(repeating: "\u{FB2C}", count: 21)  // 63 code points stored
+        guard case .update(let stored, _) = try parse(#"{"display_name":"\#(fits)","version":1}"#) else {
+            Issue.record("expected an update")
+            return
+        }
+        #expect(stored.unicodeScalars.count == 63)
+        #expect(stored == fits.precomposedStringWithCanonicalMapping)
     }
 
     @Test(arguments: [

@@ -7,20 +7,30 @@ enum ProfileValidation {
 
     /// Returns the display name in Unicode NFC, or the reason it is not acceptable.
     ///
-    /// The rules are the ones JSON Schema can state, so `openapi.yaml` says exactly what is
-    /// accepted (docs/design.md §7): the length counts Unicode code points as sent (JSON Schema's
-    /// `maxLength`), and "blank" means every code point has the White_Space property.
+    /// The rules are the ones JSON Schema can state, so `openapi.yaml` says what is accepted
+    /// (docs/design.md §7): the length counts Unicode code points (JSON Schema's `maxLength`), and
+    /// "blank" means every code point has the White_Space property. Each rule holds for the value
+    /// as sent and for the value stored, its NFC form: normalization can lengthen a string (U+FB2C
+    /// is three code points in NFC), and the bound is a promise about what readers get.
     static func validDisplayName(_ raw: String) throws(ProfileRequestError) -> String {
-        if raw.unicodeScalars.contains(where: isForbiddenScalar) {
+        try checkDisplayName(raw)
+        let normalized = raw.precomposedStringWithCanonicalMapping
+        if normalized.unicodeScalars.count != raw.unicodeScalars.count {
+            try checkDisplayName(normalized)
+        }
+        return normalized
+    }
+
+    private static func checkDisplayName(_ value: String) throws(ProfileRequestError) {
+        if value.unicodeScalars.contains(where: isForbiddenScalar) {
             throw .invalidField("display_name", "must not contain control characters")
         }
-        guard displayNameLength.contains(raw.unicodeScalars.count) else {
-            throw .invalidField("display_name", "must be 1 to 64 characters long")
+        guard displayNameLength.contains(value.unicodeScalars.count) else {
+            throw .invalidField("display_name", "must be 1 to 64 characters long, as sent and in Unicode NFC")
         }
-        if raw.unicodeScalars.allSatisfy(\.properties.isWhitespace) {
+        if value.unicodeScalars.allSatisfy(\.properties.isWhitespace) {
             throw .invalidField("display_name", "must not be blank")
         }
-        return raw.precomposedStringWithCanonicalMapping
     }
 
     static func validUsername(_ raw: String) throws(ProfileRequestError) -> String {
