@@ -34,15 +34,23 @@ public struct AuthConfiguration: Sendable {
     public var audience: String?
     /// Clock skew tolerated for `exp`, `nbf` and `iat`.
     public var leeway: Duration
+    /// Longest a token may still be valid when it is presented (`exp` minus now, leeway aside): a
+    /// token that claims to live longer (`exp: 1e300`) is refused, so a leaked one cannot outlive
+    /// what the identity provider would issue.
+    public var maximumLifetime: Duration
+
+    /// The default ``maximumLifetime``: a day.
+    public static let defaultMaximumLifetime: Duration = .seconds(86_400)
 
     public init(
         key: KeySource, algorithm: Algorithm = .hs256, issuer: String? = nil, audience: String? = nil,
-        leeway: Duration = .seconds(30)
+        leeway: Duration = .seconds(30), maximumLifetime: Duration = AuthConfiguration.defaultMaximumLifetime
     ) {
         self.key = key
         self.algorithm = algorithm
         self.issuer = issuer
         self.audience = audience
         self.leeway = leeway
+        self.maximumLifetime = maximumLifetime
     }
 }

@@ -17,6 +17,7 @@ public enum AuthError: Error, Sendable, Equatable, CustomStringConvertible {
         case signature = "the token's signature does not verify"
         case claims = "the token's claims are malformed"
         case expired = "the token has expired"
+        case lifetimeTooLong = "the token's expiry is further away than this service accepts"
         case missingExpiry = "the token has no expiry (exp)"
         case notYetValid = "the token is not valid yet"
         case issuedInFuture = "the token was issued in the future"

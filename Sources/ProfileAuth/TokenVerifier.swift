@@ -87,6 +87,8 @@ public struct TokenVerifier: Sendable {
         let leeway = TimeInterval(configuration.leeway.components.seconds)
         guard let exp = claims.exp else { throw .invalid(.missingExpiry) }
         guard now.timeIntervalSince(exp.value) < leeway else { throw .invalid(.expired) }
+        let maximumLifetime = TimeInterval(configuration.maximumLifetime.components.seconds)
+        guard exp.value.timeIntervalSince(now) <= maximumLifetime + leeway else { throw .invalid(.lifetimeTooLong) }
         if let nbf = claims.nbf, nbf.value.timeIntervalSince(now) > leeway { throw .invalid(.notYetValid) }
         if let iat = claims.iat, iat.value.timeIntervalSince(now) > leeway { throw .invalid(.issuedInFuture) }
         if let issuer = configuration.issuer, claims.iss != issuer { throw .invalid(.issuer) }
@@ -96,7 +98,7 @@ public struct TokenVerifier: Sendable {
         guard let subject = claims.sub, !subject.isEmpty else { throw .invalid(.missingSubject) }
         var scopes = Set(claims.scopes ?? [])
         if let scope = claims.scope { scopes.formUnion(scope.split(separator: " ").map(String.init)) }
-        return VerifiedToken(subject: subject, scopes: scopes)
+        return VerifiedToken(subject: subject, scopes: scopes, expiresAt: exp.value)
     }
 
     /// `Bearer <token68>` (RFC 6750 §2.1); the scheme is case-insensitive (RFC 9110 §11.1).

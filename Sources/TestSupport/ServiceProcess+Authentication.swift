@@ -16,8 +16,8 @@ extension ServiceProcess {
 
     /// A token for `subject` signed with ``jwtSecretFile``, minted by the binary's own
     /// `token` command.
-    public static func token(subject: String, scope: String? = nil) throws -> String {
-        var arguments = ["token", "--sub", subject, "--jwt-secret-file", jwtSecretFile]
+    public static func token(subject: String, scope: String? = nil, ttlSeconds: Int = 3600) throws -> String {
+        var arguments = ["token", "--sub", subject, "--ttl", String(ttlSeconds), "--jwt-secret-file", jwtSecretFile]
         if let scope { arguments += ["--scope", scope] }
         let finished = try run(arguments)
         guard finished.status == 0 else {

@@ -30,6 +30,24 @@ struct AuthOptions: ParsableArguments {
     @Option(help: "Required token audience (aud). [PROFILE_JWT_AUDIENCE]")
     var jwtAudience: String = EnvironmentDefaults.string("PROFILE_JWT_AUDIENCE", "")
 
+    @Flag(
+        help: """
+            With a public key or JWKS, accept tokens without checking issuer and audience (logged as \
+            a warning); otherwise --jwt-issuer and --jwt-audience are required there, since a shared \
+            identity provider signs tokens for other services too. [PROFILE_JWT_ANY_ISSUER_AND_AUDIENCE=1]
+            """)
+    var jwtAnyIssuerAndAudience: Bool = EnvironmentDefaults.bool("PROFILE_JWT_ANY_ISSUER_AND_AUDIENCE")
+
+    @Option(
+        help: """
+            Longest a token may still be valid when presented, in seconds: a token whose exp is \
+            further away is refused (401). [PROFILE_JWT_MAX_LIFETIME_S]
+            """)
+    var jwtMaxLifetimeS: Int = EnvironmentDefaults.int("PROFILE_JWT_MAX_LIFETIME_S", 86_400)
+
+    @Option(help: "Clock skew tolerated for a token's exp, nbf and iat, in seconds. [PROFILE_JWT_LEEWAY_S]")
+    var jwtLeewayS: Int = EnvironmentDefaults.int("PROFILE_JWT_LEEWAY_S", 30)
+
     @Flag(help: "GET and HEAD need a valid token too (any subject). [PROFILE_REQUIRE_AUTH_FOR_READS=1]")
     var requireAuthForReads: Bool = EnvironmentDefaults.bool("PROFILE_REQUIRE_AUTH_FOR_READS")
 
@@ -75,11 +93,22 @@ struct AuthOptions: ParsableArguments {
             } else {
                 throw ValidationError("--jwt-algorithm (ES256 or RS256) is required with a public key or JWKS file")
             }
+            if secretFile == nil, !jwtAnyIssuerAndAudience, jwtIssuer.isEmpty || jwtAudience.isEmpty {
+                throw ValidationError(
+                    "--jwt-issuer and --jwt-audience are required with a public key or JWKS file (a shared identity provider signs tokens for other services too); --jwt-any-issuer-and-audience accepts any")
+            }
+            guard (0...300).contains(jwtLeewayS) else {
+                throw ValidationError("--jwt-leeway-s must be 0…300, got \(jwtLeewayS)")
+            }
+            guard (60...31_536_000).contains(jwtMaxLifetimeS) else {
+                throw ValidationError("--jwt-max-lifetime-s must be 60…31536000, got \(jwtMaxLifetimeS)")
+            }
             do {
                 let verifier = try TokenVerifier(
                     configuration: AuthConfiguration(
                         key: key, algorithm: algorithm, issuer: jwtIssuer.isEmpty ? nil : jwtIssuer,
-                        audience: jwtAudience.isEmpty ? nil : jwtAudience))
+                        audience: jwtAudience.isEmpty ? nil : jwtAudience, leeway: .seconds(jwtLeewayS),
+                        maximumLifetime: .seconds(jwtMaxLifetimeS)))
                 return .required(verifier, forReads: requireAuthForReads)
             } catch {
                 throw ValidationError(error.description)
@@ -91,6 +120,10 @@ struct AuthOptions: ParsableArguments {
     func logMode(_ logger: Logger) {
         if auth == .none {
             logger.warning("authentication disabled (--auth none): anyone may change any profile")
+        }
+        if auth == .jwt, jwtSecretFile.isEmpty, jwtAnyIssuerAndAudience, jwtIssuer.isEmpty || jwtAudience.isEmpty {
+            logger.warning(
+                "tokens are accepted whatever their issuer or audience (--jwt-any-issuer-and-audience): a token the identity provider minted for another service is accepted here")
         }
     }
 }

@@ -42,7 +42,9 @@ import _CryptoExtras
         let verifier = try TokenVerifier(configuration: AuthConfiguration(key: .secretFile(path), issuer: "i", audience: "a"))
         let token = try TokenMinter(secretFile: path).token(subject: "7", scope: "profiles:admin", issuer: "i", audience: "a")
         let verified = try verifier.verify(authorizationHeader: "Bearer \(token)")
-        #expect(verified == VerifiedToken(subject: "7", scopes: ["profiles:admin"]))
+        #expect(verified.subject == "7")
+        #expect(verified.scopes == ["profiles:admin"])
+        #expect(verified.expiresAt.map { abs($0.timeIntervalSinceNow - 3600) < 60 } == true)
     }
 
     @Test func missingAndMalformedHeaders() throws {
@@ -65,6 +67,20 @@ import _CryptoExtras
         var noExpiry = TestTokens.claims()
         noExpiry["exp"] = nil
         #expect(error(verifier, "Bearer " + hs256(noExpiry)) == .invalid(.missingExpiry))
+    }
+
+    @Test func tokensThatClaimToLiveTooLongAreRejected() throws {
+        let verifier = try hs256Verifier()
+        let now = TestTokens.now
+        for exp in [1e300, Double(now + 86_400 * 365), Double(now + 86_400 + 120)] {
+            #expect(error(verifier, "Bearer " + hs256(TestTokens.claims(["exp": exp]))) == .invalid(.lifetimeTooLong), "\(exp)")
+        }
+        #expect(error(verifier, "Bearer " + hs256(TestTokens.claims(["exp": now + 86_400]))) == nil)
+        let strict = try TokenVerifier(
+            configuration: AuthConfiguration(
+                key: .secretFile(try TestTokens.file(secret)), maximumLifetime: .seconds(600)))
+        #expect(error(strict, "Bearer " + hs256(TestTokens.claims(["exp": now + 3600]))) == .invalid(.lifetimeTooLong))
+        #expect(error(strict, "Bearer " + hs256(TestTokens.claims(["exp": now + 500]))) == nil)
     }
 
     @Test func futureNotBeforeAndIssuedAtAreRejected() throws {
