@@ -6,6 +6,7 @@
 /// ```
 /// key:     profile-service:v1:<id>
 /// profile: 0xA1 'P' <version: UInt32 big-endian> <the profile's JSON body>
+/// absent:  0xA1 'A' 0x00 0x00 0x00 0x00
 /// ```
 public enum ProfileCacheEntries {
     public static let keyPrefix = "profile-service:v1:"
@@ -28,6 +29,9 @@ public enum ProfileCacheEntries {
         let raw = entry[2..<6].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
         return raw >= 1 && raw <= UInt32(Int32.max) ? Int32(raw) : nil
     }
+
+    /// Whether an entry is the service's record that the profile does not exist.
+    public static func isAbsent(_ entry: [UInt8]) -> Bool { entry == [0xA1, UInt8(ascii: "A"), 0, 0, 0, 0] }
 
     /// The JSON body of a stored profile entry; `nil` for a lease or anything else.
     public static func json(of entry: [UInt8]) -> [UInt8]? {

@@ -30,6 +30,16 @@ import Testing
         #expect(ProfileCacheEntries.key(for: 42) == ProfileCacheConfiguration().key(for: 42))
     }
 
+    @Test func absentRoundTripStandsForVersionZero() {
+        #expect(CacheEntry(decoding: CacheEntry.encodedAbsent) == .absent)
+        #expect(CacheEntry.absent.version == 0)
+        #expect(CacheEntry.lease(token: 1).version == nil)
+        #expect(CacheEntry(decoding: CacheEntry.encodedAbsent + [0]) == nil, "a longer record is not one")
+        #expect(CacheEntry(decoding: [0xA1, 0x41, 0, 0, 0, 1]) == nil)
+        #expect(ProfileCacheEntries.version(of: CacheEntry.encodedAbsent) == nil)
+        #expect(ProfileCacheEntries.isAbsent(CacheEntry.encodedAbsent))
+    }
+
     @Test func leaseRoundTrip() {
         let token: UInt64 = 0xDEAD_BEEF_0102_0304
         #expect(CacheEntry(decoding: CacheEntry.encodeLease(token: token)) == .lease(token: token))

@@ -15,6 +15,10 @@ import TestSupport
         #expect(Verdict.judge(change: 5, cached: .profile(version: 7)) == .consistent, "newer than the change")
         #expect(Verdict.judge(change: 5, cached: .unreachable) == .inconclusive)
         #expect(Verdict.judge(change: 5, cached: .profile(version: 4)) == nil, "older: a suspect")
+        #expect(Verdict.judge(change: 5, cached: .absent) == nil, "a record of absence after an insert: a suspect")
+        #expect(Verdict.judge(change: 0, cached: .absent) == .consistent, "absent after a delete")
+        #expect(Verdict.confirm(cachedVersion: 0, stored: .absent) == .consistent)
+        #expect(Verdict.confirm(cachedVersion: 0, stored: .row(version: 1)) == .violation)
         #expect(Verdict.judge(change: 0, cached: .profile(version: 4)) == nil, "a deleted row's profile: a suspect")
         #expect(Verdict.judge(change: 0, cached: .nothing) == .consistent)
     }

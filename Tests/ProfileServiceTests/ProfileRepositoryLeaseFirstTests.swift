@@ -42,12 +42,19 @@ import Testing
         #expect(shared.statistics.count(.populateStored) == 1)
     }
 
-    @Test func absentProfileLeavesNoLease() throws {
+    @Test func anAbsentProfileReplacesTheLeaseWithTheRecordOfItsAbsence() throws {
         let shared = Self.leaseFirst()
         let backends = try IntegrationBackends()
         let id = Int64.random(in: 9_100_000_000_000_000...9_200_000_000_000_000)
-        #expect(try backends.repository(shared).read(id: id) == nil)
-        #expect(backends.cache.get(shared.configuration.key(for: id)) == .miss)
+        let repository = backends.repository(shared)
+        #expect(try repository.read(id: id) == nil)
+        guard case .hit(let item) = backends.cache.get(shared.configuration.key(for: id)) else {
+            Issue.record("neither a lease nor a record was left")
+            return
+        }
+        #expect(CacheEntry(decoding: item.value) == .absent, "no lease is left behind")
+        #expect(try repository.read(id: id) == nil)
+        #expect(shared.statistics.count(.databaseRead) == 1)
     }
 
     /// A reader paused between its PostgreSQL read and its populate; the writer's version wins.

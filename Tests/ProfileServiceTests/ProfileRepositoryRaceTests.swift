@@ -52,6 +52,27 @@ import TestSupport
         #expect(shared.statistics.count(.populateStored) == 0)
     }
 
+    @Test func aLateRecordOfAbsenceDoesNotHideACreation() throws {
+        let gate = ReaderGate()
+        let shared = ProfileCacheShared(hooks: .init(afterDatabaseRead: gate.pause))
+        let backends = try IntegrationBackends()
+        let id = Int64.random(in: 9_100_000_000_000_000...9_200_000_000_000_000)
+        let writer = backends.repository(shared)
+        let absent = Profile(id: id, username: "x", displayName: "x", version: 1, updatedAt: "")
+
+        // The reader found no row and is held before it records the absence; the profile is
+        // created and written through meanwhile.
+        let readerSaw = withPausedReader(of: absent, shared: shared, gate: gate) {
+            let created = try? writer.create(id: id, username: "r\(id % 1_000_000_000)", displayName: "Created")
+            #expect(created?.version == 1)
+            #expect(backends.cachedVersion(id, shared: shared) == 1, "the write-through replaced the lease")
+        }
+        #expect(readerSaw == nil, "the reader began before the creation: absent is a fair answer")
+        #expect(backends.cachedVersion(id, shared: shared) == 1, "the late record of absence must not land")
+        #expect(shared.statistics.count(.populateLost) == 1)
+        #expect(try writer.read(id: id)?.version == 1)
+    }
+
     @Test func lateReaderDoesNotFillAnEvictedSlot() throws {
         let gate = ReaderGate()
         let shared = ProfileCacheShared(hooks: .init(afterDatabaseRead: gate.pause))

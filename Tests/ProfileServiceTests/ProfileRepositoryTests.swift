@@ -24,15 +24,44 @@ import TestSupport
         #expect(shared.statistics.count(.populateStored) == 1)
     }
 
-    @Test func absentProfileIsNilAndLeavesNoLease() throws {
+    @Test func absenceIsCachedUntilACreationReplacesIt() throws {
         let shared = ProfileCacheShared()
         let backends = try IntegrationBackends()
         let id = Int64.random(in: 9_100_000_000_000_000...9_200_000_000_000_000)
-        #expect(try backends.repository(shared).read(id: id) == nil)
-        guard case .miss = backends.cache.get(shared.configuration.key(for: id)) else {
-            Issue.record("a lease or entry was left behind for an absent profile")
+        let repository = backends.repository(shared)
+        #expect(try repository.read(id: id) == nil)
+        guard case .hit(let item) = backends.cache.get(shared.configuration.key(for: id)) else {
+            Issue.record("no record of the absence was left")
             return
         }
+        #expect(CacheEntry(decoding: item.value) == .absent)
+        for _ in 0..<5 { #expect(try repository.read(id: id) == nil) }
+        #expect(shared.statistics.count(.databaseRead) == 1, "absence is read from PostgreSQL once")
+        #expect(shared.statistics.count(.absentHit) == 5)
+        // A floor means the client knows of a version: PostgreSQL is asked, past the record.
+        #expect(try repository.read(id: id, minVersion: 1) == nil)
+        #expect(shared.statistics.count(.databaseRead) == 2)
+
+        let created = try repository.create(id: id, username: "a\(id % 1_000_000_000)", displayName: "Now here")
+        #expect(backends.cachedVersion(id, shared: shared) == created.version, "the write-through replaced it")
+        let read = try #require(try repository.read(id: id))
+        #expect(read.cacheOutcome == .hit)
+        #expect(read.version == created.version)
+    }
+
+    @Test func theChangeFeedsRepairReplacesARecordedAbsence() throws {
+        let shared = ProfileCacheShared()
+        let backends = try IntegrationBackends()
+        let id = Int64.random(in: 9_100_000_000_000_000...9_200_000_000_000_000)
+        let repository = backends.repository(shared)
+        #expect(try repository.read(id: id) == nil)
+        // Inserted behind the service's back, then repaired as the feed would.
+        let row = try backends.store.create(id: id, username: "f\(id % 1_000_000_000)", displayName: "Inserted")
+        #expect(try repository.read(id: id) == nil, "until the repair, the record answers")
+        #expect(repository.refresh(after: .changed(id: id, version: row.version, row: row)) == .stored)
+        #expect(try repository.read(id: id)?.version == row.version)
+        // Without the row in hand, the record is removed instead, and the next reader populates.
+        #expect(repository.refresh(after: .deleted(id: id)) == .invalidated)
     }
 
     @Test func minVersionBypassesAStaleEntryAndRepairsIt() throws {

@@ -6,16 +6,22 @@
 /// ```
 /// profile: 0xA1 'P' <version: UInt32 big-endian> <the profile's JSON body>
 /// lease:   0xA1 'L' <token: UInt64 big-endian>
+/// absent:  0xA1 'A' 0x00 0x00 0x00 0x00
 /// ```
 /// A hit answers with the stored JSON bytes as they are: no decode, no re-encode.
 enum CacheEntry: Equatable {
     case profile(version: Int32, json: ArraySlice<UInt8>)
     /// A reader's placeholder while it reads PostgreSQL (docs/design.md §2.1).
     case lease(token: UInt64)
+    /// No such profile: PostgreSQL had no row when a reader looked under its lease (docs/design.md
+    /// §2.6). Answered 404 from memcached; it counts as version 0 — older than any row — so a
+    /// creation's write-through, the change feed's repair and any `min_version` go past it.
+    case absent
 
     static let formatMarker: UInt8 = 0xA1
     private static let profileKind = UInt8(ascii: "P")
     private static let leaseKind = UInt8(ascii: "L")
+    private static let absentKind = UInt8(ascii: "A")
 
     /// Decodes a stored value; `nil` for anything this release does not understand.
     init?(decoding bytes: [UInt8]) {
@@ -25,6 +31,9 @@ enum CacheEntry: Equatable {
             let raw = bytes[2..<6].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
             guard raw >= 1, raw <= UInt32(Int32.max), bytes.count > 6 else { return nil }
             self = .profile(version: Int32(raw), json: bytes[6...])
+        case Self.absentKind:
+            guard bytes.count == 6, bytes[2..<6].allSatisfy({ $0 == 0 }) else { return nil }
+            self = .absent
         case Self.leaseKind:
             guard bytes.count == 10 else { return nil }
             self = .lease(token: bytes[2..<10].reduce(UInt64(0)) { $0 << 8 | UInt64($1) })
@@ -41,6 +50,17 @@ enum CacheEntry: Equatable {
         bytes.append(contentsOf: [24, 16, 8, 0].map { UInt8(truncatingIfNeeded: version >> $0) })
         bytes.append(contentsOf: json)
         return bytes
+    }
+
+    static let encodedAbsent: [UInt8] = [formatMarker, absentKind, 0, 0, 0, 0]
+
+    /// The version an entry stands for: a profile's, 0 for ``absent``, nil for a lease.
+    var version: Int32? {
+        switch self {
+        case .profile(let version, _): version
+        case .absent: 0
+        case .lease: nil
+        }
     }
 
     static func encodeLease(token: UInt64) -> [UInt8] {

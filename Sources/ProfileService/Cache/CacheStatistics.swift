@@ -8,6 +8,8 @@ public final class CacheStatistics: Sendable {
         case hit
         /// A read that found no usable entry.
         case miss
+        /// A read answered 404 from memcached's record that the profile does not exist.
+        case absentHit
         /// A read whose entry was older than its `min_version`, answered from PostgreSQL.
         case bypass
         /// A memcached failure on a read (the read went to PostgreSQL).
@@ -69,6 +71,7 @@ extension CacheStatistics.Event {
         switch self {
         case .hit: "hit"
         case .miss: "miss"
+        case .absentHit: "absent_hit"
         case .bypass: "bypass"
         case .error: "error"
         case .leaseWait: "lease_wait"

@@ -3,8 +3,9 @@ import Synchronization
 
 /// Shares one PostgreSQL read among concurrent misses of one id in this process.
 ///
-/// A follower that joined before the leader's read began may use its result as is: the read
-/// began after the follower's request did. A follower that joined later uses it only if the
+/// A follower whose read began before the leader's read did may use its result as is: the read
+/// began after the follower's request arrived, so it sees every write acknowledged before then
+/// (and answers any floor the client can hold). A follower that arrived later uses it only if the
 /// leader's populate landed, which proves no write-through touched the key since the lease was
 /// taken, and so no acknowledged write is newer than the row; otherwise it reads for itself.
 /// That proof covers only followers that joined before the populate was sent, so the leader
@@ -24,8 +25,9 @@ final class InFlightReads: Sendable {
 
     /// What a follower's wait for the leader ended with.
     enum Wait {
-        /// The leader's outcome, which this follower may use.
-        case usable(Outcome)
+        /// The leader's outcome, which this follower may use; `readAfterJoin` when the leader's
+        /// read began after the follower's read did, so it answers the follower's own floor too.
+        case usable(Outcome, readAfterJoin: Bool)
         /// The leader finished, but its row may predate this follower's request: read it yourself.
         case unusable
         /// The leader did not finish within the bound (docs/design.md §5).
@@ -36,7 +38,7 @@ final class InFlightReads: Sendable {
 
     final class Flight: Sendable {
         private struct State {
-            var readStarted = false
+            var readStartedAt: ContinuousClock.Instant?
             var outcome: Outcome?
             var waiters: [DispatchSemaphore] = []
         }
@@ -44,7 +46,8 @@ final class InFlightReads: Sendable {
         private let state = Mutex(State())
 
         func markReadStarted() {
-            state.withLock { $0.readStarted = true }
+            let now = ContinuousClock.now
+            state.withLock { $0.readStartedAt = now }
         }
 
         fileprivate func finish(_ outcome: Outcome) {
@@ -58,7 +61,8 @@ final class InFlightReads: Sendable {
 
         /// Waits for the leader, at most `timeout`, in one of `slots` (none needed when the
         /// leader has finished already).
-        func wait(timeout: Duration, slots: CoalescedWaitSlots) -> Wait {
+        /// - Parameter since: when the follower's own read began (at or after its request arrived).
+        func wait(timeout: Duration, slots: CoalescedWaitSlots, since: ContinuousClock.Instant) -> Wait {
             let semaphore = DispatchSemaphore(value: 0)
             let (joinedBeforeRead, ready, waiting) = state.withLock { state in
                 var waiting = false
@@ -66,7 +70,7 @@ final class InFlightReads: Sendable {
                     state.waiters.append(semaphore)
                     waiting = true
                 }
-                return (!state.readStarted, state.outcome, waiting)
+                return (state.readStartedAt.map { $0 >= since } ?? true, state.outcome, waiting)
             }
             let outcome: Outcome
             if let ready {
@@ -79,9 +83,10 @@ final class InFlightReads: Sendable {
                 outcome = finished
             }
             switch outcome {
-            case .found(_, let populated) where joinedBeforeRead || populated: return .usable(outcome)
-            case .notFound where joinedBeforeRead: return .usable(outcome)
-            case .failed(.unavailable): return .usable(outcome)
+            case .found(_, let populated) where joinedBeforeRead || populated:
+                return .usable(outcome, readAfterJoin: joinedBeforeRead)
+            case .notFound where joinedBeforeRead: return .usable(outcome, readAfterJoin: true)
+            case .failed(.unavailable): return .usable(outcome, readAfterJoin: joinedBeforeRead)
             default: return .unusable
             }
         }

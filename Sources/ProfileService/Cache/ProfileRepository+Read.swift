@@ -8,6 +8,8 @@ extension ProfileRepository {
     /// - Returns: `nil` when no such profile exists.
     /// - Throws: ``ProfileStoreError/unavailable`` when the answer needs PostgreSQL and it is down.
     public func read(id: Int64, minVersion: Int32? = nil) throws(ProfileStoreError) -> Representation? {
+        // A shared PostgreSQL read that began after this instant answers this read, floor included.
+        let began = ContinuousClock.now
         cache.beginRequest()
         let key = configuration.key(for: id)
         var waits = configuration.leaseWaits[...]
@@ -30,7 +32,10 @@ extension ProfileRepository {
             if case .hit(let item) = found { entry = CacheEntry(decoding: item.value) } else { entry = nil }
             if firstLookup {
                 firstLookup = false
-                if case .profile? = entry { readStrategy.record(miss: false) } else { readStrategy.record(miss: true) }
+                switch entry {
+                case .profile?, .absent?: readStrategy.record(miss: false)
+                case .lease?, nil: readStrategy.record(miss: true)
+                }
             }
             switch found {
             case .hit(let item):
@@ -38,18 +43,28 @@ extension ProfileRepository {
                 case .profile(let version, let json)?:
                     if let minVersion, version < minVersion {
                         statistics.record(.bypass)
-                        return try bypass(id: id, cachedVersion: version)
+                        return try bypass(id: id, cachedVersion: version, minVersion: minVersion, since: began)
                     }
                     statistics.record(.hit)
                     return Representation(version: version, json: Array(json), cacheOutcome: .hit)
+                case .absent?:
+                    // No such profile, as a reader found it under a lease (§2.6); a floor means the
+                    // client knows of a version, so PostgreSQL is asked.
+                    if minVersion != nil {
+                        statistics.record(.bypass)
+                        return try bypass(id: id, cachedVersion: 0, minVersion: minVersion, since: began)
+                    }
+                    statistics.record(.absentHit)
+                    return nil
                 case .lease(let token)? where token == sentLease:
                     // Our own lease landed: this reader populates (docs/design.md §2.1).
                     statistics.record(.miss)
-                    return try load(id: id, key: key, minVersion: minVersion, replacingCAS: nil, heldLeaseCAS: item.cas)
+                    return try load(
+                        id: id, key: key, minVersion: minVersion, replacingCAS: nil, heldLeaseCAS: item.cas, since: began)
                 case .lease?:
                     // A reader of this process holds it: share its read rather than wait.
                     if let flight = shared.inFlight.existing(id) {
-                        return try follow(flight, id: id, minVersion: minVersion)
+                        return try follow(flight, id: id, minVersion: minVersion, since: began)
                     }
                     if let wait = waits.popFirst() {
                         statistics.record(.leaseWait)
@@ -61,11 +76,11 @@ extension ProfileRepository {
                 case nil:
                     // Written by another format version, or garbage: a miss, and replaced.
                     statistics.record(.miss)
-                    return try load(id: id, key: key, minVersion: minVersion, replacingCAS: item.cas)
+                    return try load(id: id, key: key, minVersion: minVersion, replacingCAS: item.cas, since: began)
                 }
             case .miss:
                 statistics.record(.miss)
-                return try load(id: id, key: key, minVersion: minVersion, replacingCAS: nil)
+                return try load(id: id, key: key, minVersion: minVersion, replacingCAS: nil, since: began)
             case .failure(let error):
                 statistics.record(.error)
                 logger.debug("cache read failed", metadata: ["error": "\(error)"])
@@ -128,12 +143,13 @@ extension ProfileRepository {
     ///   first lookup). It then reads and populates itself even if another reader of this process
     ///   is reading the id: following would leave its lease to block every other reader.
     private func load(
-        id: Int64, key: String, minVersion: Int32?, replacingCAS: UInt64?, heldLeaseCAS: UInt64? = nil
+        id: Int64, key: String, minVersion: Int32?, replacingCAS: UInt64?, heldLeaseCAS: UInt64? = nil,
+        since began: ContinuousClock.Instant
     ) throws(ProfileStoreError) -> Representation? {
         var flight: InFlightReads.Flight?
         switch shared.inFlight.join(id) {
         case .follower(let leadersFlight):
-            if heldLeaseCAS == nil { return try follow(leadersFlight, id: id, minVersion: minVersion) }
+            if heldLeaseCAS == nil { return try follow(leadersFlight, id: id, minVersion: minVersion, since: began) }
         case .leader(let newFlight):
             flight = newFlight
         }
@@ -157,7 +173,13 @@ extension ProfileRepository {
 
         guard let profile else {
             outcome = .notFound
-            if leaseCAS != nil { _ = cache.delete(key) }
+            if let leaseCAS {
+                // Absence is cached like a row (§2.6): a storm of reads of ids that do not exist
+                // costs PostgreSQL one read per id, not one per request.
+                if let flight { shared.inFlight.close(id, flight: flight) }
+                let stored = populateAbsent(key: key, leaseCAS: leaseCAS) == .stored
+                statistics.record(stored ? .populateStored : .populateLost)
+            }
             return nil
         }
         var populated = false
@@ -182,13 +204,21 @@ extension ProfileRepository {
     /// a read that is slow for the leader would be as slow for it, and could end up running in
     /// every worker.
     private func follow(
-        _ flight: InFlightReads.Flight, id: Int64, minVersion: Int32?
+        _ flight: InFlightReads.Flight, id: Int64, minVersion: Int32?, since began: ContinuousClock.Instant
     ) throws(ProfileStoreError) -> Representation? {
         shared.hooks.willFollow?(id)
         let outcome: InFlightReads.Outcome
-        switch flight.wait(timeout: configuration.coalescedWait, slots: shared.coalescedWaitSlots) {
-        case .usable(let usable):
+        switch flight.wait(timeout: configuration.coalescedWait, slots: shared.coalescedWaitSlots, since: began) {
+        case .usable(let usable, let readAfterJoin):
             outcome = usable
+            if case .found(let profile, _) = usable, let minVersion, profile.version < minVersion {
+                statistics.record(.coalesced)
+                // A row read after this request arrived is PostgreSQL's answer to its floor: the
+                // floor is above every version there is, and the current row is the answer (§2.1).
+                if readAfterJoin { return Representation(profile, outcome: .bypass) }
+                statistics.record(.bypass)
+                return try bypass(id: id, cachedVersion: profile.version, minVersion: minVersion, since: began)
+            }
         case .unusable:
             return try readDatabase(id: id, outcome: .miss)
         case .timedOut:
@@ -201,11 +231,6 @@ extension ProfileRepository {
         statistics.record(.coalesced)
         switch outcome {
         case .found(let profile, _):
-            // The leader's row may predate the version this reader was promised.
-            if let minVersion, profile.version < minVersion {
-                statistics.record(.bypass)
-                return try bypass(id: id, cachedVersion: profile.version)
-            }
             return Representation(profile, outcome: .miss)
         case .notFound: return nil
         case .failed(let error): throw error
@@ -247,11 +272,19 @@ extension ProfileRepository {
         case stored, lost, failed
     }
 
+    /// Stores the record of an absent profile over the reader's lease, if the lease is still there.
+    func populateAbsent(key: String, leaseCAS: UInt64) -> PopulateOutcome {
+        store(CacheEntry.encodedAbsent, key: key, overLease: leaseCAS)
+    }
+
     /// Stores `profile` over the lease whose CAS value is `leaseCAS`, if the lease is still there.
     func populate(key: String, profile: Profile, leaseCAS: UInt64) -> PopulateOutcome {
+        store(CacheEntry.encode(profile), key: key, overLease: leaseCAS)
+    }
+
+    private func store(_ value: [UInt8], key: String, overLease leaseCAS: UInt64) -> PopulateOutcome {
         let result = cache.cas(
-            key, value: CacheEntry.encode(profile), cas: leaseCAS, flags: 0,
-            expiration: configuration.jitteredTTLSeconds(using: &random))
+            key, value: value, cas: leaseCAS, flags: 0, expiration: configuration.jitteredTTLSeconds(using: &random))
         switch result {
         case .stored:
             return .stored
@@ -266,7 +299,58 @@ extension ProfileRepository {
 
     /// The cached entry is older than the reader's `min_version`: answer from PostgreSQL and
     /// bring the entry up to the row.
-    private func bypass(id: Int64, cachedVersion: Int32) throws(ProfileStoreError) -> Representation? {
+    ///
+    /// Concurrent bypasses of one id share one read, like misses (§2.1): a read that began after
+    /// this request arrived answers its floor, whatever it finds. When the row is older than the
+    /// floor — no such version exists, say a client sent `min_version=2147483647` — the current
+    /// row is the answer, and a flood of such requests costs one read per id at a time.
+    private func bypass(
+        id: Int64, cachedVersion: Int32, minVersion: Int32?, since began: ContinuousClock.Instant
+    ) throws(ProfileStoreError) -> Representation? {
+        // A flight whose read began before this reader's cannot answer its floor, but the next one
+        // it joins (or leads) can: it begins after the first ends.
+        for _ in 0..<3 {
+            switch shared.inFlight.join(id) {
+            case .leader(let flight):
+                var outcome = InFlightReads.Outcome.failed(.unavailable)
+                defer { shared.inFlight.finish(id, flight: flight, outcome: outcome) }
+                flight.markReadStarted()
+                statistics.record(.databaseRead)
+                let profile: Profile?
+                do {
+                    profile = try store.profile(id: id)
+                } catch {
+                    outcome = .failed(error)
+                    throw error
+                }
+                guard let profile else {
+                    outcome = .notFound
+                    return nil
+                }
+                outcome = .found(profile, populated: false)
+                if profile.version > cachedVersion { writeThrough(profile) }
+                return Representation(profile, outcome: .bypass)
+            case .follower(let flight):
+                switch flight.wait(timeout: configuration.coalescedWait, slots: shared.coalescedWaitSlots, since: began) {
+                case .usable(.found(let profile, _), readAfterJoin: true):
+                    statistics.record(.coalesced)
+                    return Representation(profile, outcome: .bypass)
+                case .usable(.notFound, readAfterJoin: true):
+                    statistics.record(.coalesced)
+                    return nil
+                case .usable(.failed(let error), _):
+                    throw error
+                case .usable, .unusable:
+                    continue
+                case .timedOut:
+                    statistics.record(.coalescedWaitExpired)
+                    throw .unavailable
+                case .refused:
+                    statistics.record(.coalescedWaitRefused)
+                    throw .unavailable
+                }
+            }
+        }
         statistics.record(.databaseRead)
         guard let profile = try store.profile(id: id) else { return nil }
         if profile.version > cachedVersion { writeThrough(profile) }

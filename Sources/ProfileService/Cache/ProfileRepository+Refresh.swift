@@ -65,7 +65,7 @@ extension ProfileRepository {
             case .failure:
                 return .failed
             case .hit(let item):
-                guard case .profile(let cachedVersion, _)? = CacheEntry(decoding: item.value) else {
+                guard let cachedVersion = CacheEntry(decoding: item.value)?.version else {
                     // A lease may belong to a reader whose row predates this commit.
                     return invalidate(key)
                 }

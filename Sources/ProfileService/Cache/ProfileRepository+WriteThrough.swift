@@ -42,7 +42,7 @@ extension ProfileRepository {
 
     /// Brings the cache up to `profile` without ever moving it backwards.
     ///
-    /// - An older profile entry is replaced with `cas` (retried on conflict): an entry that
+    /// - An older profile entry, or an absent one, is replaced with `cas` (retried on conflict): an entry that
     ///   lived through every write since it landed proves no newer version was acknowledged.
     /// - An equal or newer entry is left alone.
     /// - An empty slot, a reader's lease or an undecodable entry proves nothing: a newer version
@@ -60,7 +60,8 @@ extension ProfileRepository {
             let replacingCAS: UInt64?
             switch cache.get(key) {
             case .hit(let item):
-                if case .profile(let cachedVersion, _)? = CacheEntry(decoding: item.value) {
+                // A profile entry, or the record of an absent one (version 0: a creation replaces it).
+                if let cachedVersion = CacheEntry(decoding: item.value)?.version {
                     if cachedVersion >= profile.version {
                         statistics.record(.writeThroughSkippedNewer)
                         return .skippedNewer

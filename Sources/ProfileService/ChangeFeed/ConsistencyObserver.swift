@@ -128,17 +128,22 @@ public final class ConsistencyObserver: Sendable {
         case .failure: cached = .unreachable
         case .miss: cached = .nothing
         case .hit(let item):
-            if case .profile(let version, _)? = CacheEntry(decoding: item.value) {
-                cached = .profile(version: version)
-            } else {
-                cached = .nothing
+            switch CacheEntry(decoding: item.value) {
+            case .profile(let version, _)?: cached = .profile(version: version)
+            case .absent?: cached = .absent
+            case .lease?, nil: cached = .nothing
             }
         }
         if let outcome = ConsistencyVerdict.judge(change: sample.version, cached: cached) {
             record(outcome)
             return
         }
-        guard case .profile(let cachedVersion) = cached else { return }
+        let cachedVersion: Int32
+        switch cached {
+        case .profile(let version): cachedVersion = version
+        case .absent: cachedVersion = 0
+        case .unreachable, .nothing: return
+        }
         let row: Profile?
         do {
             row = try worker.store.profile(id: sample.id)

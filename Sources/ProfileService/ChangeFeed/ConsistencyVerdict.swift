@@ -25,6 +25,8 @@ public enum ConsistencyVerdict {
         /// No entry, a reader's lease, or an entry this release does not decode: none is served.
         case nothing
         case profile(version: Int32)
+        /// The service's record that no such profile exists (``CacheEntry/absent``): answered 404.
+        case absent
     }
 
     /// What PostgreSQL holds for the id when a suspect is confirmed.
@@ -41,14 +43,15 @@ public enum ConsistencyVerdict {
         case .unreachable: .inconclusive
         case .nothing: .consistent
         case .profile(let cachedVersion): version > 0 && cachedVersion >= version ? .consistent : nil
+        case .absent: version > 0 ? nil : .consistent
         }
     }
 
-    /// The verdict on a suspect entry at `cachedVersion`, given the row.
+    /// The verdict on a suspect entry at `cachedVersion` (0: an absent entry), given the row.
     static func confirm(cachedVersion: Int32, stored: Stored) -> Outcome {
         switch stored {
         case .unreachable: .inconclusive
-        case .absent: .violation
+        case .absent: cachedVersion == 0 ? .consistent : .violation
         case .row(let version): version > cachedVersion ? .violation : .consistent
         }
     }
