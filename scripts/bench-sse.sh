@@ -44,8 +44,8 @@ trap cleanup EXIT
 # comparison is made under the same (shared, noisy) machine load.
 start_instance() {
     $bin serve --port "$1" --database-url "$PROFILE_DATABASE_URL" --memcached "$PROFILE_MEMCACHED" \
-        --no-access-log --jwt-secret-file "$out/jwt-secret" --max-connections $(( subscribers + 1000 )) \
-        --max-subscribers "$subscribers" 2> "$out/service-$1.log" &
+        --no-access-log --jwt-secret-file "$out/jwt-secret" --max-connections $(( subscribers * 2 + 1000 )) \
+        --max-subscribers "$subscribers" --max-streams-per-client 0 2> "$out/service-$1.log" &
     pids+=("$!")
     for _ in $(seq 1 100); do curl -fs "localhost:$1/readyz" >/dev/null && break; sleep 0.1; done
 }

@@ -10,6 +10,9 @@ public struct HTTPRequest: Sendable {
     public var version: HTTPVersion
     public var headers: HTTPHeaders
     public var body: [UInt8]
+    /// The address of the socket's peer (`127.0.0.1`, `::1`), set by the server: the client, or
+    /// the gateway in front of it. `nil` when unknown (a request built in a test).
+    public var peerAddress: String?
 
     /// Creates a request; ``path`` and ``query`` are derived from `target`.
     public init(

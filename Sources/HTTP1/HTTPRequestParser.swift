@@ -462,6 +462,13 @@ public struct HTTPRequestParser: Sendable {
 
     // MARK: - Completion
 
+    /// The request whose body is being read — after a ``Event/head(expectsContinue:)`` and before
+    /// its ``Event/request(_:keepAlive:)`` — without the body, so a server can refuse it (401,
+    /// 403) before it reads the body or answers `100 Continue`.
+    public var headOfCurrentRequest: HTTPRequest {
+        HTTPRequest(method: method, target: target, version: version, headers: headers)
+    }
+
     private mutating func finishRequest() -> Event {
         let request = HTTPRequest(method: method, target: target, version: version, headers: headers, body: body)
         let keepAlive = version.isAtLeast1_1 ? !connectionClose : (connectionKeepAlive && !connectionClose)

@@ -17,10 +17,18 @@ public struct HTTPResponse: Sendable {
         public var topic: Int64
         /// The position the first bytes bring the client to: only later events are sent.
         public var position: Int64
+        /// Who opened it, as counted against a per-client limit; the server gives the count back
+        /// when the stream ends or is refused (`EventStreams.release(client:)`).
+        public var client: String?
+        /// When the server ends the stream (its lifetime, or the expiry of the token that opened
+        /// it); the client reconnects with `Last-Event-ID` and misses nothing.
+        public var endsAt: ContinuousClock.Instant?
 
-        public init(topic: Int64, position: Int64) {
+        public init(topic: Int64, position: Int64, client: String? = nil, endsAt: ContinuousClock.Instant? = nil) {
             self.topic = topic
             self.position = position
+            self.client = client
+            self.endsAt = endsAt
         }
     }
 

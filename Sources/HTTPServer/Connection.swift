@@ -5,6 +5,8 @@ final class Connection {
     let fd: Int32
     /// Distinguishes this connection from a later one that reuses `fd`.
     let id: UInt64
+    /// The peer's address in text (``HTTP1/HTTPRequest/peerAddress``).
+    let peerAddress: String
     var machine: ConnectionStateMachine<ContinuousClock.Instant>
     var parser: HTTPRequestParser
     /// Bytes read but not yet parsed: pipelined requests behind the one being handled.
@@ -30,13 +32,18 @@ final class Connection {
     var streamPosition: Int64 = 0
     /// Index in the event loop's list of the topic's streams.
     var streamIndex = 0
+    /// The stream's client, counted against the per-client limit until the stream ends.
+    var streamClient: String?
+    /// When the server ends the stream, if it does.
+    var streamEndsAt: ContinuousClock.Instant?
 
     init(
-        fd: Int32, id: UInt64, machine: ConnectionStateMachine<ContinuousClock.Instant>,
+        fd: Int32, id: UInt64, peerAddress: String, machine: ConnectionStateMachine<ContinuousClock.Instant>,
         limits: HTTPRequestParser.Limits
     ) {
         self.fd = fd
         self.id = id
+        self.peerAddress = peerAddress
         self.machine = machine
         self.parser = HTTPRequestParser(limits: limits)
     }

@@ -48,6 +48,8 @@ final class EventLoop {
     private var nextHeartbeat: ContinuousClock.Instant
     /// An SSE comment line: ignored by clients, seen by every proxy on the way.
     private static let heartbeat: [UInt8] = Array(":\n\n".utf8)
+    /// The last line of a stream the server ends on time: a comment, so clients only reconnect.
+    private static let streamEnd: [UInt8] = Array(": stream ends; reconnect with Last-Event-ID\n\n".utf8)
 
     /// Bytes discarded at most while lingering before a close.
     private static let maxLingerBytes = 1 << 20
@@ -149,9 +151,10 @@ final class EventLoop {
     private func acceptConnections(now: ContinuousClock.Instant) {
         while let listenFD {
             let fd: Int32
+            let peer: String
             do {
                 guard case .processed(let accepted) = try System.accept(listenFD) else { return }
-                fd = accepted
+                (fd, peer) = accepted
             } catch {
                 if System.isTransientAcceptError(error) {
                     continue
@@ -163,7 +166,9 @@ final class EventLoop {
                     return
                 }
             }
-            guard connectionCount < configuration.maxConnections else {
+            // At the limit, an idle keep-alive connection makes room (the one nearest its idle
+            // timeout): idle connections held open by one client never lock everyone else out.
+            guard connectionCount < configuration.maxConnections || closeOneIdleConnection() else {
                 System.close(fd)
                 continue
             }
@@ -178,7 +183,8 @@ final class EventLoop {
             }
             nextConnectionID += 1
             let connection = Connection(
-                fd: fd, id: nextConnectionID, machine: .init(now: now, timeouts: timeouts), limits: limits)
+                fd: fd, id: nextConnectionID, peerAddress: peer, machine: .init(now: now, timeouts: timeouts),
+                limits: limits)
             if Int(fd) >= connections.count {
                 connections.append(
                     contentsOf: repeatElement(nil, count: max(Int(fd) + 1 - connections.count, connections.count)))
@@ -187,6 +193,22 @@ final class EventLoop {
             connectionCount += 1
             core.openConnections.add(1, ordering: .relaxed)
         }
+    }
+
+    /// Closes the idle keep-alive connection nearest its idle deadline, if there is one.
+    private func closeOneIdleConnection() -> Bool {
+        var oldest: Connection?
+        for case let connection? in connections where connection.machine.isIdle && connection.handoff.isIdle {
+            if let deadline = connection.machine.deadline,
+                oldest.flatMap({ $0.machine.deadline }).map({ deadline < $0 }) ?? true
+            {
+                oldest = connection
+            }
+        }
+        guard let oldest else { return false }
+        core.idleClosedForRoom.add(1, ordering: .relaxed)
+        close(oldest)
+        return true
     }
 
     private func closeListener() {
@@ -291,6 +313,15 @@ final class EventLoop {
                 break
             case .head(let expectsContinue):
                 connection.machine.headCompleted(now: now)
+                var head = connection.parser.headOfCurrentRequest
+                head.peerAddress = connection.peerAddress
+                if let refusal = core.screenHead(head) {
+                    // Refused on its head: the body is never read (nor `100 Continue` sent), and
+                    // the connection closes after the answer.
+                    let answer = encode(refusal, isHead: false, connection: .close)
+                    startResponse(connection, answer, closeAfter: true, now: now)
+                    return bytes.count
+                }
                 if expectsContinue {
                     connection.output.append(contentsOf: HTTPResponseEncoder.continueHead)
                     flush(connection, now: now)
@@ -310,6 +341,8 @@ final class EventLoop {
         connection.machine.requestDispatched()
         // With bytes buffered or possibly unread, the loop must hear when the response is out.
         connection.handoff.dispatch(watched: pipelined || connection.mayRead)
+        var request = request
+        request.peerAddress = connection.peerAddress
         let job = Job(
             fd: connection.fd, connectionID: connection.id, request: request, keepAlive: keepAlive,
             handoff: connection.handoff, mayWriteDirectly: !connection.hasPendingOutput)
@@ -346,7 +379,9 @@ final class EventLoop {
             guard let connection = connection(for: completion.fd), connection.id == completion.connectionID,
                 connection.machine.state == .processing
             else {
-                if case .stream(_, let stream) = completion.kind { core.eventStreams?.release(topic: stream.topic) }
+                if case .stream(_, let stream) = completion.kind {
+                    core.eventStreams?.release(topic: stream.topic, client: stream.client)
+                }
                 continue
             }
             switch completion.kind {
@@ -446,12 +481,12 @@ final class EventLoop {
             preconditionFailure("an event-stream response on a server without EventStreams")
         }
         if connection.failed {
-            streams.release(topic: stream.topic)
+            streams.release(topic: stream.topic, client: stream.client)
             close(connection)
             return
         }
         guard streamCount < streams.configuration.maxSubscribers, drainDeadline == nil else {
-            streams.release(topic: stream.topic)
+            streams.release(topic: stream.topic, client: stream.client)
             if drainDeadline == nil { streams.refused.add(1, ordering: .relaxed) }
             let retryAfter = String(streams.configuration.retryAfterSeconds)
             let response = HTTPResponse.problem(
@@ -467,6 +502,8 @@ final class EventLoop {
         connection.pending = []
         connection.streamTopic = stream.topic
         connection.streamPosition = stream.position
+        connection.streamClient = stream.client
+        connection.streamEndsAt = stream.endsAt
         var list = streamTopics.removeValue(forKey: stream.topic) ?? []
         connection.streamIndex = list.count
         list.append(connection)
@@ -512,6 +549,16 @@ final class EventLoop {
         }
         streamEvents.removeAll(keepingCapacity: true)
         streams.eventsSent.add(sent, ordering: .relaxed)
+    }
+
+    /// Ends a stream at its ``HTTP1/HTTPResponse/EventStream/endsAt`` (its lifetime, or the
+    /// token that opened it expired) with a last comment; the client reconnects with
+    /// `Last-Event-ID` and misses nothing.
+    private func endStream(_ connection: Connection, now: ContinuousClock.Instant) {
+        connection.streamEndsAt = nil
+        core.eventStreams?.ended.add(1, ordering: .relaxed)
+        send(Self.streamEnd, onStream: connection, now: now)
+        if connection.isOpen { close(connection) }
     }
 
     private func sendHeartbeats(now: ContinuousClock.Instant) {
@@ -564,7 +611,8 @@ final class EventLoop {
         connection.streamTopic = nil
         streamCount -= 1
         core.eventStreams?.subscribers.subtract(1, ordering: .relaxed)
-        core.eventStreams?.release(topic: topic)
+        core.eventStreams?.release(topic: topic, client: connection.streamClient)
+        connection.streamClient = nil
     }
 
     /// Reads and drops input until EOF (then closes), or until `limit` bytes were dropped. A
@@ -614,6 +662,10 @@ final class EventLoop {
             if let listenFD { try? System.epollAdd(epollFD, listenFD, events: System.epollIn) }
         }
         for case let connection? in connections {
+            if let endsAt = connection.streamEndsAt, now >= endsAt, connection.streamTopic != nil {
+                endStream(connection, now: now)
+                continue
+            }
             if connection.machine.state == .processing {
                 // No deadline runs while a worker has the request; a direct write ends it here at
                 // the latest (the idle deadline then starts up to one tick late).

@@ -19,8 +19,15 @@ import Synchronization
 public final class EventStreams: Sendable {
     /// Limits and timing of the streams.
     public struct Configuration: Sendable {
-        /// Open streams at most; beyond, a new stream is answered 503 with `Retry-After`.
-        public var maxSubscribers: Int = 10_000
+        /// Open streams at most; beyond, a new stream is answered 503 with `Retry-After`. Well
+        /// below the connection limit, so streams always leave room for other requests.
+        public var maxSubscribers: Int = 5_000
+        /// Open streams of one client at most (see ``reserve(client:)``); 0 for no limit.
+        public var maxSubscribersPerClient: Int = 32
+        /// Longest a stream stays open; the server then ends it and the client resumes with
+        /// `Last-Event-ID`, so a client's streams (and what it was allowed when it opened them)
+        /// are looked at again. Each stream gets this minus up to 10 %, so reconnections spread.
+        public var maxLifetime: Duration? = .seconds(3600)
         /// A comment line is sent to every stream this often, so proxies and clients see it alive.
         public var heartbeatInterval: Duration = .seconds(15)
         /// Bytes waiting for a stream that does not read, beyond the socket's buffer; a stream
@@ -45,6 +52,10 @@ public final class EventStreams: Sendable {
         public var subscribersCutAsSlow: Int
         /// Streams refused by ``Configuration/maxSubscribers``.
         public var subscribersRefused: Int
+        /// Streams refused by ``Configuration/maxSubscribersPerClient`` (429).
+        public var subscribersRefusedPerClient: Int = 0
+        /// Streams the server ended on time (their lifetime, or their token expired).
+        public var subscribersEnded: Int = 0
     }
 
     struct Topic {
@@ -71,10 +82,14 @@ public final class EventStreams: Sendable {
     public let configuration: Configuration
     private let topics = Mutex<[Int64: Topic]>([:])
     private let outbox = Mutex(Outbox())
+    /// Open (or opening) streams per client, for ``Configuration/maxSubscribersPerClient``.
+    private let clients = Mutex<[String: Int]>([:])
     let subscribers = Atomic<Int>(0)
     let eventsSent = Atomic<Int>(0)
     let cutAsSlow = Atomic<Int>(0)
     let refused = Atomic<Int>(0)
+    let refusedPerClient = Atomic<Int>(0)
+    let ended = Atomic<Int>(0)
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
@@ -83,6 +98,38 @@ public final class EventStreams: Sendable {
     /// Marks `topic` as watched by one more holder (see the type's steps).
     public func retain(topic: Int64) {
         topics.withLock { $0[topic, default: Topic()].holders += 1 }
+    }
+
+    /// Counts one more stream of `client` (a token's subject, or a client address) if it has
+    /// fewer than ``Configuration/maxSubscribersPerClient`` open; a worker calls it before it
+    /// opens a stream and answers 429 when it returns false. The server gives the place back
+    /// when the stream ends or is refused; a worker that answers anything else calls
+    /// ``release(topic:client:)``.
+    public func reserve(client: String) -> Bool {
+        let limit = configuration.maxSubscribersPerClient
+        let reserved = clients.withLock { clients -> Bool in
+            let open = clients[client, default: 0]
+            guard limit == 0 || open < limit else { return false }
+            clients[client] = open + 1
+            return true
+        }
+        if !reserved { refusedPerClient.add(1, ordering: .relaxed) }
+        return reserved
+    }
+
+    /// Open streams of `client` now.
+    public func openStreams(client: String) -> Int {
+        clients.withLock { $0[client, default: 0] }
+    }
+
+    /// Drops one holder of `topic` and, when given, one stream of `client`.
+    public func release(topic: Int64, client: String?) {
+        release(topic: topic)
+        guard let client else { return }
+        clients.withLock { clients in
+            guard let open = clients[client] else { return }
+            clients[client] = open > 1 ? open - 1 : nil
+        }
     }
 
     /// Drops one holder of `topic`; the topic and its latest event are forgotten with the last one.
@@ -158,7 +205,9 @@ public final class EventStreams: Sendable {
         Statistics(
             subscribers: subscribers.load(ordering: .relaxed), eventsSent: eventsSent.load(ordering: .relaxed),
             subscribersCutAsSlow: cutAsSlow.load(ordering: .relaxed),
-            subscribersRefused: refused.load(ordering: .relaxed))
+            subscribersRefused: refused.load(ordering: .relaxed),
+            subscribersRefusedPerClient: refusedPerClient.load(ordering: .relaxed),
+            subscribersEnded: ended.load(ordering: .relaxed))
     }
 
     // MARK: Event loop side

@@ -23,11 +23,20 @@ public protocol HTTPResponder: Sendable {
     /// to the front of the queue, each to be answered alone by ``respond(to:worker:)`` — so no
     /// request waits in a batch behind a slow one.
     func respond(to requests: [HTTPRequest], worker: Worker, answer: (Int, HTTPResponse) -> Void) -> [Int]
+
+    /// Looks at the head of a request that has a body, on the event loop's thread, before the
+    /// body is read and before `100 Continue`: a response returned here (a refusal such as 401 or
+    /// 403) is sent at once, the body is never read, and the connection closes. Keep it cheap; it
+    /// runs on the thread that serves every connection.
+    func screen(head: HTTPRequest) -> HTTPResponse?
 }
 
 extension HTTPResponder {
     /// One request at a time.
     public func batchLimit(worker: Worker) -> Int { 1 }
+
+    /// Every head passes: bodies are read, requests go to the workers.
+    public func screen(head: HTTPRequest) -> HTTPResponse? { nil }
 
     /// Every request, one by one, with ``respond(to:worker:)``.
     public func respond(to requests: [HTTPRequest], worker: Worker, answer: (Int, HTTPResponse) -> Void) -> [Int] {

@@ -94,7 +94,7 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
         let workerCount = max(configuration.workerCount, 1)
         let core = ServerCore(
             queueCapacity: configuration.queueCapacity, workerCount: workerCount, eventFD: eventFD,
-            eventStreams: eventStreams)
+            eventStreams: eventStreams, screenHead: { [responder] head in responder.screen(head: head) })
         func closeAll() {
             System.close(listenFD)
             System.close(epollFD)
@@ -286,7 +286,8 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
                 openConnections: core.openConnections.load(ordering: .relaxed),
                 queuedRequests: core.queue.queued.load(ordering: .relaxed),
                 busyWorkers: core.busyWorkers.load(ordering: .relaxed),
-                eventStreams: core.eventStreams?.statistics)
+                eventStreams: core.eventStreams?.statistics,
+                idleConnectionsClosedForRoom: core.idleClosedForRoom.load(ordering: .relaxed))
         }
     }
 }

@@ -7,10 +7,14 @@ public struct HTTPServerStatistics: Sendable {
     public var busyWorkers: Int
     /// The event streams' counters, when the server has streams.
     public var eventStreams: EventStreams.Statistics?
+    /// Idle keep-alive connections closed to admit a new one at the connection limit.
+    public var idleConnectionsClosedForRoom: Int
 
     public init(
-        openConnections: Int, queuedRequests: Int, busyWorkers: Int, eventStreams: EventStreams.Statistics? = nil
+        openConnections: Int, queuedRequests: Int, busyWorkers: Int, eventStreams: EventStreams.Statistics? = nil,
+        idleConnectionsClosedForRoom: Int = 0
     ) {
+        self.idleConnectionsClosedForRoom = idleConnectionsClosedForRoom
         self.openConnections = openConnections
         self.queuedRequests = queuedRequests
         self.busyWorkers = busyWorkers

@@ -247,17 +247,48 @@ enum System {
     /// Glibc module is built without `_GNU_SOURCE` and does not export it; a `CLinuxShims_accept4`
     /// wrapper in `CLinuxShims/shim.c` (as NIO's `CNIOLinux_accept4`) would remove this workaround.
     /// Connections are long-lived (keep-alive), so the cost is small.
-    static func accept(_ listener: Int32) throws(IOError) -> IOResult<Int32> {
-        let result = try syscall(blocking: false, where: "accept") { sysAccept(listener, nil, nil) }
-        if case .processed(let fd) = result {
-            _ = sysFcntl(fd, F_SETFD, FD_CLOEXEC)
-            let flags = sysFcntl(fd, F_GETFL, 0)
-            _ = sysFcntl(fd, F_SETFL, flags | O_NONBLOCK)
-            var one: Int32 = 1
-            // Best effort: a failure only costs latency.
-            _ = sysSetsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+    /// Accepts one connection: its descriptor (non-blocking, close-on-exec, `TCP_NODELAY`) and
+    /// the peer's address in text (`127.0.0.1`, `::1`; `""` when it cannot be read).
+    static func accept(_ listener: Int32) throws(IOError) -> IOResult<(fd: Int32, peer: String)> {
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let result = try syscall(blocking: false, where: "accept") {
+            withUnsafeMutablePointer(to: &storage) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sysAccept(listener, $0, &length) }
+            }
         }
-        return result
+        guard case .processed(let fd) = result else { return .wouldBlock }
+        _ = sysFcntl(fd, F_SETFD, FD_CLOEXEC)
+        let flags = sysFcntl(fd, F_GETFL, 0)
+        _ = sysFcntl(fd, F_SETFL, flags | O_NONBLOCK)
+        var one: Int32 = 1
+        // Best effort: a failure only costs latency.
+        _ = sysSetsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        return .processed((fd, peerAddress(storage)))
+    }
+
+    private static func peerAddress(_ storage: sockaddr_storage) -> String {
+        var storage = storage
+        let family = Int32(storage.ss_family)
+        var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
+        let written: UnsafePointer<CChar>? = withUnsafePointer(to: &storage) { pointer in
+            switch family {
+            case AF_INET:
+                pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { address in
+                    var inAddress = address.pointee.sin_addr
+                    return inet_ntop(AF_INET, &inAddress, &text, socklen_t(text.count))
+                }
+            case AF_INET6:
+                pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { address in
+                    var in6Address = address.pointee.sin6_addr
+                    return inet_ntop(AF_INET6, &in6Address, &text, socklen_t(text.count))
+                }
+            default:
+                nil
+            }
+        }
+        guard written != nil else { return "" }
+        return String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     /// Errors of `accept` that concern one aborted connection only (accept(2), "Error handling").

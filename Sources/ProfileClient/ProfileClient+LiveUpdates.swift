@@ -4,9 +4,9 @@ import Synchronization
 extension ProfileClient {
     /// Follows `id`'s event stream until cancelled: each `profile` event goes through the local
     /// cache like a fetch (an older version never replaces a newer one) and becomes the id's
-    /// `min_version` for later reads; a lost stream is
-    /// reopened after a jittered backoff with `Last-Event-ID`, so nothing committed meanwhile is
-    /// missed. A 404, 401 or 403 ends following; 503 waits for `Retry-After`.
+    /// `min_version` for later reads. A stream the service ends after it lived (its lifetime, the
+    /// token's expiry) is reopened at once, a lost one after a jittered backoff, both with
+    /// `Last-Event-ID`, so nothing committed meanwhile is missed. A 404, 401 or 403 ends following; 503 waits for `Retry-After`.
     ///
     /// Static, so the following task does not keep the client alive: releasing the client
     /// cancels it.
@@ -27,6 +27,7 @@ extension ProfileClient {
             // The longest silence allowed: well above the service's 15 s heartbeat.
             let request = TransportRequest(method: "GET", url: url, headers: headers, body: nil, timeout: .seconds(45))
             var retryAfter: Duration?
+            let opened = ContinuousClock.now
             do {
                 let end = try await transport.stream(request) { [cache] event in
                     guard event.event == "profile", let profile = try? Self.decodeProfile(Data(event.data.utf8)),
@@ -36,6 +37,11 @@ extension ProfileClient {
                     await cache.didReceiveEvent(profile)
                 }
                 switch end {
+                case .closed where ContinuousClock.now - opened >= .seconds(1):
+                    // The service ended a stream that lived (its lifetime, a token's expiry, a
+                    // drain): resume at once; Last-Event-ID brings whatever came meanwhile.
+                    failures = 0
+                    continue
                 case .closed:
                     failures = 0
                 case .refused(let response):

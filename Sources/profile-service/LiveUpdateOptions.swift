@@ -3,8 +3,28 @@ import HTTPServer
 
 /// Options of the live updates (Server-Sent Events, docs/design.md §4).
 struct LiveUpdateOptions: ParsableArguments {
-    @Option(help: "Event streams open at most; beyond, 503 with Retry-After. [PROFILE_MAX_SUBSCRIBERS]")
-    var maxSubscribers: Int = EnvironmentDefaults.int("PROFILE_MAX_SUBSCRIBERS", 10_000)
+    @Option(
+        help: """
+            Event streams open at most; beyond, 503 with Retry-After. At most 90 % of \
+            --max-connections, so streams leave room for other requests. [PROFILE_MAX_SUBSCRIBERS]
+            """)
+    var maxSubscribers: Int = EnvironmentDefaults.int("PROFILE_MAX_SUBSCRIBERS", 5_000)
+
+    @Option(
+        help: """
+            Event streams one client may hold open (a token's subject, else its address, see \
+            --trusted-proxy-hops); beyond, 429 with Retry-After; 0 for no limit. \
+            [PROFILE_MAX_STREAMS_PER_CLIENT]
+            """)
+    var maxStreamsPerClient: Int = EnvironmentDefaults.int("PROFILE_MAX_STREAMS_PER_CLIENT", 32)
+
+    @Option(
+        help: """
+            Seconds an event stream stays open at most (less up to 10 %); the client resumes with \
+            Last-Event-ID and misses nothing; 0 for no limit. A stream also ends when the token \
+            that opened it expires. [PROFILE_SSE_MAX_LIFETIME_S]
+            """)
+    var sseMaxLifetimeS: Int = EnvironmentDefaults.int("PROFILE_SSE_MAX_LIFETIME_S", 3600)
 
     @Option(help: "Seconds between heartbeat comments on every event stream. [PROFILE_SSE_HEARTBEAT_S]")
     var sseHeartbeatS: Int = EnvironmentDefaults.int("PROFILE_SSE_HEARTBEAT_S", 15)
@@ -18,6 +38,12 @@ struct LiveUpdateOptions: ParsableArguments {
         guard (0...1_000_000).contains(maxSubscribers) else {
             throw ValidationError("--max-subscribers must be 0…1000000, got \(maxSubscribers)")
         }
+        guard (0...1_000_000).contains(maxStreamsPerClient) else {
+            throw ValidationError("--max-streams-per-client must be 0…1000000, got \(maxStreamsPerClient)")
+        }
+        guard (0...604_800).contains(sseMaxLifetimeS) else {
+            throw ValidationError("--sse-max-lifetime-s must be 0…604800, got \(sseMaxLifetimeS)")
+        }
         guard (1...3600).contains(sseHeartbeatS) else {
             throw ValidationError("--sse-heartbeat-s must be 1…3600, got \(sseHeartbeatS)")
         }
@@ -29,6 +55,8 @@ struct LiveUpdateOptions: ParsableArguments {
     func streamsConfiguration() -> EventStreams.Configuration {
         var configuration = EventStreams.Configuration()
         configuration.maxSubscribers = maxSubscribers
+        configuration.maxSubscribersPerClient = maxStreamsPerClient
+        configuration.maxLifetime = sseMaxLifetimeS > 0 ? .seconds(sseMaxLifetimeS) : nil
         configuration.heartbeatInterval = .seconds(sseHeartbeatS)
         configuration.maxBufferedBytes = sseBufferBytes
         return configuration

@@ -68,6 +68,14 @@ extension ProfileServiceCommand {
         @Option(help: "Open connections at most. [PROFILE_MAX_CONNECTIONS]")
         var maxConnections: Int = EnvironmentDefaults.int("PROFILE_MAX_CONNECTIONS", 10_000)
 
+        @Option(
+            help: """
+                Gateways in front of the service that each append the address they saw to \
+                X-Forwarded-For (nginx, Envoy): the client's address for per-client limits is the \
+                entry this many from the right; 0 uses the socket's peer. [PROFILE_TRUSTED_PROXY_HOPS]
+                """)
+        var trustedProxyHops: Int = EnvironmentDefaults.int("PROFILE_TRUSTED_PROXY_HOPS", 0)
+
         @Option(help: "Idle keep-alive timeout in seconds (keep it above the gateway's). [PROFILE_IDLE_TIMEOUT_S]")
         var idleTimeoutS: Int = EnvironmentDefaults.int("PROFILE_IDLE_TIMEOUT_S", 75)
 
@@ -118,6 +126,11 @@ extension ProfileServiceCommand {
             try require(consistencyCheckDelayMs, in: 1...600_000, "--consistency-check-delay-ms")
             try require(queueCapacity, in: 1...1_000_000, "--queue-capacity")
             try require(maxConnections, in: 1...1_000_000, "--max-connections")
+            guard liveUpdates.maxSubscribers <= maxConnections * 9 / 10 else {
+                throw ValidationError(
+                    "--max-subscribers (\(liveUpdates.maxSubscribers)) must be at most 90 % of --max-connections (\(maxConnections)): streams must leave room for other requests")
+            }
+            try require(trustedProxyHops, in: 0...16, "--trusted-proxy-hops")
             try require(memcachedTimeoutMs, in: 1...60_000, "--memcached-timeout-ms")
             guard (0.05...3600).contains(memcachedRetryS) else {
                 throw ValidationError("--memcached-retry-s must be 0.05…3600, got \(memcachedRetryS)")
@@ -172,7 +185,7 @@ extension ProfileServiceCommand {
             let hub = ProfileUpdateHub(streams: streams, logger: logger)
             let responder = ProfileResponder(
                 lifecycle: lifecycle, authorization: try auth.authorization(), observability: observability,
-                liveUpdates: hub, logger: logger
+                liveUpdates: hub, clientIdentity: ClientIdentity(trustedProxyHops: trustedProxyHops), logger: logger
             ) { _ in
                 try ProfileWorker.connecting(
                     postgres: postgres, databaseHealth: databaseHealth, databaseBulkhead: databaseBulkhead,
@@ -243,6 +256,7 @@ extension ProfileServiceCommand {
             configuration.workerCount = workers
             configuration.queueCapacity = queueCapacity
             configuration.maxConnections = maxConnections
+            configuration.maxBodyBytes = ProfileResponder.maximumRequestBodyBytes
             configuration.idleTimeout = .seconds(idleTimeoutS)
             configuration.headDeadline = .seconds(headTimeoutS)
             configuration.drainTimeout = .seconds(drainTimeoutS)

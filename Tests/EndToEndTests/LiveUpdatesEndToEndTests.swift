@@ -116,7 +116,7 @@ import TestSupport
 
     @Test func twoHundredSubscribersOnBReceiveAWriteThroughAAndAnUpdateInSQL() throws {
         let a = try ServiceProcess()
-        let b = try ServiceProcess()
+        let b = try ServiceProcess(extraArguments: ["--max-streams-per-client", "0"])  // one load generator, one address
         defer { _ = a.terminate(); _ = b.terminate() }
         let id = Self.newID()
         try Self.create(id, on: a)

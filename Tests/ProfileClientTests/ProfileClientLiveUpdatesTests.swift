@@ -77,6 +77,26 @@ final class FakeEventTransport: EventStreamTransport {
         #expect(requests[1].headers["Last-Event-ID"] == "2", "resumes after the last version it got")
     }
 
+    @Test func aStreamTheServiceEndsAfterItLivedIsResumedAtOnceWithAFreshToken() async throws {
+        let v1 = FakeTransport.profile(id, "One", version: 1)
+        let v2 = FakeTransport.profile(id, "Two", version: 2)
+        let events = LivedEventTransport(firstLifetime: .milliseconds(1200), first: FakeEventTransport.event(v1), then: FakeEventTransport.event(v2))
+        let minted = Mutex(0)
+        var configuration = ProfileClientConfiguration(baseURL: URL(string: "http://127.0.0.1:1")!)
+        configuration.tokenProvider = { "token-\(minted.withLock { $0 += 1; return $0 })" }
+        let client = ProfileClient(
+            configuration: configuration, transport: FakeTransport { _, _ throws(TransportError) in FakeTransport.json(v1) },
+            eventTransport: events, randomUnit: { 1 })  // the longest backoff, were there one
+        let seen = await Self.collect(client.updates(for: id), count: 2)
+        #expect(seen == [v1, v2])
+        let requests = events.requests
+        #expect(requests.count == 2)
+        #expect(requests.last?.request.headers["Last-Event-ID"] == "1")
+        #expect(requests.last?.request.headers["Authorization"] == "Bearer token-2", "a fresh token for the new stream")
+        let gap = try #require(events.gapBeforeSecondRequest)
+        #expect(gap < .milliseconds(150), "resumed after \(gap)")
+    }
+
     @Test func followingDoesNotKeepTheClientAliveAndEndsWithIt() async throws {
         let events = FakeEventTransport([])  // one quiet stream that stays open
         var client: ProfileClient? = ProfileClient(
@@ -110,6 +130,47 @@ final class FakeEventTransport: EventStreamTransport {
         gate.set()
         let seen = await Self.collect(updates, count: 2)
         #expect(seen.map { $0.version } == [2, 3], "v1 from the stream is never shown after the own v2")
+    }
+}
+
+/// A first stream that lives `firstLifetime` and is then ended by the service; a second that
+/// sends one event and stays open. Records when each request came and when the first ended.
+final class LivedEventTransport: EventStreamTransport {
+    private let firstLifetime: Duration
+    private let first: ServerSentEvent
+    private let then: ServerSentEvent
+    private let log = Mutex<[(request: TransportRequest, at: ContinuousClock.Instant)]>([])
+    private let firstEnded = Mutex<ContinuousClock.Instant?>(nil)
+
+    init(firstLifetime: Duration, first: ServerSentEvent, then: ServerSentEvent) {
+        self.firstLifetime = firstLifetime
+        self.first = first
+        self.then = then
+    }
+
+    var requests: [(request: TransportRequest, at: ContinuousClock.Instant)] { log.withLock { $0 } }
+
+    var gapBeforeSecondRequest: Duration? {
+        guard let ended = firstEnded.withLock({ $0 }), requests.count > 1 else { return nil }
+        return requests[1].at - ended
+    }
+
+    func stream(_ request: TransportRequest, onEvent: @escaping @Sendable (ServerSentEvent) async -> Void)
+        async throws(TransportError) -> EventStreamEnd
+    {
+        let index = log.withLock { log in
+            log.append((request, ContinuousClock.now))
+            return log.count
+        }
+        if index == 1 {
+            await onEvent(first)
+            try? await Task.sleep(for: firstLifetime)
+            firstEnded.withLock { $0 = ContinuousClock.now }
+            return .closed
+        }
+        await onEvent(then)
+        try? await Task.sleep(for: .seconds(60))
+        throw TransportError(kind: .other, description: "cancelled")
     }
 }
 

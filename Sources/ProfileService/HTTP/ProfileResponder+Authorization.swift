@@ -1,4 +1,4 @@
-import HTTP1
+public import HTTP1
 import Logging
 import ProfileAuth
 
@@ -22,13 +22,48 @@ extension ProfileResponder {
         }
     }
 
-    /// Checks a read when `--require-auth-for-reads` is set: any valid token may read.
-    func authorizeRead(_ request: HTTPRequest) throws(Problem) {
-        guard case .required(let verifier, forReads: true) = authorization else { return }
-        _ = try authenticate(request, verifier: verifier)
+    /// A profile write's head, before its body is read (``HTTPServer/HTTPResponder/screen(head:)``):
+    /// a request its token may not make is answered now — no `100 Continue`, no body read or
+    /// buffered — and counted in `http_requests_refused_before_body_total`. Everything else passes
+    /// and is checked again, with its body, by the route.
+    public func screen(head: HTTPRequest) -> HTTPResponse? {
+        guard head.method == .put, head.path.hasPrefix(Self.profilePathPrefix), !head.path.hasSuffix(Self.eventsSuffix),
+            case .required = authorization, let id = try? Self.profileID(from: head.path)
+        else { return nil }
+        do {
+            try authorizeWrite(head, id: id)
+            return nil
+        } catch {
+            observability.metrics.recordRefusedBeforeBody()
+            var response = error.response
+            response.headers.replaceOrAdd(name: "X-Request-ID", value: RequestID.accepting(head.headers["X-Request-ID"]))
+            return response
+        }
     }
 
-    private func authenticate(_ request: HTTPRequest, verifier: TokenVerifier) throws(Problem) -> VerifiedToken {
+    /// Checks a read when `--require-auth-for-reads` is set: any valid token may read.
+    /// - Returns: the verified token, when reads need one.
+    @discardableResult
+    func authorizeRead(_ request: HTTPRequest) throws(Problem) -> VerifiedToken? {
+        guard case .required(let verifier, forReads: true) = authorization else { return nil }
+        return try authenticate(request, verifier: verifier)
+    }
+
+    /// The clock-skew leeway of token expiry, when tokens are checked.
+    var tokenLeeway: Duration {
+        guard case .required(let verifier, _) = authorization else { return .zero }
+        return verifier.configuration.leeway
+    }
+
+    /// The request's token, verified.
+    /// - Throws: 400 for more than one `Authorization` field (a gateway that reads the last one
+    ///   would disagree about who is asking), 401 for a missing or invalid token.
+    func authenticate(_ request: HTTPRequest, verifier: TokenVerifier) throws(Problem) -> VerifiedToken {
+        if request.headers.values(for: "Authorization").count > 1 {
+            throw Problem(
+                .badRequest, kind: "duplicate-authorization", detail: "send one Authorization field, not several",
+                field: "Authorization")
+        }
         do {
             return try verifier.verify(authorizationHeader: request.headers["Authorization"])
         } catch {

@@ -1,5 +1,7 @@
+import Foundation
 import HTTP1
 import HTTPServer
+import ProfileAuth
 
 extension ProfileResponder {
     /// `GET /users/profile/{id}/events` (or `GET /users/profile/{id}` with
@@ -8,17 +10,30 @@ extension ProfileResponder {
     /// Same read rules as `GET`. The answer's first bytes are a `retry:` hint and the current
     /// profile, unless `Last-Event-ID` is at or above its version; the server then keeps the
     /// connection and writes each newer version (docs/design.md §4).
+    ///
+    /// One client (a token's subject, else its address: ``ClientIdentity``) has at most
+    /// `maxSubscribersPerClient` streams open (429 beyond), and a stream ends after its lifetime
+    /// or when the token that opened it expires (docs/design.md §5.5).
     func openEventStream(_ request: HTTPRequest, path: String, worker: ProfileWorker) throws(Problem) -> HTTPResponse {
-        try authorizeRead(request)
+        let token = try authorizeRead(request)
         let id = try Self.profileID(from: path)
         let lastEventID = try Self.lastEventID(request.headers["Last-Event-ID"])
         guard let liveUpdates else {
             throw Problem(.notFound, kind: "no-such-route", detail: "live updates are not enabled on this server")
         }
+        let streams = liveUpdates.streams
+        let client = clientIdentity.key(for: request, token: token)
+        guard streams.reserve(client: client) else {
+            throw Problem(
+                .tooManyRequests, kind: "too-many-streams",
+                detail:
+                    "this client has \(streams.configuration.maxSubscribersPerClient) event streams open already; close one first",
+                headers: ["Retry-After": String(streams.configuration.retryAfterSeconds)])
+        }
         // Watched before the read: a change committed meanwhile reaches the stream (EventStreams).
-        liveUpdates.streams.retain(topic: id)
+        streams.retain(topic: id)
         var handedOver = false
-        defer { if !handedOver { liveUpdates.streams.release(topic: id) } }
+        defer { if !handedOver { streams.release(topic: id, client: client) } }
         let representation: ProfileRepository.Representation?
         do {
             // Never older than what the client has seen already.
@@ -38,9 +53,26 @@ extension ProfileResponder {
                 "X-Cache": representation.cacheOutcome.rawValue,
             ],
             body: body)
-        response.eventStream = .init(topic: id, position: Int64(max(representation.version, lastEventID ?? 0)))
+        response.eventStream = .init(
+            topic: id, position: Int64(max(representation.version, lastEventID ?? 0)), client: client,
+            endsAt: streamEnd(configuration: streams.configuration, token: token))
         handedOver = true
         return response
+    }
+
+    /// When the server ends a stream: its lifetime (less up to 10 %, so that the reconnections of
+    /// streams opened together spread out), or the token's expiry plus the leeway, if sooner.
+    private func streamEnd(configuration: EventStreams.Configuration, token: VerifiedToken?) -> ContinuousClock.Instant? {
+        let now = ContinuousClock.now
+        var end = configuration.maxLifetime.map { lifetime in
+            now + lifetime - lifetime * Double.random(in: 0..<0.1)
+        }
+        if let expiresAt = token?.expiresAt {
+            let remaining = Duration.milliseconds(Int64((expiresAt.timeIntervalSinceNow * 1000).rounded()))
+            let tokenEnd = now + remaining + tokenLeeway
+            end = min(end ?? tokenEnd, tokenEnd)
+        }
+        return end
     }
 
     /// `Last-Event-ID`: a version the client has, 0…2147483647 in decimal.

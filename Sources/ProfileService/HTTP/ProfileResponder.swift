@@ -19,6 +19,9 @@ public struct ProfileResponder: HTTPResponder {
     public typealias Worker = ProfileWorker
 
     public static let profilePathPrefix = "/users/profile/"
+    /// The largest body any route takes (a profile write): the server's body limit, so a larger
+    /// one is refused with 413 on its head, unread.
+    public static let maximumRequestBodyBytes = ProfileWriteRequest.maximumBodyBytes
     /// The profile route's label in metrics and in ``allowedMethods``.
     static let profileRoute = "/users/profile/{id}"
     /// The event stream's route label.
@@ -60,10 +63,12 @@ public struct ProfileResponder: HTTPResponder {
 
     private let makeWorkerBody: @Sendable (Int) throws -> ProfileWorker
     private let lifecycle: ServiceLifecycle
-    private let observability: Observability
+    let observability: Observability
     /// ``Observability/accessLog`` when the logger's level lets `info` lines through.
     private let accessLog: AccessLog?
     let authorization: ProfileAuthorization
+    /// Who a request comes from, for per-client limits.
+    let clientIdentity: ClientIdentity
     /// The live updates this instance serves and feeds; without it the event stream is 404.
     let liveUpdates: ProfileUpdateHub?
     let logger: Logger
@@ -74,7 +79,7 @@ public struct ProfileResponder: HTTPResponder {
     ///   - makeWorker: builds a worker's resources; called once on each worker thread.
     public init(
         lifecycle: ServiceLifecycle, authorization: ProfileAuthorization, observability: Observability = Observability(),
-        liveUpdates: ProfileUpdateHub? = nil, logger: Logger,
+        liveUpdates: ProfileUpdateHub? = nil, clientIdentity: ClientIdentity = ClientIdentity(), logger: Logger,
         makeWorker: @escaping @Sendable (Int) throws -> ProfileWorker
     ) {
         self.makeWorkerBody = makeWorker
@@ -82,6 +87,7 @@ public struct ProfileResponder: HTTPResponder {
         self.observability = observability
         self.accessLog = logger.logLevel <= .info ? observability.accessLog : nil
         self.authorization = authorization
+        self.clientIdentity = clientIdentity
         self.liveUpdates = liveUpdates
         self.logger = logger
     }

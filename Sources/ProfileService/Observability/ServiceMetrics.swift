@@ -5,6 +5,10 @@ import Synchronization
 /// The service's metrics, through swift-metrics: the executable bootstraps the backend
 /// (Prometheus) and renders `GET /metrics`; without a backend every metric is a no-op.
 ///
+/// Every label set is closed: routes are the responder's route names (or `unmatched`), methods the
+/// ones in ``methodLabel(_:)`` (else `other`), statuses the service's own: nothing from request text
+/// becomes a label, so no client can grow `/metrics` (docs/design.md §5.5).
+///
 /// | series | labels |
 /// | --- | --- |
 /// | `http_requests_total` | `route`, `method`, `status` |
@@ -13,6 +17,9 @@ import Synchronization
 /// | `profile_database_errors_total` | `kind` |
 /// | `http_open_connections`, `http_queued_requests`, `http_busy_workers` (gauges) | |
 /// | `sse_subscribers` (gauge), `sse_events_sent_total`, `sse_subscribers_cut_slow_total`, `sse_subscribers_refused_total` | |
+/// | `sse_subscribers_refused_per_client_total` (429), `sse_subscribers_ended_total` (lifetime or token expiry) | |
+/// | `http_requests_refused_before_body_total` | profile writes refused on their head, body unread |
+/// | `http_idle_connections_closed_for_room_total` | idle keep-alive connections closed at the connection limit |
 /// | `profile_log_lines_dropped_total` | log lines the ``LogSink`` dropped because stderr blocked |
 public final class ServiceMetrics: Sendable {
     struct RequestKey: Hashable {
@@ -41,9 +48,13 @@ public final class ServiceMetrics: Sendable {
     private let streamEventsSent = Counter(label: "sse_events_sent_total")
     private let streamsCutAsSlow = Counter(label: "sse_subscribers_cut_slow_total")
     private let streamsRefused = Counter(label: "sse_subscribers_refused_total")
-    /// The stream counters' values at the last sample: the counters advance by the difference.
-    private let sampledStreamCounters = Mutex<(sent: Int, cut: Int, refused: Int)>((0, 0, 0))
+    private let streamsRefusedPerClient = Counter(label: "sse_subscribers_refused_per_client_total")
+    private let streamsEnded = Counter(label: "sse_subscribers_ended_total")
+    private let idleClosedForRoom = Counter(label: "http_idle_connections_closed_for_room_total")
+    /// The server's counters' values at the last sample: the counters advance by the difference.
+    private let sampledServerCounters = Mutex<[Int]>([0, 0, 0, 0, 0, 0])
     private let droppedLogLines = Counter(label: "profile_log_lines_dropped_total")
+    private let refusedBeforeBody = Counter(label: "http_requests_refused_before_body_total")
     /// Where the server's statistics come from; set once the server exists.
     private let serverStatistics = Mutex<(@Sendable () -> HTTPServerStatistics)?>(nil)
     /// The sink whose drops are reported, and how many of them the counter has seen.
@@ -51,10 +62,19 @@ public final class ServiceMetrics: Sendable {
 
     public init() {}
 
+    /// The methods that are labels of their own; any other is `other`.
+    static let labelledMethods: Set<String> = ["GET", "HEAD", "PUT", "POST", "DELETE", "PATCH", "OPTIONS"]
+
+    /// The `method` label of a request: a method the service knows, else `other`. A method is any
+    /// token a client sends (up to the request line's limit), so it never becomes a label as is.
+    static func methodLabel(_ method: String) -> String {
+        labelledMethods.contains(method) ? method : "other"
+    }
+
     func recordRequest(
         route: String, method: String, status: Int, duration: Duration, cache: RequestSeriesCache
     ) {
-        let key = RequestKey(route: route, method: method, status: status)
+        let key = RequestKey(route: route, method: Self.methodLabel(method), status: status)
         let series: RequestSeries
         if let cached = cache.series[key] {
             series = cached
@@ -64,6 +84,11 @@ public final class ServiceMetrics: Sendable {
         }
         series.count.increment()
         series.duration.recordNanoseconds(duration.totalNanoseconds)
+    }
+
+    /// A write refused on its head (401, 403, 400), before its body was read.
+    func recordRefusedBeforeBody() {
+        refusedBeforeBody.increment()
     }
 
     /// Lets `/metrics` report the server's connection and queue gauges.
@@ -90,18 +115,21 @@ public final class ServiceMetrics: Sendable {
         openConnections.record(statistics.openConnections)
         queuedRequests.record(statistics.queuedRequests)
         busyWorkers.record(statistics.busyWorkers)
-        guard let streams = statistics.eventStreams else { return }
-        streamSubscribers.record(streams.subscribers)
-        let (sent, cut, refused) = sampledStreamCounters.withLock { last in
-            defer { last = (streams.eventsSent, streams.subscribersCutAsSlow, streams.subscribersRefused) }
-            return (
-                streams.eventsSent - last.sent, streams.subscribersCutAsSlow - last.cut,
-                streams.subscribersRefused - last.refused
-            )
+        let streams = statistics.eventStreams
+        if let streams { streamSubscribers.record(streams.subscribers) }
+        let counted: [(Counter, Int)] = [
+            (streamEventsSent, streams?.eventsSent ?? 0), (streamsCutAsSlow, streams?.subscribersCutAsSlow ?? 0),
+            (streamsRefused, streams?.subscribersRefused ?? 0),
+            (streamsRefusedPerClient, streams?.subscribersRefusedPerClient ?? 0),
+            (streamsEnded, streams?.subscribersEnded ?? 0), (idleClosedForRoom, statistics.idleConnectionsClosedForRoom),
+        ]
+        let increments = sampledServerCounters.withLock { last in
+            defer { last = counted.map(\.1) }
+            return zip(counted, last).map { $0.1 - $1 }
         }
-        if sent > 0 { streamEventsSent.increment(by: sent) }
-        if cut > 0 { streamsCutAsSlow.increment(by: cut) }
-        if refused > 0 { streamsRefused.increment(by: refused) }
+        for ((counter, _), increment) in zip(counted, increments) where increment > 0 {
+            counter.increment(by: increment)
+        }
     }
 }
 
