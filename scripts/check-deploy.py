@@ -423,7 +423,8 @@ def openapi_matches_routes_and_problem_kinds():
     names = {"badRequest": "400", "notFound": "404", "conflict": "409", "unprocessableContent": "422",
              "unsupportedMediaType": "415", "contentTooLarge": "413", "methodNotAllowed": "405",
              "serviceUnavailable": "503", "internalServerError": "500", "unauthorized": "401", "forbidden": "403",
-             "preconditionFailed": "412", "preconditionRequired": "428"}
+             "preconditionFailed": "412", "preconditionRequired": "428",
+             "tooManyRequests": "429"}
     put = paths[prefix + "{id}"]["put"]["responses"]
     for status in statuses:
         assert status in names, f"unknown status .{status} in a Problem: add it to this check and openapi.yaml"
