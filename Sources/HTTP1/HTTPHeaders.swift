@@ -33,6 +33,13 @@ public struct HTTPHeaders: Sendable, Sequence, ExpressibleByDictionaryLiteral {
         storage.filter { HTTPSyntax.equalsIgnoringCase($0.name, name) }.map(\.value)
     }
 
+    /// How many fields are named `name`, without collecting their values.
+    public func count(of name: String) -> Int {
+        var count = 0
+        for field in storage where HTTPSyntax.equalsIgnoringCase(field.name, name) { count += 1 }
+        return count
+    }
+
     public func contains(_ name: String) -> Bool {
         storage.contains { HTTPSyntax.equalsIgnoringCase($0.name, name) }
     }

@@ -38,7 +38,7 @@ def start(*extra):
 
 def request(port, method, path, headers=None, body=None):
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    connection.request(method, path, body=body, headers=headers or {})
+    connection.request(method, path, body=body.encode() if isinstance(body, str) else body, headers=headers or {})
     response = connection.getresponse()
     data = response.read()
     connection.close()

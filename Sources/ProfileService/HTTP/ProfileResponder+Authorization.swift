@@ -59,11 +59,7 @@ extension ProfileResponder {
     /// - Throws: 400 for more than one `Authorization` field (a gateway that reads the last one
     ///   would disagree about who is asking), 401 for a missing or invalid token.
     func authenticate(_ request: HTTPRequest, verifier: TokenVerifier) throws(Problem) -> VerifiedToken {
-        if request.headers.values(for: "Authorization").count > 1 {
-            throw Problem(
-                .badRequest, kind: "duplicate-authorization", detail: "send one Authorization field, not several",
-                field: "Authorization")
-        }
+        if request.headers.count(of: "Authorization") > 1 { throw Self.duplicateAuthorization }
         do {
             return try verifier.verify(authorizationHeader: request.headers["Authorization"])
         } catch {

@@ -127,6 +127,10 @@ public struct ProfileResponder: HTTPResponder {
         guard Self.allowedMethodSets[route]?.contains(request.method.rawValue) == true else {
             return (Self.methodNotAllowed(route), route)
         }
+        // Whoever reads the request — this service, a gateway, a log — must agree on who asks.
+        if request.headers.count(of: "Authorization") > 1 {
+            return (Self.duplicateAuthorization.response, route)
+        }
         switch route {
         case "/healthz":
             return (Self.uncached(Self.json(.ok, #"{"status":"ok"}"#)), route)
@@ -212,6 +216,12 @@ public struct ProfileResponder: HTTPResponder {
     static func json(_ status: HTTPStatus, _ text: String) -> HTTPResponse {
         HTTPResponse(status: status, headers: ["Content-Type": "application/json"], body: Array(text.utf8))
     }
+
+    /// More than one `Authorization` field: a gateway that reads the last one would disagree
+    /// with a service that reads the first about who is asking.
+    static let duplicateAuthorization = Problem(
+        .badRequest, kind: "duplicate-authorization", detail: "send one Authorization field, not several",
+        field: "Authorization")
 
     static func methodNotAllowed(_ route: String) -> HTTPResponse {
         let allowed = allowedMethods[route] ?? "GET"
