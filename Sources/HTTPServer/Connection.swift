@@ -36,6 +36,9 @@ final class Connection {
     var streamClient: String?
     /// When the server ends the stream, if it does.
     var streamEndsAt: ContinuousClock.Instant?
+    /// Requests handed to a worker so far: an idle connection that has served one is a
+    /// keep-alive connection (a fresh one waits for its first request under the head deadline).
+    var requestsDispatched = 0
 
     init(
         fd: Int32, id: UInt64, peerAddress: String, machine: ConnectionStateMachine<ContinuousClock.Instant>,

@@ -168,7 +168,7 @@ final class EventLoop {
             }
             // At the limit, an idle keep-alive connection makes room (the one nearest its idle
             // timeout): idle connections held open by one client never lock everyone else out.
-            guard connectionCount < configuration.maxConnections || closeOneIdleConnection() else {
+            guard connectionCount < configuration.maxConnections || closeOneIdleConnection(now: now) else {
                 System.close(fd)
                 continue
             }
@@ -195,10 +195,15 @@ final class EventLoop {
         }
     }
 
-    /// Closes the idle keep-alive connection nearest its idle deadline, if there is one.
-    private func closeOneIdleConnection() -> Bool {
+    /// Closes the keep-alive connection idle the longest (nearest its idle deadline), if there is
+    /// one; a new connection still waiting for its first request is not idle in this sense.
+    private func closeOneIdleConnection(now: ContinuousClock.Instant) -> Bool {
         var oldest: Connection?
-        for case let connection? in connections where connection.machine.isIdle && connection.handoff.isIdle {
+        for case let connection? in connections where connection.requestsDispatched > 0 && connection.handoff.isIdle {
+            // A worker that wrote its response itself left the connection "processing" until the
+            // next tick; it is idle now.
+            if connection.machine.state == .processing { resumeAfterDirectWrite(connection, now: now) }
+            guard connection.isOpen, connection.machine.isIdle else { continue }
             if let deadline = connection.machine.deadline,
                 oldest.flatMap({ $0.machine.deadline }).map({ deadline < $0 }) ?? true
             {
@@ -339,6 +344,7 @@ final class EventLoop {
         now: ContinuousClock.Instant
     ) {
         connection.machine.requestDispatched()
+        connection.requestsDispatched += 1
         // With bytes buffered or possibly unread, the loop must hear when the response is out.
         connection.handoff.dispatch(watched: pipelined || connection.mayRead)
         var request = request

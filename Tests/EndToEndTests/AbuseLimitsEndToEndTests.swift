@@ -114,6 +114,31 @@ import TestSupport
         #expect((metrics.value("sse_subscribers_refused_per_client_total") ?? 0) >= 1)
     }
 
+    @Test func idleConnectionsMakeRoomAtTheConnectionLimit() throws {
+        let service = try ServiceProcess(extraArguments: ["--max-connections", "20", "--max-subscribers", "10"])
+        defer { _ = service.terminate() }
+        // One client fills every place with keep-alive connections it then leaves idle.
+        var idle: [HTTPTestClient] = []
+        for index in 0..<20 {
+            let client = try HTTPTestClient(port: service.port)
+            try client.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            do { #expect(try client.readResponse().status == 200) } catch { Issue.record("connection \(index): \(error)"); throw error }
+            idle.append(client)
+        }
+        // Someone else still gets in and is answered, three times over, each staying connected:
+        // each time the connection idle the longest makes room.
+        var others: [HTTPTestClient] = []
+        for index in 0..<3 {
+            let other = try HTTPTestClient(port: service.port)
+            try other.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            do { #expect(try other.readResponse().status == 200) } catch { Issue.record("other \(index): \(error)"); throw error }
+            others.append(other)
+        }
+        let evicted = idle.enumerated().filter { $0.element.hasInput() && $0.element.isClosedByServer() }.map(\.offset)
+        #expect(evicted == [0, 1, 2], "the three idle the longest were closed: \(evicted)")
+        #expect((try service.metrics().value("http_idle_connections_closed_for_room_total") ?? 0) >= 3)
+    }
+
     @Test func serveRefusesAStreamLimitThatLeavesNoRoom() throws {
         for arguments in [
             ["--max-subscribers", "10000"],  // the connection limit's default is 10,000

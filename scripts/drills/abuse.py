@@ -10,6 +10,7 @@ import http.client, os, re, socket, subprocess, sys, tempfile, threading, time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from drill import BIN, DB_URL, MEMCACHED, STATE, free_port, psql  # noqa: E402
 
+STARTED = []
 SECRET = os.path.join(tempfile.mkdtemp(), "jwt-secret")
 with open(SECRET, "w") as f:
     f.write("abuse-drill-secret-" + "x" * 40)
@@ -26,6 +27,7 @@ def start(*extra):
     log = open(os.path.join(STATE, f"abuse-{port}.log"), "w")
     process = subprocess.Popen([BIN, "serve", "--port", str(port), "--jwt-secret-file", SECRET, *extra],
                                env=env, stdout=log, stderr=log)
+    STARTED.append(process)
     for _ in range(300):
         try:
             if request(port, "GET", "/readyz")[0] == 200:
@@ -237,4 +239,10 @@ print((msg + b"." + base64.urlsafe_b64encode(hmac.new(key, msg, hashlib.sha256).
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    finally:
+        # A failed row must not leave a service behind holding the change feed's slot.
+        for process in STARTED:
+            if process.poll() is None:
+                process.terminate()
