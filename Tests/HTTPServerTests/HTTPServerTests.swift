@@ -376,16 +376,23 @@ import Testing
         server.waitUntilStopped()
     }
 
-    @Test func connectionsOverTheLimitAreClosed() throws {
+    @Test func connectionsOverTheLimitAreClosedUnlessAnIdleOneMakesRoom() throws {
         try withServer(EchoResponder(), configure: { $0.maxConnections = 1 }) { port, server in
-            let first = try HTTPTestClient(port: port)
-            try first.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
-            #expect(try first.readResponse().status == 200)
-            let second = try HTTPTestClient(port: port)
-            #expect(second.isClosedByServer())
+            // A connection that has not sent its first request is not idle: the newcomer is closed.
+            let fresh = try HTTPTestClient(port: port)
+            let refused = try HTTPTestClient(port: port)
+            #expect(refused.isClosedByServer())
             #expect(server.statistics.openConnections == 1)
-            try first.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
-            #expect(try first.readResponse().status == 200)
+            try fresh.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+            #expect(try fresh.readResponse().status == 200)
+
+            // Now it is an idle keep-alive connection: a newcomer takes its place.
+            let newcomer = try HTTPTestClient(port: port)
+            try newcomer.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+            #expect(try newcomer.readResponse().status == 200)
+            #expect(fresh.isClosedByServer())
+            #expect(server.statistics.openConnections == 1)
+            #expect(server.statistics.idleConnectionsClosedForRoom == 1)
         }
     }
 
