@@ -86,8 +86,6 @@ def help_variables():
     return names
 
 
-# Flags being added in parallel (logging, auth); reported, not failed, until --help lists them.
-PENDING_VARIABLES = {"PROFILE_LOG_FORMAT", "PROFILE_AUTH", "PROFILE_JWT_SECRET_FILE"}
 
 
 @check("compose")
@@ -180,13 +178,9 @@ def compose_configuration_and_secret():
         env = services[name]["environment"]
         for key in env:
             assert key.startswith("PROFILE_"), f"{name}: {key}"
-            if key not in known:
-                assert key in PENDING_VARIABLES, f"{name}: {key} is not a documented variable of profile-service"
+            assert key in known, f"{name}: {key} is not a documented variable of profile-service"
         url = env["PROFILE_DATABASE_URL"]
         assert "@postgres:5432/" in url, url
-    pending = sorted({k for n in replicas(services) for k in services[n]["environment"]} - known)
-    if pending:
-        note(f"compose sets variables not yet in --help (flags landing in parallel): {', '.join(pending)}")
     for name in replicas(services):
         env = services[name]["environment"]
         nodes = env["PROFILE_MEMCACHED"].split(",")
@@ -370,7 +364,7 @@ def systemd_unit_hardened_and_graceful():
     assert stop > drain, f"TimeoutStopSec {stop} must exceed shutdown delay + drain {drain}"
     assert "PROFILE_JWT_SECRET_FILE=%d/jwt-secret" in service["Environment"]
     known = help_variables()
-    unknown = sorted(set(env) - known - PENDING_VARIABLES)
+    unknown = sorted(set(env) - known)
     assert not unknown, f"env example sets unknown variables: {unknown}"
     if shutil.which("systemd-analyze"):
         with tempfile.TemporaryDirectory() as tmp:
@@ -394,43 +388,29 @@ def openapi_document_is_valid():
 
 @check("openapi")
 def openapi_matches_routes_and_problem_kinds():
+    """openapi.yaml against the contract the binary states (`profile-service api-contract`):
+    every route with exactly its methods, every problem kind described and its status documented."""
     doc = openapi()
-    responder = read("Sources/ProfileService/HTTP/ProfileResponder.swift")
-    prefix = re.search(r'profilePathPrefix = "([^"]+)"', responder).group(1)
-    table = re.search(r"static let allowedMethods: \[String: String\] = \[(.*?)\]", responder, re.S).group(1)
-    code_routes = dict(re.findall(r'"(/[^"]+)": "([A-Z, ]+)"', table))
-    assert prefix + "{id}" in code_routes, "the profile route is missing from allowedMethods"
-    sources = "\n".join(open(os.path.join(d, f), encoding="utf-8").read()
-                        for d, _, fs in os.walk(os.path.join(ROOT, "Sources")) for f in fs if f.endswith(".swift"))
-    if '"/metrics"' in sources:
-        code_routes["/metrics"] = None
-    else:
-        note("/metrics is documented but not yet routed in Sources/ (being added in parallel)")
+    out = subprocess.run([BIN, "api-contract"], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    contract = json.loads(out.stdout)
+    routes, kinds = contract["routes"], contract["problem_kinds"]
     paths = doc["paths"]
-    for route, allowed in code_routes.items():
+    for route, methods in routes.items():
         assert route in paths, f"route {route} is not documented"
-        if allowed:
-            documented = sorted(m.upper() for m in paths[route] if m in ("get", "head", "put", "post", "delete", "patch"))
-            assert documented == sorted(a.strip() for a in allowed.split(",")), f"{route}: {documented} vs {allowed}"
-            assert paths[route]["x-unsupported-methods"]["allowed"] == [a.strip() for a in allowed.split(",")]
+        documented = sorted(m.upper() for m in paths[route] if m in ("get", "head", "put", "post", "delete", "patch"))
+        assert documented == sorted(methods), f"{route}: documented {documented}, answered {methods}"
+        assert paths[route]["x-unsupported-methods"]["allowed"] == methods, route
     for path in paths:
-        assert path in code_routes or path == "/metrics", f"documented path {path} is not a route"
-    kinds = set(re.findall(r'kind: "([a-z-]+)"', sources))
+        assert path in routes, f"documented path {path} is not a route"
     described = doc["components"]["schemas"]["Problem"]["properties"]["type"]["description"]
     missing = sorted(k for k in kinds if not re.search(rf"\b{re.escape(k)}\b", described))
     assert not missing, f"problem kinds missing from openapi.yaml: {missing}"
-    statuses = set(re.findall(r"Problem\(\s*\.([a-zA-Z]+)", sources))
-    names = {"badRequest": "400", "notFound": "404", "conflict": "409", "unprocessableContent": "422",
-             "unsupportedMediaType": "415", "contentTooLarge": "413", "methodNotAllowed": "405",
-             "serviceUnavailable": "503", "internalServerError": "500", "unauthorized": "401", "forbidden": "403",
-             "preconditionFailed": "412", "preconditionRequired": "428",
-             "tooManyRequests": "429"}
-    put = paths[prefix + "{id}"]["put"]["responses"]
-    for status in statuses:
-        assert status in names, f"unknown status .{status} in a Problem: add it to this check and openapi.yaml"
-        code = names[status]
-        assert code == "405" or code in put or code in paths[prefix + "{id}"]["get"]["responses"], \
-            f"status {code} (.{status}) is answered by a Problem in Sources/ but not documented on {prefix}{{id}}"
+    profile = paths["/users/profile/{id}"]
+    for kind, status in kinds.items():
+        code = str(status)
+        assert code == "405" or code in profile["put"]["responses"] or code in profile["get"]["responses"], \
+            f"status {code} ({kind}) is answered by the service but not documented on /users/profile/{{id}}"
 
 
 # MARK: live servers
@@ -605,18 +585,13 @@ def gateway_in_front_of_two_instances():
             # The instances' own view, where they already log request ids (access log being added).
             seen = [sum(1 for rid in sent if rid + '"' in i.stderr() or re.search(rf"{re.escape(rid)}\b", i.stderr()))
                     for i in instances]
-            if sum(seen):
-                assert sum(seen) == 200 and min(seen) > 0, f"instances logged {seen} of 200 request ids"
-                print(f"      per instance (their own access logs): {seen}")
-            else:
-                note("instances do not log request ids yet; counted per instance by nginx's $upstream_addr")
+            assert sum(seen) == 200 and min(seen) > 0, f"instances logged {seen} of 200 request ids"
+            print(f"      per instance (their own access logs): {seen}")
             metrics = [get(i.port, "/metrics") for i in instances]
-            if all(m[0] == 200 for m in metrics):
-                for status, headers, body in metrics:
-                    assert headers.get("content-type", "").startswith("text/plain"), headers
-                    assert re.search(rb"(?m)^# TYPE \S+ (counter|histogram|gauge)", body), body[:200]
-            else:
-                note(f"/metrics on the instances answers {[m[0] for m in metrics]} (being added in parallel)")
+            for status, headers, body in metrics:
+                assert status == 200, f"/metrics answered {status}"
+                assert headers.get("content-type", "").startswith("text/plain"), headers
+                assert re.search(rb"(?m)^# TYPE \S+ (counter|histogram|gauge)", body), body[:200]
             # One instance stops (SIGTERM, graceful): the gateway keeps answering from the other.
             assert instances[0].stop() == 0, f"instance a exited with {instances[0].process.returncode}"
             conn = http.client.HTTPConnection("127.0.0.1", gateway.port, timeout=10)

@@ -11,7 +11,7 @@ struct ProfileServiceCommand: ParsableCommand {
             Every option can also be set with the environment variable shown beside it; the
             command line wins. Invalid configuration exits with status 2 before anything binds.
             """,
-        subcommands: [Serve.self, Migrate.self, Token.self]
+        subcommands: [Serve.self, Migrate.self, Token.self, APIContract.self]
     )
 
     /// Exit status for invalid usage or configuration (ArgumentParser's own is EX_USAGE, 64).

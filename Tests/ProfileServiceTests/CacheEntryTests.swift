@@ -65,7 +65,7 @@ import Testing
     }
 
     @Test func problemDocumentsAreValidJSONWithTheirFields() throws {
-        let problem = Problem(.conflict, kind: "version-conflict", detail: "at \"8\"", field: "version", current: profile)
+        let problem = Problem(.versionConflict, detail: "at \"8\"", field: "version", current: profile)
         let response = problem.response
         #expect(response.status.code == 409)
         #expect(response.headers["Content-Type"] == "application/problem+json")

@@ -2,22 +2,23 @@ public import HTTP1
 
 /// An RFC 9457 problem document, the body of every error answer.
 ///
-/// `type` is a tag URI (RFC 4151) per kind of problem, stable across releases, so clients can
-/// switch on it; `title` is the HTTP reason; `detail` says what to change. `field` names the
-/// offending input and `current` carries the current profile where that helps the client (409).
+/// `type` is a tag URI (RFC 4151) per kind of problem (``ProblemKind``), stable across
+/// releases, so clients can switch on it; `title` is the HTTP reason; `detail` says what to
+/// change. `field` names the offending input and `current` carries the current profile where
+/// that helps the client (409).
 public struct Problem: Error, Sendable {
-    public var status: HTTPStatus
-    public var kind: String
+    public var kind: ProblemKind
     public var detail: String
     public var field: String?
     public var current: Profile?
     public var headers: HTTPHeaders
 
+    /// The kind's status.
+    public var status: HTTPStatus { kind.status }
+
     public init(
-        _ status: HTTPStatus, kind: String, detail: String, field: String? = nil, current: Profile? = nil,
-        headers: HTTPHeaders = [:]
+        _ kind: ProblemKind, detail: String, field: String? = nil, current: Profile? = nil, headers: HTTPHeaders = [:]
     ) {
-        self.status = status
         self.kind = kind
         self.detail = detail
         self.field = field
@@ -25,7 +26,7 @@ public struct Problem: Error, Sendable {
         self.headers = headers
     }
 
-    public var typeURI: String { "tag:profile-service,2026:\(kind)" }
+    public var typeURI: String { "tag:profile-service,2026:\(kind.rawValue)" }
 
     public var response: HTTPResponse {
         var json = JSONWriter(capacity: 256)
@@ -46,17 +47,15 @@ public struct Problem: Error, Sendable {
 
 extension Problem {
     static func notFound(_ id: Int64) -> Problem {
-        Problem(.notFound, kind: "profile-not-found", detail: "no profile with id \(id)")
+        Problem(.profileNotFound, detail: "no profile with id \(id)")
     }
 
     static func databaseUnavailable() -> Problem {
-        Problem(
-            .serviceUnavailable, kind: "database-unavailable",
-            detail: "the profile database is unavailable; retry shortly",
+        Problem(.databaseUnavailable, detail: "the profile database is unavailable; retry shortly",
             headers: ["Retry-After": "1"])
     }
 
     static func internalError() -> Problem {
-        Problem(.internalServerError, kind: "internal-error", detail: "the request failed unexpectedly")
+        Problem(.internalError, detail: "the request failed unexpectedly")
     }
 }

@@ -12,9 +12,7 @@ extension ProfileResponder {
         let token = try authenticate(request, verifier: verifier)
         guard token.mayWrite(profileID: id) else {
             logger.notice("write refused", metadata: ["reason": "not-owner", "id": "\(id)"])
-            throw Problem(
-                .forbidden, kind: "forbidden",
-                detail: "only the profile's owner or a holder of \(VerifiedToken.adminScope) may change it",
+            throw Problem(.forbidden, detail: "only the profile's owner or a holder of \(VerifiedToken.adminScope) may change it",
                 headers: [
                     "WWW-Authenticate":
                         #"Bearer realm="\#(Self.realm)", error="insufficient_scope", scope="\#(VerifiedToken.adminScope)""#
@@ -68,7 +66,7 @@ extension ProfileResponder {
             var challenge = #"Bearer realm="\#(Self.realm)""#
             if error != .missing { challenge += #", error="invalid_token""# }
             throw Problem(
-                .unauthorized, kind: error == .missing ? "unauthenticated" : "invalid-token",
+                error == .missing ? .unauthenticated : .invalidToken,
                 detail: error.description, headers: ["WWW-Authenticate": challenge])
         }
     }

@@ -19,14 +19,12 @@ extension ProfileResponder {
         let id = try Self.profileID(from: path)
         let lastEventID = try Self.lastEventID(request.headers["Last-Event-ID"])
         guard let liveUpdates else {
-            throw Problem(.notFound, kind: "no-such-route", detail: "live updates are not enabled on this server")
+            throw Problem(.noSuchRoute, detail: "live updates are not enabled on this server")
         }
         let streams = liveUpdates.streams
         let client = clientIdentity.key(for: request, token: token)
         guard streams.reserve(client: client) else {
-            throw Problem(
-                .tooManyRequests, kind: "too-many-streams",
-                detail:
+            throw Problem(.tooManyStreams, detail:
                     "this client has \(streams.configuration.maxSubscribersPerClient) event streams open already; close one first",
                 headers: ["Retry-After": String(streams.configuration.retryAfterSeconds)])
         }
@@ -82,9 +80,7 @@ extension ProfileResponder {
         guard !text.isEmpty, text.utf8.count <= 10, text.utf8.allSatisfy({ (0x30...0x39).contains($0) }),
             let value = Int32(text)
         else {
-            throw Problem(
-                .badRequest, kind: "invalid-last-event-id",
-                detail: "Last-Event-ID must be a profile version, an integer from 0 to 2147483647",
+            throw Problem(.invalidLastEventID, detail: "Last-Event-ID must be a profile version, an integer from 0 to 2147483647",
                 field: "Last-Event-ID")
         }
         return value

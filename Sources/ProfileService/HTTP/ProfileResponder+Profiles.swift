@@ -33,13 +33,10 @@ extension ProfileResponder {
         let id = try Self.profileID(from: request.path)
         try authorizeWrite(request, id: id)
         if let contentType = request.headers["Content-Type"], !Self.isJSON(contentType) {
-            throw Problem(
-                .unsupportedMediaType, kind: "unsupported-media-type", detail: "send the body as application/json")
+            throw Problem(.unsupportedMediaType, detail: "send the body as application/json")
         }
         if request.body.count > ProfileWriteRequest.maximumBodyBytes {
-            throw Problem(
-                .contentTooLarge, kind: "body-too-large",
-                detail: "a profile write is at most \(ProfileWriteRequest.maximumBodyBytes) bytes")
+            throw Problem(.bodyTooLarge, detail: "a profile write is at most \(ProfileWriteRequest.maximumBodyBytes) bytes")
         }
         let write: ProfileWriteRequest
         do {
@@ -60,9 +57,7 @@ extension ProfileResponder {
                     liveUpdates?.publish(profile)
                     return Self.profileResponse(.ok, profile)
                 case .versionMismatch(let current):
-                    throw Problem(
-                        .conflict, kind: "version-conflict",
-                        detail: "the profile is at version \(current.version), not \(expectedVersion)",
+                    throw Problem(.versionConflict, detail: "the profile is at version \(current.version), not \(expectedVersion)",
                         field: "version", current: current)
                 case .notFound:
                     throw Problem.notFound(id)
@@ -99,10 +94,9 @@ extension ProfileResponder {
         let text = path.dropFirst(profilePathPrefix.count)
         guard let id = canonicalPositive(text, as: Int64.self) else {
             if text.contains("/") || text.isEmpty {
-                throw Problem(.notFound, kind: "no-such-route", detail: "no route for \(path.prefix(200))")
+                throw Problem(.noSuchRoute, detail: "no route for \(path.prefix(200))")
             }
-            throw Problem(
-                .badRequest, kind: "invalid-id", detail: "the profile id must be a positive 64-bit integer",
+            throw Problem(.invalidID, detail: "the profile id must be a positive 64-bit integer",
                 field: "id")
         }
         return id
@@ -111,9 +105,7 @@ extension ProfileResponder {
     static func minVersion(from request: HTTPRequest) throws(Problem) -> Int32? {
         guard let text = request.queryValue(for: "min_version") else { return nil }
         guard let value = canonicalPositive(Substring(text), as: Int32.self) else {
-            throw Problem(
-                .badRequest, kind: "invalid-min-version",
-                detail: "min_version must be an integer from 1 to 2147483647", field: "min_version")
+            throw Problem(.invalidMinVersion, detail: "min_version must be an integer from 1 to 2147483647", field: "min_version")
         }
         return value
     }
@@ -197,10 +189,9 @@ extension ProfileResponder {
         case .unavailable:
             return .databaseUnavailable()
         case .idTaken(let current):
-            return Problem(
-                .conflict, kind: "profile-exists", detail: "a profile with this id exists already", current: current)
+            return Problem(.profileExists, detail: "a profile with this id exists already", current: current)
         case .usernameTaken:
-            return Problem(.conflict, kind: "username-taken", detail: "this username is taken", field: "username")
+            return Problem(.usernameTaken, detail: "this username is taken", field: "username")
         case .unexpected:
             return .internalError()
         }

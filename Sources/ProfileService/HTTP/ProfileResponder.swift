@@ -3,45 +3,18 @@ public import HTTPServer
 public import Logging
 import Synchronization
 
-/// Routes the service's requests, on the server's worker threads.
-///
-/// | route | methods |
-/// | --- | --- |
-/// | `/users/profile/{id}` | `GET`, `HEAD`, `PUT` (`GET` with `Accept: text/event-stream`: the event stream) |
-/// | `/users/profile/{id}/events` | `GET`: the profile's event stream (Server-Sent Events) |
-/// | `/healthz` | `GET`, `HEAD`: the process answers |
-/// | `/readyz` | `GET`, `HEAD`: PostgreSQL reachable and not draining (memcached reported) |
-/// | `/metrics` | `GET`, `HEAD`: Prometheus text, when a renderer is configured |
+/// Routes the service's requests (``Route``), on the server's worker threads.
 ///
 /// Every answer carries `X-Request-ID` (the client's, if well formed, else a new one), is
 /// counted in ``ServiceMetrics`` and, when configured, logged as one access line (``AccessLog``).
 public struct ProfileResponder: HTTPResponder {
     public typealias Worker = ProfileWorker
 
-    public static let profilePathPrefix = "/users/profile/"
+    public static let profilePathPrefix = Route.profilePathPrefix
+    static let eventsSuffix = Route.eventsSuffix
     /// The largest body any route takes (a profile write): the server's body limit, so a larger
     /// one is refused with 413 on its head, unread.
     public static let maximumRequestBodyBytes = ProfileWriteRequest.maximumBodyBytes
-    /// The profile route's label in metrics and in ``allowedMethods``.
-    static let profileRoute = "/users/profile/{id}"
-    /// The event stream's route label.
-    static let eventsRoute = "/users/profile/{id}/events"
-    static let eventsSuffix = "/events"
-
-    /// Every route and the methods it answers (the `Allow` of its 405). `openapi.yaml` must
-    /// document exactly these; `scripts/check-deploy.py` reads this table to hold them together.
-    static let allowedMethods: [String: String] = [
-        "/users/profile/{id}": "GET, HEAD, PUT",
-        "/users/profile/{id}/events": "GET",
-        "/healthz": "GET, HEAD",
-        "/readyz": "GET, HEAD",
-        "/metrics": "GET, HEAD",
-    ]
-
-    /// ``allowedMethods`` as sets, for the one method check every request goes through.
-    private static let allowedMethodSets = allowedMethods.mapValues { list in
-        Set(list.split(separator: ",").map { String($0.trimmed) })
-    }
 
     /// How requests are observed.
     public struct Observability: Sendable {
@@ -104,27 +77,19 @@ public struct ProfileResponder: HTTPResponder {
         response.headers.replaceOrAdd(name: "X-Request-ID", value: requestID)
         let duration = ContinuousClock.now - started
         observability.metrics.recordRequest(
-            route: route, method: request.method.rawValue, status: response.status.code, duration: duration,
+            route: route?.rawValue ?? "unmatched", method: request.method.rawValue, status: response.status.code, duration: duration,
             cache: worker.requestSeries)
         accessLog?.record(request, response, requestID: requestID, duration: duration, into: &worker.accessLogLine)
         return response
     }
 
-    /// The answer and the route's label for metrics (never the raw path: ids would explode it).
-    private func route(_ request: HTTPRequest, worker: ProfileWorker) -> (HTTPResponse, String) {
+    /// The answer and its route (nil: none matched).
+    private func route(_ request: HTTPRequest, worker: ProfileWorker) -> (HTTPResponse, Route?) {
         let path = request.path
-        let route: String
-        if path.hasPrefix(Self.profilePathPrefix), path.hasSuffix(Self.eventsSuffix) {
-            route = Self.eventsRoute
-        } else if path.hasPrefix(Self.profilePathPrefix) {
-            route = Self.profileRoute
-        } else if Self.allowedMethods[path] != nil, path != "/metrics" || observability.renderMetrics != nil {
-            route = path
-        } else {
-            let problem = Problem(.notFound, kind: "no-such-route", detail: "no route for \(path.prefix(200))")
-            return (problem.response, "unmatched")
+        guard let route = Route(path: path), route != .metrics || observability.renderMetrics != nil else {
+            return (Problem(.noSuchRoute, detail: "no route for \(path.prefix(200))").response, nil)
         }
-        guard Self.allowedMethodSets[route]?.contains(request.method.rawValue) == true else {
+        guard route.methods.contains(request.method) else {
             return (Self.methodNotAllowed(route), route)
         }
         // Whoever reads the request — this service, a gateway, a log — must agree on who asks.
@@ -132,11 +97,11 @@ public struct ProfileResponder: HTTPResponder {
             return (Self.duplicateAuthorization.response, route)
         }
         switch route {
-        case "/healthz":
+        case .health:
             return (Self.uncached(Self.json(.ok, #"{"status":"ok"}"#)), route)
-        case "/readyz":
+        case .readiness:
             return (Self.uncached(readiness(worker: worker)), route)
-        case "/metrics":
+        case .metrics:
             observability.metrics.sampleGauges()
             let body = observability.renderMetrics?() ?? []
             return (
@@ -145,10 +110,10 @@ public struct ProfileResponder: HTTPResponder {
                         status: .ok, headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"], body: body)),
                 route
             )
-        case Self.eventsRoute:
+        case .profileEvents:
             let profilePath = String(path.dropLast(Self.eventsSuffix.count))
             return (handle { () throws(Problem) in try openEventStream(request, path: profilePath, worker: worker) }, route)
-        default:  // Self.profileRoute, the only other entry of allowedMethods
+        case .profile:
             let response =
                 if request.method == .put {
                     handle { () throws(Problem) in try putProfile(request, worker: worker) }
@@ -219,16 +184,12 @@ public struct ProfileResponder: HTTPResponder {
 
     /// More than one `Authorization` field: a gateway that reads the last one would disagree
     /// with a service that reads the first about who is asking.
-    static let duplicateAuthorization = Problem(
-        .badRequest, kind: "duplicate-authorization", detail: "send one Authorization field, not several",
+    static let duplicateAuthorization = Problem(.duplicateAuthorization, detail: "send one Authorization field, not several",
         field: "Authorization")
 
-    static func methodNotAllowed(_ route: String) -> HTTPResponse {
-        let allowed = allowedMethods[route] ?? "GET"
-        return Problem(
-            .methodNotAllowed, kind: "method-not-allowed", detail: "allowed methods: \(allowed)",
-            headers: ["Allow": allowed]
-        ).response
+    static func methodNotAllowed(_ route: Route) -> HTTPResponse {
+        let allowed = route.allowHeader
+        return Problem(.methodNotAllowed, detail: "allowed methods: \(allowed)", headers: ["Allow": allowed]).response
     }
 }
 

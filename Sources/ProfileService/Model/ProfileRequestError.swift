@@ -17,15 +17,15 @@ public enum ProfileRequestError: Error, Sendable, Equatable {
     var problem: Problem {
         switch self {
         case .malformed(let field, let detail):
-            Problem(.badRequest, kind: "malformed-request", detail: detail, field: field)
+            Problem(.malformedRequest, detail: detail, field: field)
         case .missingField(let field):
-            Problem(.unprocessableContent, kind: "missing-field", detail: "\(field) is required", field: field)
+            Problem(.missingField, detail: "\(field) is required", field: field)
         case .invalidField(let field, let rule):
-            Problem(.unprocessableContent, kind: "invalid-field", detail: "\(field) \(rule)", field: field)
+            Problem(.invalidField, detail: "\(field) \(rule)", field: field)
         case .preconditionFailed(let field, let detail):
-            Problem(.preconditionFailed, kind: "precondition-failed", detail: detail, field: field)
+            Problem(.preconditionFailed, detail: detail, field: field)
         case .preconditionRequired(let detail):
-            Problem(.preconditionRequired, kind: "precondition-required", detail: detail, field: "version")
+            Problem(.preconditionRequired, detail: detail, field: "version")
         }
     }
 }

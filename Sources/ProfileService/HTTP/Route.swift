@@ -1,0 +1,46 @@
+public import HTTP1
+
+/// The service's routes: the path templates `openapi.yaml` documents, the methods each answers,
+/// and the `route` label of its metrics (never the raw path: ids would explode it).
+/// `profile-service api-contract` prints them for `scripts/check-deploy.py`.
+public enum Route: String, CaseIterable, Sendable {
+    /// `GET`, `HEAD`, `PUT` (`GET` with `Accept: text/event-stream`: the event stream).
+    case profile = "/users/profile/{id}"
+    /// `GET`: the profile's event stream (Server-Sent Events).
+    case profileEvents = "/users/profile/{id}/events"
+    /// The process answers.
+    case health = "/healthz"
+    /// PostgreSQL reachable and not draining (memcached and the change feed reported).
+    case readiness = "/readyz"
+    /// Prometheus text, when a renderer is configured.
+    case metrics = "/metrics"
+
+    static let profilePathPrefix = "/users/profile/"
+    static let eventsSuffix = "/events"
+
+    /// The methods the route answers; any other is 405 with ``allowHeader``.
+    public var methods: [HTTPMethod] {
+        switch self {
+        case .profile: [.get, .head, .put]
+        case .profileEvents: [.get]
+        case .health, .readiness, .metrics: [.get, .head]
+        }
+    }
+
+    /// The `Allow` of the route's 405.
+    var allowHeader: String { methods.map(\.rawValue).joined(separator: ", ") }
+
+    /// The route a path belongs to; the id segment is checked by the route itself (400).
+    init?(path: String) {
+        if path.hasPrefix(Self.profilePathPrefix) {
+            self = path.hasSuffix(Self.eventsSuffix) ? .profileEvents : .profile
+            return
+        }
+        switch path {
+        case "/healthz": self = .health
+        case "/readyz": self = .readiness
+        case "/metrics": self = .metrics
+        default: return nil
+        }
+    }
+}
