@@ -26,10 +26,12 @@ private let sysSetrlimit = Glibc.setrlimit
 private let sysPoll = Glibc.poll
 
 /// Runs a system call, retrying on `EINTR`.
-/// - Parameter blocking: when false, `EAGAIN`/`EWOULDBLOCK` returns `.wouldBlock` instead of throwing.
+/// - Parameter nonBlocking: the call is on a non-blocking descriptor, so `EAGAIN`/`EWOULDBLOCK`
+///   is an answer (`.wouldBlock`: try again when epoll says so), not an error. (swift-nio calls
+///   the same parameter `blocking`, true there for what is `nonBlocking: true` here.)
 @inline(__always)
 private func syscall<Result: FixedWidthInteger>(
-    blocking: Bool, where reason: @autoclosure () -> String, _ body: () -> Result
+    nonBlocking: Bool, where reason: @autoclosure () -> String, _ body: () -> Result
 ) throws(IOError) -> IOResult<Result> {
     while true {
         let result = body()
@@ -39,7 +41,7 @@ private func syscall<Result: FixedWidthInteger>(
         case EINTR:
             continue
         case EAGAIN, EWOULDBLOCK:
-            if !blocking { return .wouldBlock }
+            if nonBlocking { return .wouldBlock }
             throw IOError(errnoCode: code, reason: reason())
         case EBADF, EFAULT:
             preconditionFailure("unacceptable errno \(code) (\(reason())): a bug in the server")
@@ -200,7 +202,7 @@ enum System {
     static func makeListener(host: String, port: Int, backlog: Int32) throws(IOError) -> (fd: Int32, port: Int) {
         guard
             case .processed(let fd) = try syscall(
-                blocking: true, where: "socket",
+                nonBlocking: false, where: "socket",
                 {
                     sysSocket(
                         AF_INET,
@@ -209,7 +211,7 @@ enum System {
         else { preconditionFailure() }
         do throws(IOError) {
             var one: Int32 = 1
-            _ = try syscall(blocking: true, where: "setsockopt(SO_REUSEADDR)") {
+            _ = try syscall(nonBlocking: false, where: "setsockopt(SO_REUSEADDR)") {
                 sysSetsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
             }
             var address = sockaddr_in()
@@ -219,17 +221,17 @@ enum System {
             guard inet_pton(AF_INET, resolvedHost, &address.sin_addr) == 1 else {
                 throw IOError(errnoCode: EINVAL, reason: "invalid IPv4 address \(host)")
             }
-            _ = try syscall(blocking: true, where: "bind \(host):\(port)") {
+            _ = try syscall(nonBlocking: false, where: "bind \(host):\(port)") {
                 withUnsafePointer(to: &address) {
                     $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                         sysBind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
                     }
                 }
             }
-            _ = try syscall(blocking: true, where: "listen") { sysListen(fd, backlog) }
+            _ = try syscall(nonBlocking: false, where: "listen") { sysListen(fd, backlog) }
             var bound = sockaddr_in()
             var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-            _ = try syscall(blocking: true, where: "getsockname") {
+            _ = try syscall(nonBlocking: false, where: "getsockname") {
                 withUnsafeMutablePointer(to: &bound) {
                     $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { sysGetsockname(fd, $0, &length) }
                 }
@@ -241,18 +243,18 @@ enum System {
         }
     }
 
-    /// Accepts one connection as non-blocking and close-on-exec, with `TCP_NODELAY` set.
+    /// Accepts one connection: its descriptor (non-blocking, close-on-exec, `TCP_NODELAY` set) and
+    /// the peer's address in text (`127.0.0.1`, `::1`; `""` when it cannot be read), for the
+    /// per-client limits.
     ///
     /// `accept4(SOCK_NONBLOCK | SOCK_CLOEXEC)` would save two `fcntl` calls per connection, but Swift's
     /// Glibc module is built without `_GNU_SOURCE` and does not export it; a `CLinuxShims_accept4`
     /// wrapper in `CLinuxShims/shim.c` (as NIO's `CNIOLinux_accept4`) would remove this workaround.
     /// Connections are long-lived (keep-alive), so the cost is small.
-    /// Accepts one connection: its descriptor (non-blocking, close-on-exec, `TCP_NODELAY`) and
-    /// the peer's address in text (`127.0.0.1`, `::1`; `""` when it cannot be read).
     static func accept(_ listener: Int32) throws(IOError) -> IOResult<(fd: Int32, peer: String)> {
         var storage = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        let result = try syscall(blocking: false, where: "accept") {
+        let result = try syscall(nonBlocking: true, where: "accept") {
             withUnsafeMutablePointer(to: &storage) { pointer in
                 pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sysAccept(listener, $0, &length) }
             }
@@ -298,12 +300,12 @@ enum System {
     }
 
     static func read(_ fd: Int32, into buffer: UnsafeMutableBufferPointer<UInt8>) throws(IOError) -> IOResult<Int> {
-        try syscall(blocking: false, where: "read") { sysRead(fd, buffer.baseAddress, buffer.count) }
+        try syscall(nonBlocking: true, where: "read") { sysRead(fd, buffer.baseAddress, buffer.count) }
     }
 
     /// `send` with `MSG_NOSIGNAL`: a closed peer gives `EPIPE`, never `SIGPIPE`.
     static func send(_ fd: Int32, _ buffer: UnsafeRawBufferPointer) throws(IOError) -> IOResult<Int> {
-        try syscall(blocking: false, where: "send") {
+        try syscall(nonBlocking: true, where: "send") {
             sysSend(fd, buffer.baseAddress, buffer.count, Int32(MSG_NOSIGNAL))
         }
     }
@@ -335,7 +337,7 @@ enum System {
     static func epollCreate() throws(IOError) -> Int32 {
         guard
             case .processed(let fd) = try syscall(
-                blocking: true, where: "epoll_create1",
+                nonBlocking: false, where: "epoll_create1",
                 {
                     sysEpollCreate1(Int32(EPOLL_CLOEXEC))
                 })
@@ -348,7 +350,7 @@ enum System {
         var event = epoll_event()
         event.events = events
         event.data.u64 = UInt64(UInt32(bitPattern: fd))
-        _ = try syscall(blocking: true, where: "epoll_ctl(ADD)") { sysEpollCtl(epoll, EPOLL_CTL_ADD, fd, &event) }
+        _ = try syscall(nonBlocking: false, where: "epoll_ctl(ADD)") { sysEpollCtl(epoll, EPOLL_CTL_ADD, fd, &event) }
     }
 
     static func epollRemove(_ epoll: Int32, _ fd: Int32) {
@@ -369,7 +371,7 @@ enum System {
     static func eventfdCreate() throws(IOError) -> Int32 {
         guard
             case .processed(let fd) = try syscall(
-                blocking: true, where: "eventfd",
+                nonBlocking: false, where: "eventfd",
                 {
                     sysEventfd(0, Int32(EFD_NONBLOCK) | Int32(EFD_CLOEXEC))
                 })
@@ -380,13 +382,13 @@ enum System {
     /// Adds 1 to the eventfd counter, waking the loop. A full counter (`EAGAIN`) is already a wake-up.
     static func eventfdSignal(_ fd: Int32) {
         var one: UInt64 = 1
-        _ = try? syscall(blocking: false, where: "eventfd write") { sysWrite(fd, &one, 8) }
+        _ = try? syscall(nonBlocking: true, where: "eventfd write") { sysWrite(fd, &one, 8) }
     }
 
     /// Resets the eventfd counter.
     static func eventfdDrain(_ fd: Int32) {
         var value: UInt64 = 0
-        _ = try? syscall(blocking: false, where: "eventfd read") { sysRead(fd, &value, 8) }
+        _ = try? syscall(nonBlocking: true, where: "eventfd read") { sysRead(fd, &value, 8) }
     }
 
     static let epollIn = EPOLLIN.rawValue

@@ -13,7 +13,7 @@ import Darwin
 /// attempt to manipulate the same PGconn object at the same time", libpq 34.19), so each worker
 /// thread owns its own `PostgresConnection`. The connection records the thread of its first use
 /// and every later call checks it with `precondition`. Calls block that thread: libpq runs in
-/// blocking mode, which is the design (a fixed set of worker threads, DESIGN §3).
+/// blocking mode, which is the design (a fixed set of worker threads; README, "Architecture").
 ///
 /// It connects lazily (or on ``connect()``) and prepares every declared ``PostgresStatement`` on
 /// each new session. When the connection is lost (`PQstatus` is `CONNECTION_BAD`) it is

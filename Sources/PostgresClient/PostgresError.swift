@@ -95,7 +95,7 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
         return text
     }
 
-    /// The kind DESIGN §4 acts on for a SQLSTATE.
+    /// The kind the service acts on for a SQLSTATE (docs/design.md §5.2).
     static func kind(for state: SQLState) -> Kind {
         switch state {
         case .uniqueViolation: .uniqueViolation

@@ -5,7 +5,7 @@ import Foundation
 /// Built on swift-crypto (HMAC-SHA256, P-256 ECDSA, RSASSA-PKCS1-v1_5) rather than jwt-kit: jwt-kit 5
 /// verifies only through `JWTKeyCollection`, an actor with `async` methods, with its signers
 /// internal, and the service verifies on its fixed worker threads, which must not wait on the
-/// Swift concurrency pool (DESIGN §3). What jwt-kit would add beyond the signatures — the
+/// Swift concurrency pool (README, "Architecture"). What jwt-kit would add beyond the signatures — the
 /// registered claims and the JWK model — is small and lives in `TokenClaims.swift`.
 ///
 /// ```swift
