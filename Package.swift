@@ -112,6 +112,29 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // Tests without servers: in-memory memcached and PostgreSQL with the semantics the cache
+        // protocol relies on, the fault wrappers and scenarios the tests share, and the service's
+        // responder in process (request in, response out, no socket).
+        .target(
+            name: "ProfileServiceTesting",
+            dependencies: [
+                "ProfileService", "ProfileAuth", "HTTP1", "HTTPServer", "MemcachedClient", "TestSupport",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+
+        // Unit targets: no server needed.
+        .testTarget(
+            name: "CacheProtocolTests",
+            dependencies: ["ProfileServiceTesting", "ProfileService", "MemcachedClient", "TestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "RouteTests",
+            dependencies: ["ProfileServiceTesting", "ProfileService", "ProfileAuth", "HTTP1", "TestSupport"],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "ProfileAuthTests",
             dependencies: [
@@ -139,7 +162,9 @@ let package = Package(
         ),
         .testTarget(
             name: "ProfileServiceTests",
-            dependencies: ["ProfileService", "HTTP1", "HTTPServer", "TestSupport", "PostgresClient", "MemcachedClient"],
+            dependencies: [
+                "ProfileService", "HTTP1", "HTTPServer", "TestSupport", "ProfileServiceTesting", "PostgresClient", "MemcachedClient",
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

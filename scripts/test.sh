@@ -82,9 +82,19 @@ fi
 
 swift build --build-tests
 .build/debug/profile-service migrate --migrations-directory migrations
-# Serial: some tests stop and restart the shared PostgreSQL and memcached servers.
-swift test --skip-build --no-parallel ${swift_test_arguments[@]+"${swift_test_arguments[@]}"}
-[ ${#swift_test_arguments[@]} -eq 0 ] || exit 0
+if [ ${#swift_test_arguments[@]} -gt 0 ]; then
+    swift test --skip-build --no-parallel "${swift_test_arguments[@]}"
+    exit 0
+fi
+# Phase 1, the unit targets: no server, in parallel, seconds. Phase 2, the integration targets:
+# serial, since some tests stop and restart the shared PostgreSQL and memcached servers.
+unit_targets='^(HTTP1Tests|ProfileAuthTests|CacheProtocolTests|RouteTests)\.'
+phase_started=$SECONDS
+swift test --skip-build --parallel --filter "$unit_targets"
+echo "test.sh: unit phase $((SECONDS - phase_started)) s" >&2
+phase_started=$SECONDS
+swift test --skip-build --no-parallel --skip "$unit_targets"
+echo "test.sh: integration phase $((SECONDS - phase_started)) s" >&2
 
 # Deployment files and openapi.yaml: static checks, nginx -t, the nginx gateway for real in front
 # of two instances of the binary built above, and the service's answers against openapi.yaml.

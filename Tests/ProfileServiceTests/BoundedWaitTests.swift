@@ -4,6 +4,7 @@ import Logging
 import MemcachedClient
 import PostgresClient
 import Testing
+import ProfileServiceTesting
 import TestSupport
 
 @testable import ProfileService

@@ -4,13 +4,14 @@ import Logging
 import MemcachedClient
 import PostgresClient
 import Synchronization
+import ProfileServiceTesting
 import TestSupport
 
 @testable import ProfileService
 
 /// One thread's real connections (PostgreSQL and the memcached cluster of scripts/deps.sh).
 /// Create it on the thread that uses it: the connections check their owner thread.
-final class IntegrationBackends {
+final class IntegrationBackends: RepositoryBackends {
     let connection: PostgresConnection
     let cache: MemcachedConnection
     let store: PostgresProfileStore
@@ -53,45 +54,4 @@ final class IntegrationBackends {
         cache.close()
         connection.close()
     }
-}
-
-/// Holds the first reader of one id that reaches the hook it is installed as, until released.
-final class ReaderGate: Sendable {
-    private let armedID = Mutex<Int64?>(nil)
-    private let paused = DispatchSemaphore(value: 0)
-    private let released = DispatchSemaphore(value: 0)
-
-    func arm(_ id: Int64) { armedID.withLock { $0 = id } }
-
-    /// The hook: pauses once, for the armed id (any of ``ProfileCacheHooks``' points).
-    func pause(_ id: Int64) {
-        let shouldPause = armedID.withLock { armed in
-            guard armed == id else { return false }
-            armed = nil
-            return true
-        }
-        guard shouldPause else { return }
-        paused.signal()
-        released.wait()
-    }
-
-    func waitUntilPaused() { paused.wait() }
-    func release() { released.signal() }
-}
-
-/// A cache whose stores always lose (CAS conflicts, adds that find a key): drives a
-/// write-through into its delete path without touching anything else.
-final class ConflictingCache: CacheClient {
-    let base: MemcachedConnection
-
-    init(_ base: MemcachedConnection) { self.base = base }
-
-    func get(_ key: String) -> MemcachedGetResult { base.get(key) }
-    func add(_ key: String, value: [UInt8], flags: UInt32, expiration: Int) -> MemcachedStoreResult { .notStored }
-    func cas(_ key: String, value: [UInt8], cas: UInt64, flags: UInt32, expiration: Int) -> MemcachedStoreResult {
-        .exists
-    }
-    func delete(_ key: String) -> MemcachedDeleteResult { base.delete(key) }
-    func server(forKey key: String) -> MemcachedServer? { base.server(forKey: key) }
-    func flush(server: MemcachedServer) -> MemcachedError? { base.flush(server: server) }
 }

@@ -2,11 +2,12 @@ import Foundation
 import MemcachedClient
 import Synchronization
 import Testing
+import ProfileServiceTesting
 import TestSupport
 
 @testable import ProfileService
 
-/// The stale-set race of DESIGN.md §2, replayed deterministically: a reader is held between its
+/// The stale-set race of docs/design.md §2.1, replayed deterministically: a reader is held between its
 /// PostgreSQL read and its populate while a writer commits and writes through.
 @Suite(.serialized) struct ProfileRepositoryRaceTests {
     /// Runs a reader of `profile` up to its pause, then `whilePaused`, then lets it finish and
@@ -17,7 +18,7 @@ import TestSupport
         let result = Mutex<ProfileRepository.Representation?>(nil)
         gate.arm(profile.id)
         let reader = TestThread {
-            let backends = try! IntegrationBackends()
+            let backends = try! InMemoryBackends()
             defer { withExtendedLifetime(backends) {} }
             let read = try? backends.repository(shared).read(id: profile.id)
             result.withLock { $0 = read }
@@ -30,32 +31,13 @@ import TestSupport
     }
 
     @Test func lateReaderDoesNotOverwriteTheWritersVersion() throws {
-        let gate = ReaderGate()
-        let shared = ProfileCacheShared(hooks: .init(afterDatabaseRead: gate.pause))
-        let backends = try IntegrationBackends()
-        let profile = try backends.seed()
-        let writer = backends.repository(shared)
-
-        let readerSaw = withPausedReader(of: profile, shared: shared, gate: gate) {
-            let outcome = try? writer.updateDisplayName(id: profile.id, to: "Writer", expectedVersion: 1)
-            guard case .updated(let updated)? = outcome else {
-                Issue.record("update failed: \(String(describing: outcome))")
-                return
-            }
-            #expect(updated.version == 2)
-            #expect(backends.cachedVersion(profile.id, shared: shared) == 2, "the write-through replaced the lease")
-        }
-
-        #expect(readerSaw?.version == 1, "the reader began before the write, so version 1 is a fair answer")
-        #expect(backends.cachedVersion(profile.id, shared: shared) == 2, "the late populate must not land")
-        #expect(shared.statistics.count(.populateLost) == 1)
-        #expect(shared.statistics.count(.populateStored) == 0)
+        try CacheProtocolScenarios.lateReaderDoesNotOverwriteTheWritersVersion(InMemoryBackends.self)
     }
 
     @Test func aLateRecordOfAbsenceDoesNotHideACreation() throws {
         let gate = ReaderGate()
         let shared = ProfileCacheShared(hooks: .init(afterDatabaseRead: gate.pause))
-        let backends = try IntegrationBackends()
+        let backends = try InMemoryBackends()
         let id = Int64.random(in: 9_100_000_000_000_000...9_200_000_000_000_000)
         let writer = backends.repository(shared)
         let absent = Profile(id: id, username: "x", displayName: "x", version: 1, updatedAt: "")
@@ -76,7 +58,7 @@ import TestSupport
     @Test func lateReaderDoesNotFillAnEvictedSlot() throws {
         let gate = ReaderGate()
         let shared = ProfileCacheShared(hooks: .init(afterDatabaseRead: gate.pause))
-        let backends = try IntegrationBackends()
+        let backends = try InMemoryBackends()
         let profile = try backends.seed()
         let writer = backends.repository(shared)
 
@@ -96,7 +78,7 @@ import TestSupport
     @Test func writeThroughThatCannotStoreDeletesAndTheLateReaderLoses() throws {
         let gate = ReaderGate()
         let shared = ProfileCacheShared(hooks: .init(afterDatabaseRead: gate.pause))
-        let backends = try IntegrationBackends()
+        let backends = try InMemoryBackends()
         let profile = try backends.seed()
         let writer = backends.repository(shared, cache: ConflictingCache(backends.cache))
 
@@ -111,7 +93,7 @@ import TestSupport
 
     @Test func guardedWriteThroughNeverMovesTheCacheBackwards() throws {
         let shared = ProfileCacheShared()
-        let backends = try IntegrationBackends()
+        let backends = try InMemoryBackends()
         let profile = try backends.seed()
         let repository = backends.repository(shared)
         _ = try repository.read(id: profile.id)
@@ -131,7 +113,7 @@ import TestSupport
     /// empty because version 3 was written through and then evicted.
     @Test func slowWriterDoesNotRefillAnEvictedSlotWithItsOlderVersion() throws {
         let shared = ProfileCacheShared()
-        let backends = try IntegrationBackends()
+        let backends = try InMemoryBackends()
         let profile = try backends.seed()
         let repository = backends.repository(shared)
         guard case .updated(let slow) = try backends.store.updateDisplayName(

@@ -1,15 +1,16 @@
 import Foundation
 import MemcachedClient
 import Testing
+import ProfileServiceTesting
 
 @testable import ProfileService
 
-/// Refresh (docs/design.md §2.3) on the real servers: after a change this process did not write
+/// Refresh (docs/design.md §2.3) in memory (ProfileServiceTesting): after a change this process did not write
 /// through, no reader is served an older entry from memcached.
 @Suite(.serialized) struct ProfileRepositoryRefreshTests {
     /// A profile cached at version 1 whose row is at version 2, committed behind the cache's back.
     private func staleEntry(
-        _ backends: IntegrationBackends, _ shared: ProfileCacheShared
+        _ backends: InMemoryBackends, _ shared: ProfileCacheShared
     ) throws -> (cached: Profile, committed: Profile) {
         let profile = try backends.seed()
         _ = try backends.repository(shared).read(id: profile.id)
@@ -22,7 +23,7 @@ import Testing
 
     @Test func aKnownRowReplacesAnOlderEntry() throws {
         let shared = ProfileCacheShared()
-        let backends = try IntegrationBackends()
+        let backends = try InMemoryBackends()
         let (_, committed) = try staleEntry(backends, shared)
         let repository = backends.repository(shared)
 
@@ -36,7 +37,7 @@ import Testing
 
     @Test func aVersionAloneInvalidatesAnOlderEntry() throws {
         let shared = ProfileCacheShared()
-        let backends = try IntegrationBackends()
+        let backends = try InMemoryBackends()
         let (_, committed) = try staleEntry(backends, shared)
         let repository = backends.repository(shared)
 
@@ -48,7 +49,7 @@ import Testing
 
     @Test func aLeaseIsInvalidatedSoItsReaderCannotLandAnOlderRow() throws {
         let shared = ProfileCacheShared()
-        let backends = try IntegrationBackends()
+        let backends = try InMemoryBackends()
         let profile = try backends.seed()
         let key = shared.configuration.key(for: profile.id)
         #expect(backends.cache.add(key, value: CacheEntry.encodeLease(token: 7), flags: 0, expiration: 2) == .stored)
@@ -63,7 +64,7 @@ import Testing
 
     @Test func aDeletedProfileLeavesNoEntry() throws {
         let shared = ProfileCacheShared()
-        let backends = try IntegrationBackends()
+        let backends = try InMemoryBackends()
         let profile = try backends.seed()
         _ = try backends.repository(shared).read(id: profile.id)
         #expect(backends.repository(shared).refresh(after: .deleted(id: profile.id)) == .invalidated)
@@ -72,7 +73,7 @@ import Testing
 
     @Test func aConflictRefreshesTheEntryToTheCurrentRow() throws {
         let shared = ProfileCacheShared()
-        let backends = try IntegrationBackends()
+        let backends = try InMemoryBackends()
         let (cached, committed) = try staleEntry(backends, shared)
 
         let outcome = try backends.repository(shared).updateDisplayName(
@@ -83,13 +84,13 @@ import Testing
 
     @Test func anUpdateWhoseOutcomeIsUnknownInvalidatesTheEntry() throws {
         let shared = ProfileCacheShared()
-        let backends = try IntegrationBackends()
+        let backends = try InMemoryBackends()
         let profile = try backends.seed()
         _ = try backends.repository(shared).read(id: profile.id)
         // The connection breaks after COMMIT: the row changed, the writer hears "unavailable".
         let repository = ProfileRepository(
             store: CommitThenFailStore(backends.store), cache: backends.cache, shared: shared,
-            logger: IntegrationBackends.logger)
+            logger: InMemoryBackends.logger)
 
         #expect(throws: ProfileStoreError.unavailable) {
             try repository.updateDisplayName(id: profile.id, to: "Unknown", expectedVersion: 1)
@@ -101,8 +102,8 @@ import Testing
 
 /// A store whose updates commit and then report the connection lost (an injected fault).
 private final class CommitThenFailStore: ProfileStore {
-    let base: PostgresProfileStore
-    init(_ base: PostgresProfileStore) { self.base = base }
+    let base: any ProfileStore
+    init(_ base: any ProfileStore) { self.base = base }
 
     func profile(id: Int64) throws(ProfileStoreError) -> Profile? { try base.profile(id: id) }
     func updateDisplayName(id: Int64, to displayName: String, expectedVersion: Int32) throws(ProfileStoreError)

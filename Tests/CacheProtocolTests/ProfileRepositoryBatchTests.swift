@@ -2,16 +2,17 @@ import Foundation
 import MemcachedClient
 import Synchronization
 import Testing
+import ProfileServiceTesting
 
 @testable import ProfileService
 
-/// Counts the round trips a repository makes, forwarding each to the real cluster.
+/// Counts the round trips a repository makes, forwarding each to the cluster.
 final class CountingCache: CacheClient {
-    let base: MemcachedConnection
+    let base: any CacheClient
     private(set) var singleGets = 0
     private(set) var multiGets = 0
 
-    init(_ base: MemcachedConnection) { self.base = base }
+    init(_ base: any CacheClient) { self.base = base }
 
     func get(_ key: String) -> MemcachedGetResult {
         singleGets += 1
@@ -35,11 +36,11 @@ final class CountingCache: CacheClient {
     func flush(server: MemcachedServer) -> MemcachedError? { base.flush(server: server) }
 }
 
-/// Batched reads (docs/design.md §6) and batched refreshes on the real servers: one multi-get
+/// Batched reads (docs/design.md §6) and batched refreshes in memory (ProfileServiceTesting): one multi-get
 /// instead of one round trip per id, and never an answer older than the unbatched path gives.
 @Suite(.serialized) struct ProfileRepositoryBatchTests {
     /// `count` profiles at version 1, each cached.
-    private func cachedProfiles(_ count: Int, _ backends: IntegrationBackends, _ shared: ProfileCacheShared) throws
+    private func cachedProfiles(_ count: Int, _ backends: InMemoryBackends, _ shared: ProfileCacheShared) throws
         -> [Profile]
     {
         let profiles = try (0..<count).map { _ in try backends.seed() }
@@ -51,7 +52,7 @@ final class CountingCache: CacheClient {
 
     @Test func aBatchOfHitsCostsOneMultiGet() throws {
         let shared = ProfileCacheShared()
-        let backends = try IntegrationBackends()
+        let backends = try InMemoryBackends()
         let profiles = try cachedProfiles(5, backends, shared)
         let missing = Int64.random(in: 9_100_000_000_000_000...9_200_000_000_000_000)
         let counting = CountingCache(backends.cache)
@@ -68,7 +69,7 @@ final class CountingCache: CacheClient {
 
     @Test func aPrefetchedEntryIsNotUsedAfterTheWorkerWroteTheProfile() throws {
         let shared = ProfileCacheShared()
-        let backends = try IntegrationBackends()
+        let backends = try InMemoryBackends()
         let profiles = try cachedProfiles(2, backends, shared)
         let repository = backends.repository(shared)
         let written = profiles[0]
@@ -82,7 +83,7 @@ final class CountingCache: CacheClient {
 
     @Test func aPrefetchedEntryIsUsedOnceAndNeverAfterTheBatch() throws {
         let shared = ProfileCacheShared()
-        let backends = try IntegrationBackends()
+        let backends = try InMemoryBackends()
         let profiles = try cachedProfiles(2, backends, shared)
         let counting = CountingCache(backends.cache)
         let repository = backends.repository(shared, cache: counting)
@@ -103,7 +104,7 @@ final class CountingCache: CacheClient {
 
     @Test func nothingIsPrefetchedWhileReadsSendTheirLeaseFirst() throws {
         let shared = ProfileRepositoryLeaseFirstTests.leaseFirst()
-        let backends = try IntegrationBackends()
+        let backends = try InMemoryBackends()
         let profiles = try cachedProfiles(3, backends, shared)
         let counting = CountingCache(backends.cache)
         let repository = backends.repository(shared, cache: counting)
@@ -118,7 +119,7 @@ final class CountingCache: CacheClient {
 
     @Test func aBatchedRefreshEndsLikeSingleRefreshesInOneRoundTrip() throws {
         let shared = ProfileCacheShared()
-        let backends = try IntegrationBackends()
+        let backends = try InMemoryBackends()
         let profiles = try cachedProfiles(3, backends, shared)
         // [0] stale (row committed behind the cache), [1] current, [2] uncached, [3] a lease.
         guard case .updated(let committed) = try backends.store.updateDisplayName(

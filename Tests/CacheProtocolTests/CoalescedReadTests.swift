@@ -3,6 +3,7 @@ import Foundation
 import MemcachedClient
 import Synchronization
 import Testing
+import ProfileServiceTesting
 import TestSupport
 
 @testable import ProfileService
@@ -23,7 +24,7 @@ import TestSupport
         finished: DispatchSemaphore? = nil
     ) -> TestThread {
         TestThread {
-            let backends = try! IntegrationBackends()
+            let backends = try! InMemoryBackends()
             let read = try? backends.repository(shared).read(id: id, minVersion: minVersion)
             result.set(read)
             withExtendedLifetime(backends) {}
@@ -36,7 +37,7 @@ import TestSupport
         let followed = DispatchSemaphore(value: 0)
         let shared = ProfileCacheShared(
             hooks: .init(afterDatabaseRead: gate.pause, willFollow: { _ in followed.signal() }))
-        let backends = try IntegrationBackends()
+        let backends = try InMemoryBackends()
         let profile = try backends.seed()
 
         gate.arm(profile.id)
@@ -65,7 +66,7 @@ import TestSupport
         let gate = ReaderGate()
         let followed = DispatchSemaphore(value: 0)
         let shared = ProfileCacheShared(hooks: .init(afterPopulate: gate.pause, willFollow: { _ in followed.signal() }))
-        let backends = try IntegrationBackends()
+        let backends = try InMemoryBackends()
         let profile = try backends.seed()
         let writer = backends.repository(shared)
 

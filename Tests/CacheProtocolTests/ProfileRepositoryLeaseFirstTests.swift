@@ -1,6 +1,7 @@
 import Foundation
 import MemcachedClient
 import Synchronization
+import ProfileServiceTesting
 import TestSupport
 import Testing
 
@@ -30,7 +31,7 @@ import Testing
 
     @Test func missPopulatesUnderItsOwnLeaseThenHits() throws {
         let shared = Self.leaseFirst()
-        let backends = try IntegrationBackends()
+        let backends = try InMemoryBackends()
         let profile = try backends.seed()
         let repository = backends.repository(shared)
         #expect(try repository.read(id: profile.id)?.cacheOutcome == .miss)
@@ -44,7 +45,7 @@ import Testing
 
     @Test func anAbsentProfileReplacesTheLeaseWithTheRecordOfItsAbsence() throws {
         let shared = Self.leaseFirst()
-        let backends = try IntegrationBackends()
+        let backends = try InMemoryBackends()
         let id = Int64.random(in: 9_100_000_000_000_000...9_200_000_000_000_000)
         let repository = backends.repository(shared)
         #expect(try repository.read(id: id) == nil)
@@ -61,13 +62,13 @@ import Testing
     @Test func lateReaderDoesNotOverwriteTheWritersVersion() throws {
         let gate = ReaderGate()
         let shared = Self.leaseFirst(.init(afterDatabaseRead: gate.pause))
-        let backends = try IntegrationBackends()
+        let backends = try InMemoryBackends()
         let profile = try backends.seed()
         let writer = backends.repository(shared)
         let readerSaw = Mutex<Int32?>(nil)
         gate.arm(profile.id)
         let reader = TestThread {
-            let readerBackends = try! IntegrationBackends()
+            let readerBackends = try! InMemoryBackends()
             defer { withExtendedLifetime(readerBackends) {} }
             let read = try? readerBackends.repository(shared).read(id: profile.id)
             readerSaw.withLock { $0 = read?.version }
@@ -95,11 +96,11 @@ import Testing
     @Test func aReaderHoldingItsOwnLeaseDoesNotFollowAnotherFlight() throws {
         let gate = ReaderGate()
         let shared = Self.leaseFirst(.init(afterDatabaseRead: gate.pause))
-        let backends = try IntegrationBackends()
+        let backends = try InMemoryBackends()
         let profile = try backends.seed()
         gate.arm(profile.id)
         let first = TestThread {
-            let readerBackends = try! IntegrationBackends()
+            let readerBackends = try! InMemoryBackends()
             defer { withExtendedLifetime(readerBackends) {} }
             _ = try? readerBackends.repository(shared).read(id: profile.id)
         }
@@ -117,6 +118,6 @@ import Testing
 
     @Test func concurrentMissesShareOnePostgreSQLRead() throws {
         let shared = Self.leaseFirst(.init(afterDatabaseRead: { _ in usleep(50_000) }))
-        try expectAHerdSharesOneRead(shared)
+        try CacheProtocolScenarios.expectAHerdSharesOneRead(InMemoryBackends.self, shared)
     }
 }

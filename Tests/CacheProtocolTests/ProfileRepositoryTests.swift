@@ -2,6 +2,7 @@ import Foundation
 import MemcachedClient
 import Synchronization
 import Testing
+import ProfileServiceTesting
 import TestSupport
 
 @testable import ProfileService
@@ -9,7 +10,7 @@ import TestSupport
 @Suite(.serialized) struct ProfileRepositoryTests {
     @Test func missPopulatesUnderALeaseThenHits() throws {
         let shared = ProfileCacheShared()
-        let backends = try IntegrationBackends()
+        let backends = try InMemoryBackends()
         let profile = try backends.seed()
         let repository = backends.repository(shared)
 
@@ -26,7 +27,7 @@ import TestSupport
 
     @Test func absenceIsCachedUntilACreationReplacesIt() throws {
         let shared = ProfileCacheShared()
-        let backends = try IntegrationBackends()
+        let backends = try InMemoryBackends()
         let id = Int64.random(in: 9_100_000_000_000_000...9_200_000_000_000_000)
         let repository = backends.repository(shared)
         #expect(try repository.read(id: id) == nil)
@@ -51,7 +52,7 @@ import TestSupport
 
     @Test func theChangeFeedsRepairReplacesARecordedAbsence() throws {
         let shared = ProfileCacheShared()
-        let backends = try IntegrationBackends()
+        let backends = try InMemoryBackends()
         let id = Int64.random(in: 9_100_000_000_000_000...9_200_000_000_000_000)
         let repository = backends.repository(shared)
         #expect(try repository.read(id: id) == nil)
@@ -66,7 +67,7 @@ import TestSupport
 
     @Test func minVersionBypassesAStaleEntryAndRepairsIt() throws {
         let shared = ProfileCacheShared()
-        let backends = try IntegrationBackends()
+        let backends = try InMemoryBackends()
         let profile = try backends.seed()
         let repository = backends.repository(shared)
         guard case .updated(let updated) = try backends.store.updateDisplayName(
@@ -89,7 +90,7 @@ import TestSupport
 
     @Test func undecodableEntryIsAMissAndIsReplaced() throws {
         let shared = ProfileCacheShared()
-        let backends = try IntegrationBackends()
+        let backends = try InMemoryBackends()
         let profile = try backends.seed()
         _ = backends.cache.set(shared.configuration.key(for: profile.id), value: Array(#"{"legacy":true}"#.utf8))
         let read = try #require(try backends.repository(shared).read(id: profile.id))
@@ -101,6 +102,6 @@ import TestSupport
     @Test func concurrentMissesShareOnePostgreSQLRead() throws {
         // Slow the leader's read so that the others arrive while it is in flight.
         let shared = ProfileCacheShared(hooks: .init(afterDatabaseRead: { _ in usleep(50_000) }))
-        try expectAHerdSharesOneRead(shared)
+        try CacheProtocolScenarios.expectAHerdSharesOneRead(InMemoryBackends.self, shared)
     }
 }

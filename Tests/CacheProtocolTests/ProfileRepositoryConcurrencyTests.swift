@@ -2,11 +2,12 @@ import Foundation
 import MemcachedClient
 import Synchronization
 import Testing
+import ProfileServiceTesting
 import TestSupport
 
 @testable import ProfileService
 
-/// Writers, readers and an evictor on a few ids for a few seconds, against real servers.
+/// Writers, readers and an evictor on a few ids for a few seconds, in memory.
 @Suite(.serialized) struct ProfileRepositoryConcurrencyTests {
     /// Highest acknowledged version per id, and the count of acknowledged writes.
     private final class Ledger: Sendable {
@@ -26,7 +27,7 @@ import TestSupport
 
     @Test func noReadAfterAnAcknowledgedWriteIsOlder() throws {
         let shared = ProfileCacheShared()
-        let setup = try IntegrationBackends()
+        let setup = try InMemoryBackends()
         let ids = try (0..<3).map { _ in try setup.seed().id }
         let ledger = Ledger()
         let violations = Mutex<[String]>([])
@@ -37,7 +38,7 @@ import TestSupport
         for writer in 0..<3 {
             threads.append(
                 TestThread {
-                    let backends = try! IntegrationBackends()
+                    let backends = try! InMemoryBackends()
                     defer { withExtendedLifetime(backends) {} }
                     let repository = backends.repository(shared)
                     var expected: [Int64: Int32] = Dictionary(uniqueKeysWithValues: ids.map { ($0, 1) })
@@ -62,7 +63,7 @@ import TestSupport
         for reader in 0..<3 {
             threads.append(
                 TestThread {
-                    let backends = try! IntegrationBackends()
+                    let backends = try! InMemoryBackends()
                     defer { withExtendedLifetime(backends) {} }
                     let repository = backends.repository(shared)
                     var step = 0
@@ -84,7 +85,7 @@ import TestSupport
         }
         threads.append(
             TestThread {
-                let backends = try! IntegrationBackends()
+                let backends = try! InMemoryBackends()
                 while Date() < deadline {
                     for id in ids { _ = backends.cache.delete(shared.configuration.key(for: id)) }
                     usleep(3_000)

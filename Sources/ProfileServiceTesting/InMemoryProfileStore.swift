@@ -1,0 +1,93 @@
+import Foundation
+public import ProfileService
+import Synchronization
+
+/// The profiles table in memory, with the rules the cache protocol relies on (docs/design.md
+/// §2.5): versions start at 1, the optimistic update raises the version by one when the expected
+/// version matches, an id and a username are unique, and a re-created id continues above the
+/// version its deleted row had (the tombstone). Shared by every worker of a test.
+public final class InMemoryDatabase: Sendable {
+    struct State {
+        var rows: [Int64: Profile] = [:]
+        var tombstones: [Int64: Int32] = [:]
+        var reads = 0
+        var unavailable = false
+    }
+
+    private let state = Mutex(State())
+
+    public init() {}
+
+    /// A store for one worker, as each worker has its own PostgreSQL connection.
+    public func store() -> InMemoryProfileStore { InMemoryProfileStore(database: self) }
+
+    /// Rows read so far (every `profile(id:)`), the evidence of how often a read reached the store.
+    public var reads: Int { state.withLock { $0.reads } }
+
+    /// Every call fails with ``ProfileStoreError/unavailable`` until set back (an injected fault).
+    public func setUnavailable(_ unavailable: Bool) { state.withLock { $0.unavailable = unavailable } }
+
+    /// Deletes a row behind the service's back, as `DELETE` in SQL would (a tombstone keeps its version).
+    public func delete(id: Int64) {
+        state.withLock { state in
+            if let row = state.rows.removeValue(forKey: id) { state.tombstones[id] = row.version }
+        }
+    }
+
+    static func timestamp() -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter.string(from: Date())
+    }
+
+    fileprivate func withState<Result>(_ body: (inout State) throws(ProfileStoreError) -> Result) throws(ProfileStoreError) -> Result {
+        try state.withLock { (state: inout State) throws(ProfileStoreError) -> Result in
+            if state.unavailable { throw .unavailable }
+            return try body(&state)
+        }
+    }
+}
+
+/// One worker's ``ProfileStore`` over an ``InMemoryDatabase``.
+public final class InMemoryProfileStore: ProfileStore {
+    public let database: InMemoryDatabase
+
+    init(database: InMemoryDatabase) { self.database = database }
+
+    public func profile(id: Int64) throws(ProfileStoreError) -> Profile? {
+        try database.withState { (state: inout InMemoryDatabase.State) throws(ProfileStoreError) -> Profile? in
+            state.reads += 1
+            return state.rows[id]
+        }
+    }
+
+    public func updateDisplayName(id: Int64, to displayName: String, expectedVersion: Int32)
+        throws(ProfileStoreError) -> ProfileUpdateOutcome
+    {
+        try database.withState { (state: inout InMemoryDatabase.State) throws(ProfileStoreError) -> ProfileUpdateOutcome in
+            guard let current = state.rows[id] else { return .notFound }
+            guard current.version == expectedVersion else { return .versionMismatch(current: current) }
+            let updated = Profile(
+                id: id, username: current.username, displayName: displayName, version: current.version + 1,
+                updatedAt: InMemoryDatabase.timestamp())
+            state.rows[id] = updated
+            return .updated(updated)
+        }
+    }
+
+    public func create(id: Int64, username: String, displayName: String) throws(ProfileStoreError) -> Profile {
+        try database.withState { (state: inout InMemoryDatabase.State) throws(ProfileStoreError) -> Profile in
+            if let current = state.rows[id] { throw .idTaken(current: current) }
+            if state.rows.values.contains(where: { $0.username == username }) { throw .usernameTaken }
+            let profile = Profile(
+                id: id, username: username, displayName: displayName, version: (state.tombstones[id] ?? 0) + 1,
+                updatedAt: InMemoryDatabase.timestamp())
+            state.rows[id] = profile
+            return profile
+        }
+    }
+
+    public func isHealthy() -> Bool {
+        (try? database.withState { (_: inout InMemoryDatabase.State) throws(ProfileStoreError) -> Bool in true }) ?? false
+    }
+}

@@ -1,0 +1,19 @@
+import Foundation
+import ProfileServiceTesting
+import Testing
+
+@testable import ProfileService
+
+/// The cache protocol's scenarios that the unit tests run in memory (CacheProtocolTests), once
+/// more on the real PostgreSQL and memcached of scripts/deps.sh: the in-memory cluster must not
+/// pass what real memcached would fail.
+@Suite(.serialized) struct RealServerCacheProtocolTests {
+    @Test func lateReaderDoesNotOverwriteTheWritersVersion() throws {
+        try CacheProtocolScenarios.lateReaderDoesNotOverwriteTheWritersVersion(IntegrationBackends.self)
+    }
+
+    @Test func aHerdOfReadsSharesOnePostgreSQLRead() throws {
+        let shared = ProfileCacheShared(hooks: .init(afterDatabaseRead: { _ in usleep(20_000) }))
+        try CacheProtocolScenarios.expectAHerdSharesOneRead(IntegrationBackends.self, shared)
+    }
+}
