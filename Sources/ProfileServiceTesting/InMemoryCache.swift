@@ -85,7 +85,8 @@ public final class InMemoryCache: Sendable {
         state.withLock { $0.failingNodes.contains(server) }
     }
 
-    /// One worker's view of the cluster: a ``CacheClient``.
+    /// One worker's view of the cluster: a ``CacheClient`` (multi-gets are the protocol's default,
+    /// one lookup per key: nothing to pipeline in memory).
     public final class Client: CacheClient {
         public let cluster: InMemoryCache
 
@@ -96,18 +97,6 @@ public final class InMemoryCache: Sendable {
                 guard let item = state.items[key] else { return .miss }
                 return .hit(MemcachedItem(value: item.value, flags: item.flags, cas: item.cas))
             }
-        }
-
-        public func get(many keys: [String]) -> Result<[String: MemcachedItem], MemcachedError> {
-            var items: [String: MemcachedItem] = [:]
-            for key in keys {
-                switch get(key) {
-                case .hit(let item): items[key] = item
-                case .miss: break
-                case .failure(let error): return .failure(error)
-                }
-            }
-            return .success(items)
         }
 
         public func add(_ key: String, value: [UInt8], flags: UInt32, expiration: Int) -> MemcachedStoreResult {
