@@ -41,7 +41,9 @@ struct ProfileCtl: AsyncParsableCommand {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         let data = (try? encoder.encode(profile)) ?? Data()
-        Swift.print(String(decoding: data, as: UTF8.self))
+        // Written, not printed: print's stdout is block-buffered into a pipe, and each profile must
+        // reach `profilectl watch 1 | jq` at once.
+        FileHandle.standardOutput.write(data + Data("\n".utf8))
     }
 
     /// Reports a client error on standard error and exits with status 1.

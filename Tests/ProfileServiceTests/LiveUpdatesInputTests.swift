@@ -17,7 +17,7 @@ import Testing
         #expect(try ProfileResponder.lastEventID(text) == version)
     }
 
-    @Test(arguments: ["", "-1", "+1", "1.0", "seven", "2147483648", "99999999999"])
+    @Test(arguments: ["", "-1", "+1", "1.0", "seven", "2147483648", "99999999999", "5708148850", "007", "00"])
     func malformedLastEventIDsAre400(text: String) {
         do {
             _ = try ProfileResponder.lastEventID(text)

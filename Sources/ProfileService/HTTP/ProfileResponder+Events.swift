@@ -73,13 +73,12 @@ extension ProfileResponder {
         return end
     }
 
-    /// `Last-Event-ID`: a version the client has, 0…2147483647 in decimal.
+    /// `Last-Event-ID`: a version the client has, 0…2147483647 in canonical decimal (the `id`
+    /// the stream sent; `openapi.yaml` states exactly this, so `5708148850` is refused by both).
     static func lastEventID(_ header: String?) throws(Problem) -> Int32? {
         guard let header else { return nil }
-        let text = header.trimmed
-        guard !text.isEmpty, text.utf8.count <= 10, text.utf8.allSatisfy({ (0x30...0x39).contains($0) }),
-            let value = Int32(text)
-        else {
+        let text = Substring(header.trimmed)
+        guard let value = text == "0" ? 0 : canonicalPositive(text, as: Int32.self) else {
             throw Problem(.invalidLastEventID, detail: "Last-Event-ID must be a profile version, an integer from 0 to 2147483647",
                 field: "Last-Event-ID")
         }

@@ -1,0 +1,55 @@
+import Foundation
+import Synchronization
+import Testing
+import TestSupport
+
+/// `profilectl` as an operator uses it: its output piped into another program.
+@Suite(.serialized) struct ProfileCtlEndToEndTests {
+    init() throws {
+        try TestEnvironment.requirePostgres()
+        try TestEnvironment.requireMemcached()
+    }
+
+    @Test func watchPrintsEachVersionIntoAPipeAsItArrives() throws {
+        let service = try ServiceProcess()
+        defer { _ = service.terminate() }
+        let id = Int64.random(in: 1_000_000_000...9_000_000_000_000_000)
+        let created = try Curl.request(
+            "\(service.baseURL)/users/profile/\(id)", method: "PUT",
+            headers: ServiceProcess.writeHeaders(for: id).merging(["If-None-Match": "*"]) { $1 },
+            body: #"{"username":"ctl\#(id % 100_000_000)","display_name":"First"}"#)
+        #expect(created.status == 201)
+
+        let watch = Process()
+        watch.executableURL = ServiceProcess.executable.deletingLastPathComponent().appendingPathComponent("profilectl")
+        watch.arguments = ["watch", String(id), "--url", service.baseURL, "--count", "2"]
+        let pipe = Pipe()
+        watch.standardOutput = pipe
+        watch.standardError = FileHandle.nullDevice
+        let output = Mutex("")
+        pipe.fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            output.withLock { $0 += String(decoding: data, as: UTF8.self) }
+        }
+        try watch.run()
+        defer {
+            if watch.isRunning { watch.terminate() }
+            pipe.fileHandleForReading.readabilityHandler = nil
+        }
+        func lines() -> [String] { output.withLock { $0 }.split(separator: "\n").map(String.init) }
+
+        // The current version reaches the pipe while profilectl keeps watching, not when it exits.
+        #expect(Eventually.wait(timeout: .seconds(10)) { lines().count >= 1 }, "nothing reached the pipe")
+        #expect(watch.isRunning)
+        #expect(lines().first?.contains(#""version":1"#) == true, "\(lines())")
+
+        let renamed = try Curl.request(
+            "\(service.baseURL)/users/profile/\(id)", method: "PUT", headers: ServiceProcess.writeHeaders(for: id),
+            body: #"{"display_name":"Second","version":1}"#)
+        #expect(renamed.status == 200)
+        #expect(Eventually.wait(timeout: .seconds(10)) { lines().count >= 2 }, "\(lines())")
+        #expect(lines().last?.contains(#""version":2"#) == true)
+        watch.waitUntilExit()
+        #expect(watch.terminationStatus == 0)
+    }
+}
