@@ -208,7 +208,8 @@ extension ProfileRepository {
     ) throws(ProfileStoreError) -> Representation? {
         shared.hooks.willFollow?(id)
         let outcome: InFlightReads.Outcome
-        switch flight.wait(timeout: configuration.coalescedWait, slots: shared.coalescedWaitSlots, since: began) {
+        let wait = flight.wait(timeout: configuration.coalescedWait, slots: shared.coalescedWaitSlots, since: began)
+        switch wait {
         case .usable(let usable, let readAfterJoin):
             outcome = usable
             if case .found(let profile, _) = usable, let minVersion, profile.version < minVersion {
@@ -221,12 +222,8 @@ extension ProfileRepository {
             }
         case .unusable:
             return try readDatabase(id: id, outcome: .miss)
-        case .timedOut:
-            statistics.record(.coalescedWaitExpired)
-            throw .unavailable
-        case .refused:
-            statistics.record(.coalescedWaitRefused)
-            throw .unavailable
+        case .timedOut, .refused:
+            throw gaveUpWaiting(wait)
         }
         statistics.record(.coalesced)
         switch outcome {
@@ -331,7 +328,8 @@ extension ProfileRepository {
                 if profile.version > cachedVersion { writeThrough(profile) }
                 return Representation(profile, outcome: .bypass)
             case .follower(let flight):
-                switch flight.wait(timeout: configuration.coalescedWait, slots: shared.coalescedWaitSlots, since: began) {
+                let wait = flight.wait(timeout: configuration.coalescedWait, slots: shared.coalescedWaitSlots, since: began)
+                switch wait {
                 case .usable(.found(let profile, _), readAfterJoin: true):
                     statistics.record(.coalesced)
                     return Representation(profile, outcome: .bypass)
@@ -342,12 +340,8 @@ extension ProfileRepository {
                     throw error
                 case .usable, .unusable:
                     continue
-                case .timedOut:
-                    statistics.record(.coalescedWaitExpired)
-                    throw .unavailable
-                case .refused:
-                    statistics.record(.coalescedWaitRefused)
-                    throw .unavailable
+                case .timedOut, .refused:
+                    throw gaveUpWaiting(wait)
                 }
             }
         }
@@ -355,6 +349,13 @@ extension ProfileRepository {
         guard let profile = try store.profile(id: id) else { return nil }
         if profile.version > cachedVersion { writeThrough(profile) }
         return Representation(profile, outcome: .bypass)
+    }
+
+    /// A wait for another reader's read that ended without an answer (it ran out, or no waiting
+    /// place was free): counted, and the read is answered 503 rather than read again (§5.3).
+    private func gaveUpWaiting(_ wait: InFlightReads.Wait) -> ProfileStoreError {
+        if case .refused = wait { statistics.record(.coalescedWaitRefused) } else { statistics.record(.coalescedWaitExpired) }
+        return .unavailable
     }
 
     private func readDatabase(id: Int64, outcome: CacheOutcome) throws(ProfileStoreError) -> Representation? {
