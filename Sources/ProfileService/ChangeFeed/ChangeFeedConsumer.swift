@@ -19,11 +19,8 @@ final class ChangeFeedConsumer {
     private let logger: Logger
     private let notify: PostgresStatement
 
-    /// Where the feed stands: everything up to here is in memcached (or held in ``pending``).
-    private var applied = LSN.zero
-    /// The furthest position the server reported; the difference to ``confirmed`` is the lag.
-    private var serverEnd = LSN.zero
-    private var confirmed = LSN.zero
+    /// Where the feed stands and how far it may confirm (docs/design.md §3.3).
+    private var progress = ReplicationProgress()
     private var pending = PendingRepairs()
     private var lastMonitorUpdate = ContinuousClock.now
     private var lastStatus = ContinuousClock.now
@@ -103,7 +100,7 @@ final class ChangeFeedConsumer {
         do {
             if !connection.isConnected { try connection.connect() }
             let identity = try LogicalReplicationSetup.databaseIdentity(on: connection)
-            if let gap = database.observe(identity, seen: serverEnd) { return close(gap) }
+            if let gap = database.observe(identity, seen: progress.serverEnd) { return close(gap) }
             if let gap = try ensureSlot() { return close(gap, slotCreated: gap == .slotMissing) }
         } catch {
             return (.unavailable, "\(error)")
@@ -205,9 +202,7 @@ final class ChangeFeedConsumer {
                     metadata: ["floor": "\(floor.map { "\($0)" } ?? "already raised for this restore")"])
                 // Positions and held repairs of the old database mean nothing in the new one; the
                 // flush below supersedes them all.
-                applied = .zero
-                serverEnd = .zero
-                confirmed = .zero
+                progress.reset()
                 pending = PendingRepairs()
                 slotReady = false
                 if try ensureSlot() == nil {
@@ -287,7 +282,6 @@ final class ChangeFeedConsumer {
         var ready: [CommittedTransaction] = []
         /// When the oldest transaction in `ready` arrived.
         var gatheringSince = ContinuousClock.now
-        var inTransaction = false
         while !isStopping() {
             if pending.count >= configuration.maxPendingRepairs {
                 // Backpressure: stop reading until memcached takes the held changes.
@@ -301,11 +295,11 @@ final class ChangeFeedConsumer {
             let message = try stream.next(timeout: ready.isEmpty ? configuration.retryInterval : .zero)
             switch message {
             case .walData(_, let walEnd, _, let payload)?:
-                serverEnd = max(serverEnd, walEnd)
+                progress.received(walEnd: walEnd)
                 let decoded = try PgOutputDecoder.decode(payload)
-                if case .begin = decoded { inTransaction = true }
+                if case .begin = decoded { progress.transactionBegan() }
                 if let transaction = try decoder.consume(decoded) {
-                    inTransaction = false
+                    progress.transactionCommitted()
                     if ready.isEmpty { gatheringSince = .now }
                     ready.append(transaction)
                     if ready.count >= configuration.maxBatchTransactions {
@@ -314,10 +308,7 @@ final class ChangeFeedConsumer {
                     }
                 }
             case .keepalive(let walEnd, _, let replyRequested)?:
-                serverEnd = max(serverEnd, walEnd)
-                // Everything before a keepalive has arrived; with nothing open or held, the
-                // position may move up to it (the WAL of other tables need not be kept).
-                if ready.isEmpty && !inTransaction && pending.isEmpty { applied = max(applied, walEnd) }
+                progress.keepalive(walEnd: walEnd, transactionsWaiting: !ready.isEmpty, repairsHeld: !pending.isEmpty)
                 if replyRequested { try report(to: stream, force: true) }
             case nil:
                 if !ready.isEmpty {
@@ -352,7 +343,7 @@ final class ChangeFeedConsumer {
 
     /// Refreshes memcached for a batch of transactions, then announces what changed.
     private func apply(_ transactions: [CommittedTransaction]) {
-        let before = applied
+        let before = progress.applied
         // Only the last change of each id matters: refreshing is "at least this version".
         var latest: [Int64: ProfileChange] = [:]
         var order: [Int64] = []
@@ -380,7 +371,7 @@ final class ChangeFeedConsumer {
             }
         }
         if let last = transactions.last {
-            applied = last.endLSN
+            progress.appliedTransactions(through: last.endLSN)
             monitor.recordApplied(outcomes, lastCommitTime: last.commitTime)
         }
         // Held changes too: receivers fetch with `min_version`, which never needs memcached to
@@ -409,16 +400,16 @@ final class ChangeFeedConsumer {
     /// Tells PostgreSQL how far memcached has every change — never past a held change — when
     /// that position moves (or the server asks), and refreshes the lag the monitor shows.
     private func report(to stream: LogicalReplicationStream, force: Bool) throws {
-        let position = min(applied, pending.holdsBack ?? applied)
-        if force || (position > confirmed && lastStatus.duration(to: .now) >= configuration.statusInterval) {
+        let position = progress.reportable(heldBack: pending.holdsBack)
+        if force || (progress.advances(to: position) && lastStatus.duration(to: .now) >= configuration.statusInterval) {
             try stream.sendStatus(flushed: position)
-            confirmed = max(confirmed, position)
+            progress.confirmed(position)
             lastStatus = .now
         } else if lastMonitorUpdate.duration(to: .now) < configuration.monitorInterval {
             return
         }
         lastMonitorUpdate = .now
-        monitor.recordPosition(confirmed: confirmed, serverEnd: serverEnd, pending: pending.count)
+        monitor.recordPosition(confirmed: progress.confirmed, serverEnd: progress.serverEnd, pending: pending.count)
     }
 
     /// NOTIFY every instance (live updates, docs/design.md §4) in ``ProfileChangePayload``'s
