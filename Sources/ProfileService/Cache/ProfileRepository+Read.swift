@@ -37,54 +37,55 @@ extension ProfileRepository {
                 case .lease?, nil: readStrategy.record(miss: true)
                 }
             }
-            switch found {
-            case .hit(let item):
-                switch entry {
-                case .profile(let version, let json)?:
-                    if let minVersion, version < minVersion {
-                        statistics.record(.bypass)
-                        return try bypass(id: id, cachedVersion: version, minVersion: minVersion, since: began)
-                    }
-                    statistics.record(.hit)
-                    return Representation(version: version, json: Array(json), cacheOutcome: .hit)
-                case .absent?:
-                    // No such profile, as a reader found it under a lease (§2.6); a floor means the
-                    // client knows of a version, so PostgreSQL is asked.
-                    if minVersion != nil {
-                        statistics.record(.bypass)
-                        return try bypass(id: id, cachedVersion: 0, minVersion: minVersion, since: began)
-                    }
-                    statistics.record(.absentHit)
-                    return nil
-                case .lease(let token)? where token == sentLease:
-                    // Our own lease landed: this reader populates (docs/design.md §2.1).
-                    statistics.record(.miss)
-                    return try load(
-                        id: id, key: key, minVersion: minVersion, replacingCAS: nil, heldLeaseCAS: item.cas, since: began)
-                case .lease?:
-                    // A reader of this process holds it: share its read rather than wait.
-                    if let flight = shared.inFlight.existing(id) {
-                        return try follow(flight, id: id, minVersion: minVersion, since: began)
-                    }
-                    if let wait = waits.popFirst() {
-                        statistics.record(.leaseWait)
-                        sleepThread(for: wait)
-                        continue
-                    }
-                    statistics.record(.miss)
-                    return try readDatabase(id: id, outcome: .miss)
-                case nil:
-                    // Written by another format version, or garbage: a miss, and replaced.
-                    statistics.record(.miss)
-                    return try load(id: id, key: key, minVersion: minVersion, replacingCAS: item.cas, since: began)
+            let lookup: ReadStep.Lookup
+            switch (found, entry) {
+            case (.hit, .profile(let version, _)?): lookup = .profile(version: version)
+            case (.hit, .absent?): lookup = .absent
+            case (.hit, .lease(let token)?): lookup = token == sentLease ? .ownLease : .othersLease
+            case (.hit, nil): lookup = .undecodable
+            case (.miss, _): lookup = .miss
+            case (.failure, _): lookup = .failed
+            }
+            // Only another reader's lease needs to know of a read in this process (a lock).
+            let flight = lookup == .othersLease ? shared.inFlight.existing(id) : nil
+            switch ReadStep.next(after: lookup, minVersion: minVersion, readingInProcess: flight != nil, waits: &waits) {
+            case .answerCached:
+                guard case .profile(let version, let json)? = entry else {
+                    preconditionFailure("a cached answer without a cached profile")
                 }
-            case .miss:
+                statistics.record(.hit)
+                return Representation(version: version, json: Array(json), cacheOutcome: .hit)
+            case .answerAbsent:
+                statistics.record(.absentHit)
+                return nil
+            case .bypass(let cachedVersion):
+                statistics.record(.bypass)
+                return try bypass(id: id, cachedVersion: cachedVersion, minVersion: minVersion, since: began)
+            case .populateOverOwnLease:
+                guard case .hit(let item) = found else { preconditionFailure("our lease without a hit") }
                 statistics.record(.miss)
-                return try load(id: id, key: key, minVersion: minVersion, replacingCAS: nil, since: began)
-            case .failure(let error):
-                statistics.record(.error)
-                logger.debug("cache read failed", metadata: ["error": "\(error)"])
-                return try readDatabase(id: id, outcome: .error)
+                return try load(
+                    id: id, key: key, minVersion: minVersion, replacingCAS: nil, heldLeaseCAS: item.cas, since: began)
+            case .load(let replacingUndecodable):
+                statistics.record(.miss)
+                var replacingCAS: UInt64?
+                if replacingUndecodable, case .hit(let item) = found { replacingCAS = item.cas }
+                return try load(id: id, key: key, minVersion: minVersion, replacingCAS: replacingCAS, since: began)
+            case .followInFlight:
+                guard let flight else { preconditionFailure("following without a read in this process") }
+                return try follow(flight, id: id, minVersion: minVersion, since: began)
+            case .waitAndLookAgain(let wait):
+                statistics.record(.leaseWait)
+                sleepThread(for: wait)
+                continue
+            case .readWithoutPopulating(let memcachedFailed):
+                if memcachedFailed, case .failure(let error) = found {
+                    statistics.record(.error)
+                    logger.debug("cache read failed", metadata: ["error": "\(error)"])
+                    return try readDatabase(id: id, outcome: .error)
+                }
+                statistics.record(.miss)
+                return try readDatabase(id: id, outcome: .miss)
             }
         }
     }
