@@ -37,13 +37,15 @@ let package = Package(
         ),
         .target(name: "CLinuxShims"),
 
+        // The runtime plumbing every module shares: Duration units, sleeps of fixed threads.
+        .target(name: "ServiceRuntime", swiftSettings: swiftSettings),
         // Pure HTTP/1.1: parser, encoder, request/response values. Standard library only.
         .target(name: "HTTP1", swiftSettings: swiftSettings),
         // Sockets, epoll loop, connection state machines, worker pool, Responder protocol.
         .target(
             name: "HTTPServer",
             dependencies: [
-                "HTTP1", "CLinuxShims",
+                "HTTP1", "CLinuxShims", "ServiceRuntime",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
@@ -51,20 +53,20 @@ let package = Package(
         // Safe Swift over libpq.
         .target(
             name: "PostgresClient",
-            dependencies: ["CLibPQ", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["CLibPQ", "ServiceRuntime", .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
         // Safe Swift over libmemcached.
         .target(
             name: "MemcachedClient",
-            dependencies: ["CLibMemcached", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["CLibMemcached", "ServiceRuntime", .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
         // The profile domain: model, store and cache protocols, cache protocol, routes.
         .target(
             name: "ProfileService",
             dependencies: [
-                "HTTP1", "HTTPServer", "PostgresClient", "MemcachedClient", "ProfileAuth",
+                "HTTP1", "HTTPServer", "PostgresClient", "MemcachedClient", "ProfileAuth", "ServiceRuntime",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
             ],

@@ -1,6 +1,7 @@
 import CLinuxShims
 import HTTP1
 import Logging
+import ServiceRuntime
 import Synchronization
 
 /// The single epoll loop: accepts, reads, parses, hands requests to the workers, writes responses.
@@ -89,7 +90,7 @@ final class EventLoop {
     /// - Returns: descriptors of connections still in a worker, shut down but not closed: the caller
     ///   closes them once the workers have stopped.
     func run() -> [Int32] {
-        let tickMilliseconds = Int32(Self.milliseconds(tick))
+        let tickMilliseconds = Int32(tick.milliseconds)
         var nextTimerCheck = clock.now.advanced(by: tick)
         while true {
             let needsTimer = connectionCount > 0 || drainDeadline != nil || acceptPausedUntil != nil
@@ -706,8 +707,4 @@ final class EventLoop {
         logger.info("draining", metadata: ["connections": "\(connectionCount)"])
     }
 
-    static func milliseconds(_ duration: Duration) -> Int64 {
-        let (seconds, attoseconds) = duration.components
-        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
-    }
 }

@@ -1,4 +1,5 @@
 internal import CLibMemcached
+import ServiceRuntime
 
 /// A memcached cluster and the client options used for it, as a libmemcached `memcached()`
 /// configuration string.
@@ -56,10 +57,10 @@ public struct MemcachedConfiguration: Sendable {
         serverFailureLimit: Int = 2
     ) throws {
         self.servers = try Self.parse(servers)
-        guard Self.milliseconds(connectTimeout) >= 1 else {
+        guard connectTimeout.milliseconds >= 1 else {
             throw MemcachedError.invalidConfiguration("connectTimeout must be at least 1 ms, got \(connectTimeout)")
         }
-        guard Self.milliseconds(pollTimeout) >= 1 else {
+        guard pollTimeout.milliseconds >= 1 else {
             throw MemcachedError.invalidConfiguration("pollTimeout must be at least 1 ms, got \(pollTimeout)")
         }
         guard retryTimeout >= .seconds(1) else {
@@ -97,8 +98,8 @@ public struct MemcachedConfiguration: Sendable {
             "--DISTRIBUTION=consistent",
             "--TCP-NODELAY",
             "--SUPPORT-CAS",
-            "--CONNECT-TIMEOUT=\(Self.milliseconds(connectTimeout))",
-            "--POLL-TIMEOUT=\(Self.milliseconds(pollTimeout))",
+            "--CONNECT-TIMEOUT=\(connectTimeout.milliseconds)",
+            "--POLL-TIMEOUT=\(pollTimeout.milliseconds)",
             "--RETRY-TIMEOUT=\(Self.wholeSecondsRoundedUp(retryTimeout))",
         ].joined(separator: " ")
     }
@@ -106,11 +107,6 @@ public struct MemcachedConfiguration: Sendable {
     private static func configurationString(servers: [MemcachedServer], options: String) -> String {
         (servers.map { "--SERVER=\($0.host):\($0.port)" } + [options]).filter { !$0.isEmpty }
             .joined(separator: " ")
-    }
-
-    private static func milliseconds(_ duration: Duration) -> Int64 {
-        let (seconds, attoseconds) = duration.components
-        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
     }
 
     private static func wholeSecondsRoundedUp(_ duration: Duration) -> Int64 {

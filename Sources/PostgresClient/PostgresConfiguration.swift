@@ -1,4 +1,5 @@
 internal import CLibPQ
+import ServiceRuntime
 
 /// Where and how to connect: a parsed connection string with the service's safe defaults added.
 ///
@@ -150,14 +151,6 @@ public struct PostgresConfiguration: Sendable, CustomStringConvertible {
             option += 1
         }
         return parameters
-    }
-}
-
-extension Duration {
-    /// Whole milliseconds, rounded down.
-    var milliseconds: Int64 {
-        let (seconds, attoseconds) = components
-        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
     }
 }
 

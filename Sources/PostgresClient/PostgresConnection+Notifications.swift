@@ -1,4 +1,5 @@
 internal import CLibPQ
+import ServiceRuntime
 
 #if canImport(Glibc)
 import Glibc

@@ -1,5 +1,6 @@
 internal import CLibPQ
 public import Logging
+import ServiceRuntime
 
 #if canImport(Glibc)
 import Glibc

@@ -1,4 +1,5 @@
 import Dispatch
+import ServiceRuntime
 import Synchronization
 
 /// Shares one PostgreSQL read among concurrent misses of one id in this process.

@@ -1,5 +1,6 @@
 import Logging
 import MemcachedClient
+import ServiceRuntime
 
 /// Read and populate (docs/design.md §2.1): hits from memcached, misses populated under a lease.
 extension ProfileRepository {

@@ -2,6 +2,7 @@ import Foundation
 public import Logging
 public import MemcachedClient
 public import PostgresClient
+import ServiceRuntime
 import Synchronization
 
 /// Keeps memcached right whoever wrote a profile: it streams PostgreSQL's commit stream

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import MemcachedClient
 import PostgresClient
+import ServiceRuntime
 
 /// The change feed's loop, on its own thread, with connections of its own: a replication
 /// stream (while this instance holds the slot), a memcached client, and an ordinary PostgreSQL

@@ -3,6 +3,7 @@ import Foundation
 public import Logging
 import MemcachedClient
 import Metrics
+import ServiceRuntime
 import Synchronization
 
 /// The service measures its own consistency (docs/design.md §3.8), as Meta's Polaris does: the

@@ -1,6 +1,7 @@
+import Foundation
 public import Logging
 public import PostgresClient
-import Foundation
+import ServiceRuntime
 import Synchronization
 
 /// Feeds the ``ProfileUpdateHub`` with the changes committed anywhere: a thread of its own with its

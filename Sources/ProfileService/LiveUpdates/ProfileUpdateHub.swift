@@ -1,7 +1,8 @@
+import Foundation
 public import HTTPServer
 public import Logging
-import Foundation
 import Metrics
+import ServiceRuntime
 import Synchronization
 
 /// The process-wide fan-out of profile changes to the event streams (docs/design.md §4).

@@ -1,5 +1,6 @@
-public import HTTPServer
 import HTTP1
+public import HTTPServer
+import ServiceRuntime
 
 /// The access log: one `info` line per request (method, path, status, bytes, duration, request
 /// id, cache outcome), in the format of every other line.
