@@ -84,7 +84,7 @@ let package = Package(
         .executableTarget(
             name: "profile-service",
             dependencies: [
-                "ProfileService", "ProfileAuth", "HTTPServer", "PostgresClient", "MemcachedClient",
+                "ProfileService", "ProfileAuth", "HTTPServer", "PostgresClient", "MemcachedClient", "ServiceRuntime",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -132,6 +132,7 @@ let package = Package(
             dependencies: ["ProfileServiceTesting", "ProfileService", "MemcachedClient", "TestSupport"],
             swiftSettings: swiftSettings
         ),
+        .testTarget(name: "ServiceRuntimeTests", dependencies: ["ServiceRuntime"], swiftSettings: swiftSettings),
         .testTarget(
             name: "RouteTests",
             dependencies: ["ProfileServiceTesting", "ProfileService", "ProfileAuth", "HTTP1", "TestSupport"],
@@ -166,6 +167,7 @@ let package = Package(
             name: "ProfileServiceTests",
             dependencies: [
                 "ProfileService", "HTTP1", "HTTPServer", "TestSupport", "ProfileServiceTesting", "PostgresClient", "MemcachedClient",
+                "ServiceRuntime",
             ],
             swiftSettings: swiftSettings
         ),

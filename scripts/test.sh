@@ -88,7 +88,7 @@ if [ ${#swift_test_arguments[@]} -gt 0 ]; then
 fi
 # Phase 1, the unit targets: no server, in parallel, seconds. Phase 2, the integration targets:
 # serial, since some tests stop and restart the shared PostgreSQL and memcached servers.
-unit_targets='^(HTTP1Tests|ProfileAuthTests|CacheProtocolTests|RouteTests)\.'
+unit_targets='^(HTTP1Tests|ProfileAuthTests|ServiceRuntimeTests|CacheProtocolTests|RouteTests)\.'
 phase_started=$SECONDS
 swift test --skip-build --parallel --filter "$unit_targets"
 echo "test.sh: unit phase $((SECONDS - phase_started)) s" >&2

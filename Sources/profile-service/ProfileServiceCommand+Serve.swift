@@ -8,6 +8,7 @@ import MemcachedClient
 import PostgresClient
 import Prometheus
 import ProfileService
+import ServiceRuntime
 
 extension ProfileServiceCommand {
     struct Serve: ParsableCommand {
@@ -179,10 +180,22 @@ extension ProfileServiceCommand {
             let databaseHealth = PostgresServerHealth()
             // The request workers' connections only: the hub's fetchers and the feed have their own threads.
             let databaseBulkhead = PostgresBulkhead(limit: databaseConcurrency > 0 ? databaseConcurrency : max(1, workers / 2))
-            let feed = startChangeFeed(postgres: postgres, memcached: memcached, shared: shared, logger: logger)
+            let feed = changeFeed(postgres: postgres, memcached: memcached, shared: shared, logger: logger)
             let lifecycle = ServiceLifecycle(changeFeed: feed?.monitor ?? ChangeFeedMonitor(enabled: false))
             let streams = EventStreams(configuration: liveUpdates.streamsConfiguration())
             let hub = ProfileUpdateHub(streams: streams, logger: logger)
+            // The threads beside the server: the change feed, then the live updates' two fetch
+            // threads (connections of their own) and their change listener. Started before the
+            // server, stopped after it in reverse order under one deadline.
+            let fetchers = hub.fetchers(threads: 2) {
+                try ProfileWorker.connecting(
+                    postgres: postgres, databaseHealth: databaseHealth, memcached: memcached, shared: shared,
+                    logger: logger)
+            }
+            let background = ServiceGroup(
+                (feed.map { [$0] } ?? [])
+                    + [fetchers, ProfileChangeListener(configuration: postgres, hub: hub, logger: logger)])
+            try background.start()
             let responder = ProfileResponder(
                 lifecycle: lifecycle, authorization: try auth.authorization(), observability: observability,
                 liveUpdates: hub, clientIdentity: ClientIdentity(trustedProxyHops: trustedProxyHops), logger: logger
@@ -197,16 +210,9 @@ extension ProfileServiceCommand {
             do {
                 _ = try server.start()
             } catch {
+                background.stop(within: .seconds(5))
                 throw RuntimeFailure(description: "cannot start the server on \(host):\(port): \(error)")
             }
-            // Live updates: two fetch threads with connections of their own, and the change listener.
-            hub.startFetching(threads: 2) {
-                try ProfileWorker.connecting(
-                    postgres: postgres, databaseHealth: databaseHealth, memcached: memcached, shared: shared,
-                    logger: logger)
-            }
-            let listener = ProfileChangeListener(configuration: postgres, hub: hub, logger: logger)
-            listener.start()
             let signals = ShutdownSignals { signalName in
                 logger.notice("draining", metadata: ["signal": "\(signalName)"])
                 lifecycle.beginDraining()
@@ -217,17 +223,17 @@ extension ProfileServiceCommand {
                 }
             }
             server.waitUntilStopped()
-            listener.stop()
-            hub.stop()
-            feed?.stop()  // releases the slot: another instance takes over within a second
+            // The feed last: stopping releases the slot, and another instance takes over within a second.
+            let late = background.stop(within: .seconds(5))
+            if !late.isEmpty { logger.warning("stopped without waiting for", metadata: ["services": "\(late)"]) }
             signals.cancel()
             logger.notice("stopped")
             // Every line out before the process exits (atexit would too; this is the normal path).
             LogSink.standardError.flush(timeout: .seconds(2))
         }
 
-        /// The cache-repair feed (docs/design.md §3), unless turned off.
-        private func startChangeFeed(
+        /// The cache-repair feed (docs/design.md §3), unless turned off; not started yet.
+        private func changeFeed(
             postgres: PostgresConfiguration, memcached: MemcachedConfiguration, shared: ProfileCacheShared,
             logger: Logger
         ) -> ChangeFeed? {
@@ -243,10 +249,8 @@ extension ProfileServiceCommand {
             var configuration = ChangeFeedConfiguration()
             configuration.consistencySampleRate = consistencySampleRate
             configuration.consistencyCheckDelay = .milliseconds(consistencyCheckDelayMs)
-            let feed = ChangeFeed(
+            return ChangeFeed(
                 configuration: configuration, postgres: postgres, memcached: memcached, shared: shared, logger: logger)
-            feed.start()
-            return feed
         }
 
         private func serverConfiguration() -> HTTPServerConfiguration {

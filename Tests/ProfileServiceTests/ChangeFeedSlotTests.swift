@@ -2,8 +2,9 @@ import Foundation
 import Logging
 import MemcachedClient
 import PostgresClient
-import Testing
+import ServiceRuntime
 import TestSupport
+import Testing
 
 @testable import ProfileService
 

@@ -3,8 +3,9 @@ import Glibc
 import Logging
 import MemcachedClient
 import PostgresClient
-import Testing
+import ServiceRuntime
 import TestSupport
+import Testing
 
 @testable import ProfileService
 

@@ -2,7 +2,7 @@ import Foundation
 public import Logging
 public import MemcachedClient
 public import PostgresClient
-import ServiceRuntime
+public import ServiceRuntime
 import Synchronization
 
 /// Keeps memcached right whoever wrote a profile: it streams PostgreSQL's commit stream
@@ -11,7 +11,7 @@ import Synchronization
 ///
 /// Every instance runs one; the replication slot lets one stream at a time, so one consumes
 /// and the others stand by, trying to take the slot over every ``ChangeFeedConfiguration/takeoverInterval``.
-public final class ChangeFeed: Sendable {
+public final class ChangeFeed: BackgroundService {
     public let monitor: ChangeFeedMonitor
     /// Checks a sample of the applied changes against memcached and PostgreSQL (docs/design.md §3.8).
     public let consistency: ConsistencyObserver
@@ -68,11 +68,15 @@ public final class ChangeFeed: Sendable {
         thread.start()
     }
 
-    /// Stops streaming (releasing the slot for another instance) and waits for the thread.
-    public func stop(timeout: Duration = .seconds(5)) {
+    public var serviceName: String { "change feed" }
+
+    /// Stops streaming (releasing the slot for another instance) and waits for the thread until
+    /// `deadline`.
+    @discardableResult
+    public func stop(deadline: ContinuousClock.Instant) -> Bool {
         stopping.store(true, ordering: .relaxed)
         consistency.stop()
-        guard started.load(ordering: .relaxed), !finished.load(ordering: .acquiring) else { return }
-        _ = stopped.wait(timeout: .now() + .nanoseconds(Int(timeout.totalNanoseconds)))
+        guard started.load(ordering: .relaxed), !finished.load(ordering: .acquiring) else { return true }
+        return stopped.wait(timeout: .after(ContinuousClock.now.duration(to: deadline))) == .success
     }
 }

@@ -1,7 +1,7 @@
 import Foundation
 public import Logging
 public import PostgresClient
-import ServiceRuntime
+public import ServiceRuntime
 import Synchronization
 
 /// Feeds the ``ProfileUpdateHub`` with the changes committed anywhere: a thread of its own with its
@@ -12,7 +12,7 @@ import Synchronization
 /// is sent while this session is down is lost. So after every (re)connect — once `LISTEN` holds
 /// again — the hub resynchronises every followed profile. A lost session is retried with a
 /// backoff of 50 ms doubling to 2 s.
-public final class ProfileChangeListener: Sendable {
+public final class ProfileChangeListener: BackgroundService {
     private let configuration: PostgresConfiguration
     private let hub: ProfileUpdateHub
     private let logger: Logger
@@ -37,10 +37,13 @@ public final class ProfileChangeListener: Sendable {
         thread.start()
     }
 
-    /// Stops the thread (within one wait, 250 ms) and waits for it.
-    public func stop() {
-        guard started.load(ordering: .relaxed), !stopped.exchange(true, ordering: .relaxed) else { return }
-        finished.wait()
+    public var serviceName: String { "live-update listener" }
+
+    /// Stops the thread (it notices within one wait, 250 ms) and waits for it until `deadline`.
+    @discardableResult
+    public func stop(deadline: ContinuousClock.Instant) -> Bool {
+        guard started.load(ordering: .relaxed), !stopped.exchange(true, ordering: .relaxed) else { return true }
+        return finished.wait(timeout: .after(ContinuousClock.now.duration(to: deadline))) == .success
     }
 
     private func run() {

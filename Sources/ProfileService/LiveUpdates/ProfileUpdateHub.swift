@@ -2,7 +2,7 @@ import Foundation
 public import HTTPServer
 public import Logging
 import Metrics
-import ServiceRuntime
+public import ServiceRuntime
 import Synchronization
 
 /// The process-wide fan-out of profile changes to the event streams (docs/design.md §4).
@@ -69,15 +69,40 @@ public final class ProfileUpdateHub: Sendable {
         }
     }
 
-    /// Stops the fetch threads (pending fetches are dropped) and waits for them.
-    public func stop() {
+    /// The fetch threads as one ``BackgroundService`` of `serve`'s group: `start()` starts
+    /// `count` of them (see ``startFetching(threads:makeWorker:)``).
+    public func fetchers(
+        threads count: Int, makeWorker: @escaping @Sendable () throws -> ProfileWorker
+    ) -> any BackgroundService {
+        Fetchers(hub: self, count: count, makeWorker: makeWorker)
+    }
+
+    private final class Fetchers: BackgroundService {
+        let hub: ProfileUpdateHub
+        let count: Int
+        let makeWorker: @Sendable () throws -> ProfileWorker
+        var serviceName: String { "live-update fetchers" }
+
+        init(hub: ProfileUpdateHub, count: Int, makeWorker: @escaping @Sendable () throws -> ProfileWorker) {
+            self.hub = hub
+            self.count = count
+            self.makeWorker = makeWorker
+        }
+
+        func start() { hub.startFetching(threads: count, makeWorker: makeWorker) }
+        func stop(deadline: ContinuousClock.Instant) -> Bool { hub.stop(deadline: deadline) }
+    }
+
+    /// Stops the fetch threads (pending fetches are dropped) and waits for them until `deadline`.
+    @discardableResult
+    public func stop(deadline: ContinuousClock.Instant = .now + .seconds(5)) -> Bool {
         let threads = queue.withLock { queue -> Bool in
             defer { queue.stopped = true }
             return !queue.stopped
         }
-        guard threads else { return }
+        guard threads else { return true }
         for _ in 0..<fetchThreads.load(ordering: .relaxed) { wakeUps.signal() }
-        fetchersDone.wait()
+        return fetchersDone.wait(timeout: .after(ContinuousClock.now.duration(to: deadline))) == .success
     }
 
     /// Profile `id` reached `version` somewhere. Fetches and sends it to the id's streams unless
