@@ -1,5 +1,5 @@
-import Synchronization
 import HTTP1
+import Synchronization
 
 /// What the event loop, the workers and the public ``HTTPServer`` share. Every member is `Sendable`.
 final class ServerCore: Sendable {

@@ -22,11 +22,7 @@ import TestSupport
     }
 
     static func create(_ id: Int64, on service: ServiceProcess) throws {
-        let created = try Curl.request(
-            "\(service.baseURL)/users/profile/\(id)", method: "PUT",
-            headers: ServiceProcess.writeHeaders(for: id).merging(["If-None-Match": "*"]) { $1 },
-            body: #"{"username":"abuse\#(id % 100_000_000)","display_name":"First"}"#)
-        #expect(created.status == 201, "\(created.body)")
+        try service.createProfile(id, usernamePrefix: "abuse")
     }
 
     // MARK: - Labels
@@ -255,6 +251,20 @@ import TestSupport
     }
 
     // MARK: - Reads PostgreSQL cannot answer better
+
+    @Test func anAbsenceOneInstanceRecordedGivesWayToAnotherInstancesCreation() throws {
+        let a = try ServiceProcess()
+        let b = try ServiceProcess()
+        defer { _ = a.terminate(); _ = b.terminate() }
+        let id = Self.newID()
+        #expect(try Curl.request("\(a.baseURL)/users/profile/\(id)").status == 404, "recorded in the shared memcached")
+        try b.createProfile(id, usernamePrefix: "two")
+        // The creator's write-through replaced the record: the other instance answers at once.
+        let read = try Curl.request("\(a.baseURL)/users/profile/\(id)")
+        #expect(read.status == 200)
+        #expect(read.headers["x-cache"] == "hit")
+        #expect(read.json?["version"] as? Int == 1)
+    }
 
     @Test func absentIdsAndUnreachableFloorsCostOneReadAtATime() throws {
         let service = try ServiceProcess()

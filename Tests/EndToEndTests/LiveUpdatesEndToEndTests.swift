@@ -83,11 +83,7 @@ import TestSupport
 
     /// Creates profile `id` at version 1 through `service`.
     static func create(_ id: Int64, on service: ServiceProcess) throws {
-        let created = try Curl.request(
-            "\(service.baseURL)/users/profile/\(id)", method: "PUT",
-            headers: ServiceProcess.writeHeaders(for: id).merging(["If-None-Match": "*"]) { $1 },
-            body: #"{"username":"sse\#(id % 100_000_000)","display_name":"First"}"#)
-        #expect(created.status == 201, "\(created.body)")
+        try service.createProfile(id, usernamePrefix: "sse")
     }
 
     /// `PUT` of a new display name at `version`; returns the new version.

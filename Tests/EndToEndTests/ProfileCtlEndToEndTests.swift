@@ -14,11 +14,7 @@ import TestSupport
         let service = try ServiceProcess()
         defer { _ = service.terminate() }
         let id = Int64.random(in: 1_000_000_000...9_000_000_000_000_000)
-        let created = try Curl.request(
-            "\(service.baseURL)/users/profile/\(id)", method: "PUT",
-            headers: ServiceProcess.writeHeaders(for: id).merging(["If-None-Match": "*"]) { $1 },
-            body: #"{"username":"ctl\#(id % 100_000_000)","display_name":"First"}"#)
-        #expect(created.status == 201)
+        try service.createProfile(id, usernamePrefix: "ctl")
 
         let watch = Process()
         watch.executableURL = ServiceProcess.executable.deletingLastPathComponent().appendingPathComponent("profilectl")

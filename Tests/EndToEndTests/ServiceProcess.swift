@@ -1,6 +1,7 @@
 import Foundation
 import ProfileAuth
 import TestSupport
+import Testing
 
 /// How the end-to-end tests authenticate: every service starts with TestSupport's one HS256
 /// secret (``ServiceProcess/jwtSecretFile``), and tokens are minted with it in process.
@@ -14,6 +15,16 @@ extension ServiceProcess {
     /// Headers for a profile write by its owner: JSON and the owner's bearer token.
     static func writeHeaders(for id: Int64) -> [String: String] {
         bearer(String(id)).merging(["Content-Type": "application/json"]) { $1 }
+    }
+
+    /// Creates profile `id` at version 1 through this instance, as its owner (a `PUT` with
+    /// `If-None-Match: *`); records an issue unless it is answered 201.
+    func createProfile(_ id: Int64, usernamePrefix: String, displayName: String = "First") throws {
+        let created = try Curl.request(
+            "\(baseURL)/users/profile/\(id)", method: "PUT",
+            headers: Self.writeHeaders(for: id).merging(["If-None-Match": "*"]) { $1 },
+            body: #"{"username":"\#(usernamePrefix)\#(id % 100_000_000)","display_name":"\#(displayName)"}"#)
+        #expect(created.status == 201, "\(created.body)")
     }
 
     /// Starts `serve` and waits until it accepts connections.

@@ -81,12 +81,26 @@ def status_of(head):
     return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None
 
 
-def on_threads(count, body):
-    threads = [threading.Thread(target=body, args=(i,)) for i in range(count)]
+def get_from_threads(port, count, paths_of):
+    """GETs `paths_of(worker)` over one keep-alive connection per thread, `count` threads at
+    once; returns how many answers had each status."""
+    codes, lock = {}, threading.Lock()
+
+    def run(worker):
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        for path in paths_of(worker):
+            connection.request("GET", path)
+            response = connection.getresponse()
+            response.read()
+            with lock:
+                codes[response.status] = codes.get(response.status, 0) + 1
+        connection.close()
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    return codes
 
 
 def main():
@@ -148,37 +162,15 @@ def main():
 
     # 3. Unreachable floors from 32 connections.
     reads_before = metric(port, "profile_cache_events_total", 'event="database_read"')
-    codes = {}
-    lock = threading.Lock()
-
-    def floors(worker):
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-        for _ in range(50):
-            connection.request("GET", f"/users/profile/{owner}?min_version=2147483647")
-            response = connection.getresponse()
-            response.read()
-            with lock:
-                codes[response.status] = codes.get(response.status, 0) + 1
-        connection.close()
-    on_threads(32, floors)
+    codes = get_from_threads(port, 32, lambda worker: [f"/users/profile/{owner}?min_version=2147483647"] * 50)
     reads = metric(port, "profile_cache_events_total", 'event="database_read"') - reads_before
     rows.append(("GET ?min_version=2147483647 × 1,600 from 32 connections", f"{codes}; {reads:.0f} PostgreSQL reads"))
 
     # 4. Absent ids.
     reads_before = metric(port, "profile_cache_events_total", 'event="database_read"')
     absent = [9_400_000_000_000_000 + owner % 1_000_000 * 1000 + i for i in range(100)]
-    codes = {}
-
-    def absents(worker):
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-        for i in range(worker, 2000, 16):
-            connection.request("GET", f"/users/profile/{absent[i % 100]}")
-            response = connection.getresponse()
-            response.read()
-            with lock:
-                codes[response.status] = codes.get(response.status, 0) + 1
-        connection.close()
-    on_threads(16, absents)
+    codes = get_from_threads(
+        port, 16, lambda worker: [f"/users/profile/{absent[i % 100]}" for i in range(worker, 2000, 16)])
     reads = metric(port, "profile_cache_events_total", 'event="database_read"') - reads_before
     rows.append(("2,000 GETs of 100 absent ids", f"{codes}; {reads:.0f} PostgreSQL reads"))
 

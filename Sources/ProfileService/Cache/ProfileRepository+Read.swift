@@ -61,7 +61,7 @@ extension ProfileRepository {
                 return nil
             case .bypass(let cachedVersion):
                 statistics.record(.bypass)
-                return try bypass(id: id, cachedVersion: cachedVersion, minVersion: minVersion, since: began)
+                return try bypass(id: id, cachedVersion: cachedVersion, since: began)
             case .populateOverOwnLease:
                 guard case .hit(let item) = found else { preconditionFailure("our lease without a hit") }
                 statistics.record(.miss)
@@ -220,7 +220,7 @@ extension ProfileRepository {
                 // floor is above every version there is, and the current row is the answer (§2.1).
                 if readAfterJoin { return Representation(profile, outcome: .bypass) }
                 statistics.record(.bypass)
-                return try bypass(id: id, cachedVersion: profile.version, minVersion: minVersion, since: began)
+                return try bypass(id: id, cachedVersion: profile.version, since: began)
             }
         case .unusable:
             return try readDatabase(id: id, outcome: .miss)
@@ -304,7 +304,7 @@ extension ProfileRepository {
     /// floor — no such version exists, say a client sent `min_version=2147483647` — the current
     /// row is the answer, and a flood of such requests costs one read per id at a time.
     private func bypass(
-        id: Int64, cachedVersion: Int32, minVersion: Int32?, since began: ContinuousClock.Instant
+        id: Int64, cachedVersion: Int32, since began: ContinuousClock.Instant
     ) throws(ProfileStoreError) -> Representation? {
         // A flight whose read began before this reader's cannot answer its floor, but the next one
         // it joins (or leads) can: it begins after the first ends.
@@ -314,21 +314,14 @@ extension ProfileRepository {
                 var outcome = InFlightReads.Outcome.failed(.unavailable)
                 defer { shared.inFlight.finish(id, flight: flight, outcome: outcome) }
                 flight.markReadStarted()
-                statistics.record(.databaseRead)
-                let profile: Profile?
                 do {
-                    profile = try store.profile(id: id)
+                    let profile = try readPast(cachedVersion: cachedVersion, id: id)
+                    outcome = profile.map { .found($0, populated: false) } ?? .notFound
+                    return profile.map { Representation($0, outcome: .bypass) }
                 } catch {
                     outcome = .failed(error)
                     throw error
                 }
-                guard let profile else {
-                    outcome = .notFound
-                    return nil
-                }
-                outcome = .found(profile, populated: false)
-                if profile.version > cachedVersion { writeThrough(profile) }
-                return Representation(profile, outcome: .bypass)
             case .follower(let flight):
                 let wait = flight.wait(timeout: configuration.coalescedWait, slots: shared.coalescedWaitSlots, since: began)
                 switch wait {
@@ -347,10 +340,15 @@ extension ProfileRepository {
                 }
             }
         }
+        return try readPast(cachedVersion: cachedVersion, id: id).map { Representation($0, outcome: .bypass) }
+    }
+
+    /// Reads the row past a cached entry at `cachedVersion` and brings the entry up to it.
+    private func readPast(cachedVersion: Int32, id: Int64) throws(ProfileStoreError) -> Profile? {
         statistics.record(.databaseRead)
         guard let profile = try store.profile(id: id) else { return nil }
         if profile.version > cachedVersion { writeThrough(profile) }
-        return Representation(profile, outcome: .bypass)
+        return profile
     }
 
     /// A wait for another reader's read that ended without an answer (it ran out, or no waiting

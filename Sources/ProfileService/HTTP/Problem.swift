@@ -51,7 +51,8 @@ extension Problem {
     }
 
     static func databaseUnavailable() -> Problem {
-        Problem(.databaseUnavailable, detail: "the profile database is unavailable; retry shortly",
+        Problem(
+            .databaseUnavailable, detail: "the profile database is unavailable; retry shortly",
             headers: ["Retry-After": "1"])
     }
 

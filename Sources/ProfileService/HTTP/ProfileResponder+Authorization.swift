@@ -12,7 +12,8 @@ extension ProfileResponder {
         let token = try authenticate(request, verifier: verifier)
         guard token.mayWrite(profileID: id) else {
             logger.notice("write refused", metadata: ["reason": "not-owner", "id": "\(id)"])
-            throw Problem(.forbidden, detail: "only the profile's owner or a holder of \(VerifiedToken.adminScope) may change it",
+            throw Problem(
+                .forbidden, detail: "only the profile's owner or a holder of \(VerifiedToken.adminScope) may change it",
                 headers: [
                     "WWW-Authenticate":
                         #"Bearer realm="\#(Self.realm)", error="insufficient_scope", scope="\#(VerifiedToken.adminScope)""#
@@ -29,6 +30,7 @@ extension ProfileResponder {
             case .required = authorization, let id = try? Self.profileID(from: head.path)
         else { return nil }
         do {
+            try Self.refuseDuplicateAuthorization(head)
             try authorizeWrite(head, id: id)
             return nil
         } catch {
@@ -53,11 +55,19 @@ extension ProfileResponder {
         return verifier.configuration.leeway
     }
 
-    /// The request's token, verified.
-    /// - Throws: 400 for more than one `Authorization` field (a gateway that reads the last one
-    ///   would disagree about who is asking), 401 for a missing or invalid token.
-    func authenticate(_ request: HTTPRequest, verifier: TokenVerifier) throws(Problem) -> VerifiedToken {
-        if request.headers.count(of: "Authorization") > 1 { throw Self.duplicateAuthorization }
+    /// More than one `Authorization` field is 400: whoever reads the request — this service, a
+    /// gateway that reads the last field, a log — must agree on who asks. Checked once per
+    /// request, where it first meets a worker (``route``) or the head screen.
+    static func refuseDuplicateAuthorization(_ request: HTTPRequest) throws(Problem) {
+        if request.headers.count(of: "Authorization") > 1 {
+            throw Problem(
+                .duplicateAuthorization, detail: "send one Authorization field, not several", field: "Authorization")
+        }
+    }
+
+    /// The request's token, verified (``refuseDuplicateAuthorization(_:)`` has run).
+    /// - Throws: 401 for a missing or invalid token.
+    private func authenticate(_ request: HTTPRequest, verifier: TokenVerifier) throws(Problem) -> VerifiedToken {
         do {
             return try verifier.verify(authorizationHeader: request.headers["Authorization"])
         } catch {

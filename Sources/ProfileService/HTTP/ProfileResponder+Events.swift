@@ -24,8 +24,10 @@ extension ProfileResponder {
         let streams = liveUpdates.streams
         let client = clientIdentity.key(for: request, token: token)
         guard streams.reserve(client: client) else {
-            throw Problem(.tooManyStreams, detail:
-                    "this client has \(streams.configuration.maxSubscribersPerClient) event streams open already; close one first",
+            throw Problem(
+                .tooManyStreams,
+                detail: "this client has \(streams.configuration.maxSubscribersPerClient) event streams open already; "
+                    + "close one first",
                 headers: ["Retry-After": String(streams.configuration.retryAfterSeconds)])
         }
         // Watched before the read: a change committed meanwhile reaches the stream (EventStreams).
@@ -79,7 +81,8 @@ extension ProfileResponder {
         guard let header else { return nil }
         let text = Substring(header.trimmed)
         guard let value = text == "0" ? 0 : canonicalPositive(text, as: Int32.self) else {
-            throw Problem(.invalidLastEventID, detail: "Last-Event-ID must be a profile version, an integer from 0 to 2147483647",
+            throw Problem(
+                .invalidLastEventID, detail: "Last-Event-ID must be a profile version, an integer from 0 to 2147483647",
                 field: "Last-Event-ID")
         }
         return value

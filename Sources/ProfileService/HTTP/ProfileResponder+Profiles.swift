@@ -57,7 +57,8 @@ extension ProfileResponder {
                     liveUpdates?.publish(profile)
                     return Self.profileResponse(.ok, profile)
                 case .versionMismatch(let current):
-                    throw Problem(.versionConflict, detail: "the profile is at version \(current.version), not \(expectedVersion)",
+                    throw Problem(
+                        .versionConflict, detail: "the profile is at version \(current.version), not \(expectedVersion)",
                         field: "version", current: current)
                 case .notFound:
                     throw Problem.notFound(id)
@@ -96,8 +97,7 @@ extension ProfileResponder {
             if text.contains("/") || text.isEmpty {
                 throw Problem(.noSuchRoute, detail: "no route for \(path.prefix(200))")
             }
-            throw Problem(.invalidID, detail: "the profile id must be a positive 64-bit integer",
-                field: "id")
+            throw Problem(.invalidID, detail: "the profile id must be a positive 64-bit integer", field: "id")
         }
         return id
     }

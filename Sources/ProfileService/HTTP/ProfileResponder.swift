@@ -92,9 +92,10 @@ public struct ProfileResponder: HTTPResponder {
         guard route.methods.contains(request.method) else {
             return (Self.methodNotAllowed(route), route)
         }
-        // Whoever reads the request — this service, a gateway, a log — must agree on who asks.
-        if request.headers.count(of: "Authorization") > 1 {
-            return (Self.duplicateAuthorization.response, route)
+        do throws(Problem) {
+            try Self.refuseDuplicateAuthorization(request)
+        } catch {
+            return (error.response, route)
         }
         switch route {
         case .health:
@@ -181,11 +182,6 @@ public struct ProfileResponder: HTTPResponder {
     static func json(_ status: HTTPStatus, _ text: String) -> HTTPResponse {
         HTTPResponse(status: status, headers: ["Content-Type": "application/json"], body: Array(text.utf8))
     }
-
-    /// More than one `Authorization` field: a gateway that reads the last one would disagree
-    /// with a service that reads the first about who is asking.
-    static let duplicateAuthorization = Problem(.duplicateAuthorization, detail: "send one Authorization field, not several",
-        field: "Authorization")
 
     static func methodNotAllowed(_ route: Route) -> HTTPResponse {
         let allowed = route.allowHeader
