@@ -275,9 +275,18 @@ import TestSupport
         func databaseReads() throws -> Double {
             try service.metrics().value("profile_cache_events_total", ["event": "database_read"]) ?? 0
         }
+        // Waits that ended unanswered, each a 503: no waiting place free, or the read ran out.
+        func refusedWaits() throws -> Double {
+            let metrics = try service.metrics()
+            return ["coalesced_wait_refused", "coalesced_wait_expired"]
+                .map { metrics.value("profile_cache_events_total", ["event": $0]) ?? 0 }.reduce(0, +)
+        }
 
-        // 20 absent ids, read 50 times each from 16 connections: absence is cached.
+        // 20 absent ids, read 50 times each from 16 connections: absence is cached. Before the first
+        // read of an id lands, readers beyond the bounded waiters (half the workers) are answered
+        // 503 rather than read PostgreSQL themselves (§5.3); every other answer is 404.
         var before = try databaseReads()
+        var refusedBefore = try refusedWaits()
         let requests = 1000
         let statuses = Mutex<[Int: Int]>([:])
         Self.onThreads(16) { worker in
@@ -290,13 +299,18 @@ import TestSupport
                 statuses.withLock { $0[status, default: 0] += 1 }
             }
         }
-        #expect(statuses.withLock { $0 } == [404: requests])
+        let absentStatuses = statuses.withLock { $0 }
+        #expect(Set(absentStatuses.keys).isSubset(of: [404, 503]), "\(absentStatuses)")
+        let absentRefusedWaits = try refusedWaits() - refusedBefore
+        #expect(Double(absentStatuses[503] ?? 0) == absentRefusedWaits, "\(absentStatuses), \(absentRefusedWaits) refused")
+        #expect((absentStatuses[404] ?? 0) >= requests - 50, "\(absentStatuses)")
         let absentReads = try databaseReads() - before
         print("absent ids: \(requests) reads of \(absent.count) ids took \(Int(absentReads)) PostgreSQL reads")
         #expect(absentReads <= Double(absent.count) * 2, "absence was not cached: \(absentReads) reads")
 
         // A floor no version meets, from 16 connections at once: each read joins the one in flight.
         before = try databaseReads()
+        refusedBefore = try refusedWaits()
         let floorStatuses = Mutex<[Int: Int]>([:])
         Self.onThreads(16) { _ in
             guard let client = try? HTTPTestClient(port: service.port) else { return }
@@ -310,18 +324,19 @@ import TestSupport
         }
         let floorReads = try databaseReads() - before
         let metrics = try service.metrics()
-        let refusedWaits = metrics.value("profile_cache_events_total", ["event": "coalesced_wait_refused"]) ?? 0
+        let floorRefusedWaits = try refusedWaits() - refusedBefore
         let answered = floorStatuses.withLock { $0 }
         print(
             "unreachable floor: 800 reads took \(Int(floorReads)) PostgreSQL reads; statuses \(answered); "
                 + "coalesced \(Int(metrics.value("profile_cache_events_total", ["event": "coalesced"]) ?? 0)), "
-                + "refused waits \(Int(refusedWaits))")
+                + "refused waits \(Int(floorRefusedWaits))")
         // The current row answers a floor no version meets; a reader beyond the bounded waiters
         // (half the workers) is answered 503 rather than read PostgreSQL itself (§5.3).
         #expect(Set(answered.keys).isSubset(of: [200, 503]), "\(answered)")
-        #expect(Double(answered[503] ?? 0) == refusedWaits)
+        #expect(Double(answered[503] ?? 0) == floorRefusedWaits)
         #expect((answered[200] ?? 0) >= 700, "\(answered)")
-        #expect(floorReads < 400, "each bypass read PostgreSQL alone: \(floorReads) reads")
+        // Alone, each bypass would read PostgreSQL: 800 reads (220–345 seen on 2 cores).
+        #expect(floorReads < 500, "each bypass read PostgreSQL alone: \(floorReads) reads")
 
         // Creating an absent id replaces the record of its absence at once.
         let created = absent[0]
