@@ -172,15 +172,41 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
-            name: "EndToEndTests",
-            dependencies: ["TestSupport", "PostgresClient", "MemcachedClient", "ProfileAuth"],
+            name: "ProfileClientTests",
+            dependencies: ["ProfileClient", "TestSupport"],
+            swiftSettings: swiftSettings
+        ),
+
+        // Integration targets: the real PostgreSQL and memcached of scripts/deps.sh. Each suite
+        // is marked `.requires(...)`: with a server missing it fails once, saying how to start it.
+        .testTarget(
+            name: "PostgresClientIntegrationTests",
+            dependencies: ["PostgresClient", "TestSupport", .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
         .testTarget(
-            name: "ProfileClientTests",
+            name: "MemcachedClientIntegrationTests",
+            dependencies: ["MemcachedClient", "TestSupport", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "ProfileServiceIntegrationTests",
+            dependencies: [
+                "ProfileService", "HTTP1", "HTTPServer", "TestSupport", "ProfileServiceTesting", "PostgresClient", "MemcachedClient",
+                "ServiceRuntime", .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "ProfileClientIntegrationTests",
             dependencies: [
                 "ProfileClient", "TestSupport", "MemcachedClient", .product(name: "Logging", package: "swift-log"),
             ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "EndToEndTests",
+            dependencies: ["TestSupport", "PostgresClient", "MemcachedClient", "ProfileAuth"],
             swiftSettings: swiftSettings
         ),
     ]

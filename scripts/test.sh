@@ -86,9 +86,10 @@ if [ ${#swift_test_arguments[@]} -gt 0 ]; then
     swift test --skip-build --no-parallel "${swift_test_arguments[@]}"
     exit 0
 fi
-# Phase 1, the unit targets: no server, in parallel, seconds. Phase 2, the integration targets:
-# serial, since some tests stop and restart the shared PostgreSQL and memcached servers.
-unit_targets='^(HTTP1Tests|ProfileAuthTests|ServiceRuntimeTests|CacheProtocolTests|RouteTests)\.'
+# Phase 1, the unit targets: no server, in parallel, seconds. Phase 2, the integration targets
+# (*IntegrationTests, EndToEndTests) and HTTPServerTests (loopback sockets and timings that want a
+# quiet machine): serial, since some tests stop and restart the shared PostgreSQL and memcached.
+unit_targets='^(HTTP1Tests|ProfileAuthTests|ServiceRuntimeTests|CacheProtocolTests|RouteTests|PostgresClientTests|MemcachedClientTests|ProfileServiceTests|ProfileClientTests)\.'
 phase_started=$SECONDS
 swift test --skip-build --parallel --filter "$unit_targets"
 echo "test.sh: unit phase $((SECONDS - phase_started)) s" >&2

@@ -18,7 +18,7 @@ public protocol RepositoryBackends: AnyObject, SendableMetatype {
 extension InMemoryBackends: RepositoryBackends {}
 
 /// The cache protocol's scenarios that run twice: in memory, in the unit tests' fast loop, and
-/// once more on the real servers (ProfileServiceTests), so the in-memory cluster is held to what
+/// once more on the real servers (ProfileServiceIntegrationTests), so the in-memory cluster is held to what
 /// memcached and PostgreSQL really do (docs/design.md §2.1).
 public enum CacheProtocolScenarios {
     /// `threads` threads, each with its own backends, read `id` `readsPerThread` times, all

@@ -17,9 +17,15 @@ public final class InMemoryBackends {
     public let cache: InMemoryCache.Client
     public let store: InMemoryProfileStore
 
-    public init() throws {
-        cache = Self.cluster.client()
-        store = Self.database.store()
+    public convenience init() throws {
+        try self.init(cluster: Self.cluster, database: Self.database)
+    }
+
+    /// Backends on a cluster and a database of the test's own, for a test that fails them (an
+    /// outage of the shared ones would reach every test running beside it).
+    public init(cluster: InMemoryCache, database: InMemoryDatabase) throws {
+        cache = cluster.client()
+        store = database.store()
     }
 
     public func repository(_ shared: ProfileCacheShared, cache: (any CacheClient)? = nil) -> ProfileRepository {

@@ -25,7 +25,10 @@ public final class InProcessService {
     ///   - requireAuthForReads: `--require-auth-for-reads`.
     ///   - liveUpdates: with event streams (their first answer only: the stream itself is the
     ///     server's).
-    public init(requireAuthForReads: Bool = false, liveUpdates: Bool = true) throws {
+    ///   - database: the database of the test's own when it makes it unavailable.
+    public init(
+        requireAuthForReads: Bool = false, liveUpdates: Bool = true, database: InMemoryDatabase = InMemoryBackends.database
+    ) throws {
         let secretFile = FileManager.default.temporaryDirectory.appendingPathComponent("in-process-\(UUID()).secret")
         try Data(repeating: UInt8(ascii: "s"), count: 48).write(to: secretFile)
         let verifier = try TokenVerifier(configuration: AuthConfiguration(key: .secretFile(secretFile.path)))
@@ -40,7 +43,7 @@ public final class InProcessService {
             liveUpdates: liveUpdates ? ProfileUpdateHub(streams: EventStreams(), logger: logger) : nil, logger: logger
         ) { [logger] _ in
             ProfileWorker(
-                store: InMemoryBackends.database.store(), cache: InMemoryBackends.cluster.client(), shared: shared,
+                store: database.store(), cache: InMemoryBackends.cluster.client(), shared: shared,
                 logger: logger)
         }
         worker = try responder.makeWorker(index: 0)

@@ -3,9 +3,10 @@ public import Foundation
 /// Where the real PostgreSQL and memcached of the integration tests are.
 ///
 /// Tests read the same variables as the service (`PROFILE_DATABASE_URL`, `PROFILE_MEMCACHED`)
-/// with defaults that match `scripts/deps.sh`. A test that needs a server calls
-/// ``requirePostgres()`` or ``requireMemcached()`` first: when the server is missing the test
-/// fails with a message that says how to start it. It never skips.
+/// with defaults that match `scripts/deps.sh`. A suite that needs a server is marked
+/// `.requires(.postgres, .memcached)` (``RequiredServers``), and helpers that connect call
+/// ``requirePostgres()`` or ``requireMemcached()`` first: when the server is missing the suite or
+/// test fails with a message that says how to start it. It never skips.
 public enum TestEnvironment {
     /// The repository root (the folder holding `Package.swift`).
     public static let repositoryRoot: URL = {

@@ -6,7 +6,7 @@ import TestSupport
 
 /// What one client can take across requests (issue 23; docs/design.md §5.5), tried black box
 /// against the built binary as a hostile client would.
-@Suite(.serialized) struct AbuseLimitsEndToEndTests {
+@Suite(.serialized, .requires(.postgres, .memcached)) struct AbuseLimitsEndToEndTests {
     init() throws {
         try TestEnvironment.requirePostgres()
         try TestEnvironment.requireMemcached()
@@ -303,10 +303,12 @@ import TestSupport
         #expect(Set(absentStatuses.keys).isSubset(of: [404, 503]), "\(absentStatuses)")
         let absentRefusedWaits = try refusedWaits() - refusedBefore
         #expect(Double(absentStatuses[503] ?? 0) == absentRefusedWaits, "\(absentStatuses), \(absentRefusedWaits) refused")
-        #expect((absentStatuses[404] ?? 0) >= requests - 50, "\(absentStatuses)")
         let absentReads = try databaseReads() - before
-        print("absent ids: \(requests) reads of \(absent.count) ids took \(Int(absentReads)) PostgreSQL reads")
+        print("absent ids: \(requests) reads of \(absent.count) ids took \(Int(absentReads)) PostgreSQL reads; statuses \(absentStatuses)")
         #expect(absentReads <= Double(absent.count) * 2, "absence was not cached: \(absentReads) reads")
+        // How many readers find no waiting place depends on the machine's load; those answered
+        // 404 far outnumber the reads of PostgreSQL.
+        #expect(Double(absentStatuses[404] ?? 0) > absentReads * 5, "\(absentStatuses)")
 
         // A floor no version meets, from 16 connections at once: each read joins the one in flight.
         before = try databaseReads()
@@ -334,9 +336,10 @@ import TestSupport
         // (half the workers) is answered 503 rather than read PostgreSQL itself (§5.3).
         #expect(Set(answered.keys).isSubset(of: [200, 503]), "\(answered)")
         #expect(Double(answered[503] ?? 0) == floorRefusedWaits)
-        #expect((answered[200] ?? 0) >= 700, "\(answered)")
-        // Alone, each bypass would read PostgreSQL: 800 reads (220–345 seen on 2 cores).
-        #expect(floorReads < 500, "each bypass read PostgreSQL alone: \(floorReads) reads")
+        // Alone, each bypass answered 200 would have read PostgreSQL itself; joined, far fewer
+        // reads answer them (96 for 271 and 220–345 for 743–794 seen on 2 cores, the share of
+        // 503 depending on the machine's load).
+        #expect(floorReads * 4 < Double(answered[200] ?? 0) * 3, "each bypass read PostgreSQL alone: \(floorReads) reads, \(answered)")
 
         // Creating an absent id replaces the record of its absence at once.
         let created = absent[0]

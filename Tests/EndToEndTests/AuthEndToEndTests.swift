@@ -5,7 +5,7 @@ import Testing
 import TestSupport
 
 /// Bearer-token authorization through the built binary, curl, PostgreSQL and memcached.
-@Suite(.serialized) struct AuthEndToEndTests {
+@Suite(.serialized, .requires(.postgres, .memcached)) struct AuthEndToEndTests {
     init() throws {
         try TestEnvironment.requirePostgres()
         try TestEnvironment.requireMemcached()

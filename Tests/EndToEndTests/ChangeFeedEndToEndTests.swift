@@ -9,7 +9,7 @@ import TestSupport
 
 /// The change feed through the real binary (docs/design.md §3): two instances on one PostgreSQL
 /// and memcached, the writing one killed with SIGKILL again and again while writers PUT.
-@Suite(.serialized) struct ChangeFeedEndToEndTests {
+@Suite(.serialized, .requires(.postgres, .memcached)) struct ChangeFeedEndToEndTests {
     /// The writing instance, replaced after every kill; writers read the current port.
     private final class Target: Sendable {
         let port = Atomic<Int>(0)

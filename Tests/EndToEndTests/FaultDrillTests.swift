@@ -13,7 +13,7 @@ import TestSupport
 /// PostgreSQL is stopped for 3 s and started again; 3 s later the other node is frozen
 /// (SIGSTOP) for 2 s; 2 s later every node is frozen for 2 s while one SQL transaction changes 50
 /// warmed profiles (issue 25). Prints p99 per phase (docs/design.md §5).
-@Suite(.serialized) struct FaultDrillTests {
+@Suite(.serialized, .requires(.postgres, .memcached)) struct FaultDrillTests {
     /// Long enough that a request which waited twice stands out from scheduling noise.
     static let pollTimeoutMilliseconds = 250
     static var pollTimeout: Double { Double(pollTimeoutMilliseconds) / 1000 }

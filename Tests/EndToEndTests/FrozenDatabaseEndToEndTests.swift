@@ -9,7 +9,7 @@ import TestSupport
 /// PostgreSQL stops answering (SIGSTOP of the cluster) under the built service (issue 25;
 /// docs/design.md §5.3): no request waits longer than the statement deadline, and cached reads and
 /// `/healthz` are answered at memcached speed because the workers cannot all wait on the database.
-@Suite(.serialized) struct FrozenDatabaseEndToEndTests {
+@Suite(.serialized, .requires(.postgres, .memcached)) struct FrozenDatabaseEndToEndTests {
     struct Sample: Sendable {
         var start: ContinuousClock.Instant
         var duration: Duration

@@ -9,7 +9,7 @@ import TestSupport
 /// PostgreSQL and memcached. Cross-instance delivery is the real path: the change feed (running in
 /// one of the instances) decodes the commit, repairs memcached and NOTIFYs `profile_changes`;
 /// every instance LISTENs.
-@Suite(.serialized) struct LiveUpdatesEndToEndTests {
+@Suite(.serialized, .requires(.postgres, .memcached)) struct LiveUpdatesEndToEndTests {
     init() throws {
         try TestEnvironment.requirePostgres()
         try TestEnvironment.requireMemcached()

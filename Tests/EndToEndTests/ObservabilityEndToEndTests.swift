@@ -4,7 +4,7 @@ import Testing
 import TestSupport
 
 /// Logs, metrics, health and graceful shutdown of the built binary.
-@Suite(.serialized) struct ObservabilityEndToEndTests {
+@Suite(.serialized, .requires(.postgres, .memcached)) struct ObservabilityEndToEndTests {
     init() throws {
         try TestEnvironment.requirePostgres()
         try TestEnvironment.requireMemcached()

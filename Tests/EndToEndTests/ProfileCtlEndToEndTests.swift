@@ -4,7 +4,7 @@ import Testing
 import TestSupport
 
 /// `profilectl` as an operator uses it: its output piped into another program.
-@Suite(.serialized) struct ProfileCtlEndToEndTests {
+@Suite(.serialized, .requires(.postgres, .memcached)) struct ProfileCtlEndToEndTests {
     init() throws {
         try TestEnvironment.requirePostgres()
         try TestEnvironment.requireMemcached()

@@ -9,7 +9,7 @@ import TestSupport
 /// `If-None-Match` is a floor (issue 25; docs/design.md §2.1): a client revalidating the version it
 /// holds is never answered 200 with an older one from a cache entry not yet repaired — the HTTP
 /// cache that follows the protocol would replace its newer copy with it.
-@Suite(.serialized) struct RevalidationEndToEndTests {
+@Suite(.serialized, .requires(.postgres, .memcached)) struct RevalidationEndToEndTests {
     init() throws {
         try TestEnvironment.requirePostgres()
         try TestEnvironment.requireMemcached()

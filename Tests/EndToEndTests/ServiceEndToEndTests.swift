@@ -6,7 +6,7 @@ import Testing
 import TestSupport
 
 /// The built binary against the real PostgreSQL and memcached of scripts/deps.sh.
-@Suite(.serialized) struct ServiceEndToEndTests {
+@Suite(.serialized, .requires(.postgres, .memcached)) struct ServiceEndToEndTests {
     let migrations = TestEnvironment.repositoryRoot.appendingPathComponent("migrations").path
 
     init() throws {

@@ -1,77 +1,17 @@
-import Foundation
-import HTTPServer
 import Logging
-import MemcachedClient
-import PostgresClient
-import Testing
 import ProfileServiceTesting
-import TestSupport
+import Testing
 
 @testable import ProfileService
 
-/// A slow PostgreSQL read of one hot id, in the real service stack (HTTP server, 4 workers, real
-/// PostgreSQL and memcached): the leader's read is held by a hook (an injected fault).
-@Suite(.serialized) struct BoundedWaitTests {
+/// A slow read of one hot id never holds every worker: the HTTP server and the cache protocol on
+/// the in-memory backends (ProfileServiceIntegrationTests runs it on the real servers).
+@Suite struct BoundedWaitTests {
     @Test func aSlowReadOfOneHotIDNeverHoldsEveryWorker() throws {
-        let seeding = try IntegrationBackends()
-        let hot = try seeding.seed()
-        let others = try (0..<20).map { _ in try seeding.seed() }
-        let gate = ReaderGate()
-        gate.arm(hot.id)
-        var configuration = ProfileCacheConfiguration()
-        configuration.coalescedWait = .seconds(1)
-        configuration.maximumCoalescedWaiters = 2
-        let shared = ProfileCacheShared(
-            configuration: configuration, hooks: .init(afterDatabaseRead: { gate.pause($0) }))
-        let postgres = try PostgresConfiguration(url: TestEnvironment.databaseURL)
-        let memcached = try MemcachedConfiguration(servers: TestEnvironment.memcachedServerList)
-        let health = PostgresServerHealth()
-        var logger = Logger(label: "BoundedWaitTests")
-        logger.logLevel = .warning
-        let responder = ProfileResponder(
-            lifecycle: ServiceLifecycle(), authorization: .disabled, observability: .init(accessLog: nil),
-            logger: logger
-        ) { [logger] _ in
-            try ProfileWorker.connecting(
-                postgres: postgres, databaseHealth: health, memcached: memcached, shared: shared, logger: logger)
+        try CacheProtocolScenarios.aSlowReadOfOneHotIDNeverHoldsEveryWorker(InMemoryBackends.self) { shared, logger in
+            ProfileWorker(
+                store: InMemoryBackends.database.store(), cache: InMemoryBackends.cluster.client(), shared: shared,
+                logger: logger)
         }
-        var serverConfiguration = HTTPServerConfiguration()
-        serverConfiguration.port = 0
-        serverConfiguration.workerCount = 4
-        serverConfiguration.queueCapacity = 64
-        let server = HTTPServer(configuration: serverConfiguration, responder: responder, logger: logger)
-        let port = try server.start()
-        var released = false
-        defer {
-            if !released { gate.release() }
-            server.shutdown()
-            server.waitUntilStopped()
-        }
-        func get(_ id: Int64, on client: HTTPTestClient) throws {
-            try client.send("GET /users/profile/\(id) HTTP/1.1\r\nHost: test\r\n\r\n")
-        }
-
-        // The leader's read of the hot id is held after PostgreSQL answered: one worker busy.
-        let leader = try HTTPTestClient(port: port)
-        try get(hot.id, on: leader)
-        gate.waitUntilPaused()
-        // Eight more readers of the hot id: two may wait (for at most 1 s), six are refused at once.
-        let followers = try (0..<8).map { _ in try HTTPTestClient(port: port) }
-        for client in followers { try get(hot.id, on: client) }
-        // Unrelated reads are all served while the leader is still held.
-        let unrelated = try HTTPTestClient(port: port)
-        for profile in others {
-            try get(profile.id, on: unrelated)
-            let response = try unrelated.readResponse()
-            #expect(response.status == 200, "an unrelated read answered \(response.status)")
-        }
-        let statuses = try followers.map { try $0.readResponse() }.map(\.status)
-        #expect(statuses == Array(repeating: 503, count: 8))
-        #expect(shared.statistics.count(.coalescedWaitRefused) == 6)
-        #expect(shared.statistics.count(.coalescedWaitExpired) == 2)
-
-        gate.release()
-        released = true
-        #expect(try leader.readResponse().status == 200)
     }
 }

@@ -1,6 +1,5 @@
 import Foundation
-import MemcachedClient
-import PostgresClient
+import ProfileServiceTesting
 import Synchronization
 import Testing
 import TestSupport
@@ -8,26 +7,31 @@ import TestSupport
 @testable import HTTPServer
 @testable import ProfileService
 
-/// The hub against the real PostgreSQL and memcached: what it fetches, and how often.
-@Suite(.serialized) struct ProfileUpdateHubTests {
-    static func startedHub(_ streams: EventStreams) throws -> ProfileUpdateHub {
-        let postgres = try PostgresConfiguration(url: TestEnvironment.databaseURL)
-        let memcached = try MemcachedConfiguration(servers: TestEnvironment.memcachedServerList)
-        let hub = ProfileUpdateHub(streams: streams, logger: IntegrationBackends.logger)
-        let health = PostgresServerHealth()
-        hub.startFetching(threads: 2) {
-            try ProfileWorker.connecting(
-                postgres: postgres, databaseHealth: health, memcached: memcached, shared: ProfileCacheShared(),
-                logger: IntegrationBackends.logger)
-        }
+/// The hub on the in-memory backends (memcached's and PostgreSQL's semantics, no server): what it
+/// fetches, how often, and how it retries. The end-to-end suites run it on the real servers.
+@Suite struct ProfileUpdateHubTests {
+    typealias Backends = InMemoryBackends
+
+    /// A worker on the shared in-memory cluster and database, `store` in place of the database's
+    /// own when given (an injected fault).
+    static func worker(shared: ProfileCacheShared, store: (any ProfileStore)? = nil) -> ProfileWorker {
+        ProfileWorker(
+            store: store ?? Backends.database.store(), cache: Backends.cluster.client(), shared: shared,
+            logger: Backends.logger)
+    }
+
+    static func startedHub(_ streams: EventStreams) -> ProfileUpdateHub {
+        let hub = ProfileUpdateHub(streams: streams, logger: Backends.logger)
+        let shared = ProfileCacheShared()
+        hub.startFetching(threads: 2) { worker(shared: shared) }
         return hub
     }
 
     @Test func oneFetchPerIdAndVersionAndNoneForIdsNobodyFollows() throws {
-        let backends = try IntegrationBackends()
+        let backends = try Backends()
         let profile = try backends.seed()
         let streams = EventStreams()
-        let hub = try Self.startedHub(streams)
+        let hub = Self.startedHub(streams)
         defer { hub.stop() }
 
         hub.publish(id: profile.id, version: 1)
@@ -55,14 +59,11 @@ import TestSupport
         init(_ count: Int) { left = Atomic(count) }
     }
 
-    /// A store whose reads fail while `failures` last (an injected fault), else the real one.
+    /// A store whose reads fail while `failures` last (an injected fault), else the in-memory one.
     final class FlakyStore: ProfileStore {
-        let base: PostgresProfileStore
+        let base = Backends.database.store()
         let failures: Failures
-        init(base: PostgresProfileStore, failures: Failures) {
-            self.base = base
-            self.failures = failures
-        }
+        init(failures: Failures) { self.failures = failures }
         func profile(id: Int64) throws(ProfileStoreError) -> Profile? {
             if failures.left.subtract(1, ordering: .relaxed).newValue >= 0 { throw .unavailable }
             return try base.profile(id: id)
@@ -79,26 +80,15 @@ import TestSupport
     /// A failed fetch is retried with backoff and delivers the highest version asked for, also one
     /// published while it was failing (issue 25: before, the event was dropped).
     @Test func aFailedFetchIsRetriedAndDeliversTheLatestVersion() throws {
-        let backends = try IntegrationBackends()
+        let backends = try Backends()
         let profile = try backends.seed()
         let shared = ProfileCacheShared()
         _ = try backends.repository(shared).read(id: profile.id)  // memcached holds version 1
         let streams = EventStreams()
-        let hub = ProfileUpdateHub(streams: streams, logger: IntegrationBackends.logger)
+        let hub = ProfileUpdateHub(streams: streams, logger: Backends.logger)
         defer { hub.stop() }
         let failures = Failures(3)
-        let postgres = try PostgresConfiguration(url: TestEnvironment.databaseURL)
-        let memcached = try MemcachedConfiguration(servers: TestEnvironment.memcachedServerList)
-        hub.startFetching(threads: 1) {
-            let connection = PostgresConnection(
-                configuration: postgres, statements: PostgresProfileStore.statements, logger: IntegrationBackends.logger)
-            let cache = try MemcachedConnection(configuration: memcached, logger: IntegrationBackends.logger)
-            let store = FlakyStore(base: PostgresProfileStore(connection: connection, logger: IntegrationBackends.logger), failures: failures)
-            return ProfileWorker(store: store, cache: cache, shared: shared, logger: IntegrationBackends.logger) {
-                cache.close()
-                connection.close()
-            }
-        }
+        hub.startFetching(threads: 1) { Self.worker(shared: shared, store: FlakyStore(failures: failures)) }
         streams.retain(topic: profile.id)
         defer { streams.release(topic: profile.id) }
 
@@ -116,12 +106,12 @@ import TestSupport
     }
 
     @Test func aResynchronisationReadsPostgreSQLPastAStaleCacheEntry() throws {
-        let backends = try IntegrationBackends()
+        let backends = try Backends()
         let profile = try backends.seed()
         let shared = ProfileCacheShared()
         _ = try backends.repository(shared).read(id: profile.id)  // memcached holds version 1
         let streams = EventStreams()
-        let hub = try Self.startedHub(streams)
+        let hub = Self.startedHub(streams)
         defer { hub.stop() }
         streams.retain(topic: profile.id)
         defer { streams.release(topic: profile.id) }

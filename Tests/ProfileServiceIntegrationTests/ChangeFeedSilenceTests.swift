@@ -10,7 +10,7 @@ import TestSupport
 /// Silence is never an answer (issue 25; docs/design.md §2.4, §3.3, §3.7): the feed confirms only
 /// what it saw land in memcached and in NOTIFY, and a change the stream will never send is a gap it
 /// closes by itself. Real PostgreSQL and memcached; nodes frozen with SIGSTOP.
-@Suite(.serialized) struct ChangeFeedSilenceTests {
+@Suite(.serialized, .requires(.postgres, .memcached)) struct ChangeFeedSilenceTests {
     typealias Harness = ChangeFeedTests.Harness
 
     @Test func aTransactionWhileEveryNodeIsSilentIsHeldAndRepairedAfterTheThaw() throws {

@@ -6,7 +6,7 @@ import TestSupport
 
 /// Every test against the real memcached nodes of `scripts/deps.sh`, serialized: one of them
 /// stops and restarts node 2.
-@Suite(.serialized) enum LiveMemcachedTests {
+@Suite(.serialized, .requires(.memcached)) enum LiveMemcachedTests {
     static let logger = Logger(label: "MemcachedClientTests")
 
     /// Both nodes, from `PROFILE_MEMCACHED` / `PROFILE_MC_PORTS`.

@@ -10,7 +10,7 @@ import Glibc
 
 /// Every test that talks to the real PostgreSQL, one at a time: one of them restarts the server.
 /// Nested suites inherit `.serialized`.
-@Suite(.serialized) enum PostgresServerTests {
+@Suite(.serialized, .requires(.postgres)) enum PostgresServerTests {
     static func configuration(
         url: String = TestEnvironment.databaseURL, statementTimeout: Duration = .seconds(5),
         lockTimeout: Duration = .seconds(2)

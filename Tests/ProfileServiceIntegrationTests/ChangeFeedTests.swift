@@ -11,7 +11,7 @@ import Testing
 
 /// The change feed on the real replication protocol (docs/design.md §3). Each test streams a
 /// slot of its own (created now, so it carries no other test's backlog) and drops it after.
-@Suite(.serialized) struct ChangeFeedTests {
+@Suite(.serialized, .requires(.postgres, .memcached)) struct ChangeFeedTests {
     /// A feed on a fresh slot, with this test's cache state.
     final class Harness {
         let shared = ProfileCacheShared()

@@ -1,5 +1,6 @@
 import Foundation
 import ProfileServiceTesting
+import TestSupport
 import Testing
 
 @testable import ProfileService
@@ -7,7 +8,7 @@ import Testing
 /// The cache protocol's scenarios that the unit tests run in memory (CacheProtocolTests), once
 /// more on the real PostgreSQL and memcached of scripts/deps.sh: the in-memory cluster must not
 /// pass what real memcached would fail.
-@Suite(.serialized) struct RealServerCacheProtocolTests {
+@Suite(.serialized, .requires(.postgres, .memcached)) struct RealServerCacheProtocolTests {
     @Test func lateReaderDoesNotOverwriteTheWritersVersion() throws {
         try CacheProtocolScenarios.lateReaderDoesNotOverwriteTheWritersVersion(IntegrationBackends.self)
     }

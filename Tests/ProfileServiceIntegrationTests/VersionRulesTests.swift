@@ -8,7 +8,7 @@ import TestSupport
 /// The database enforces what the cache relies on (migrations/0003, docs/design.md §2.5): a
 /// version names one content of an id over its whole history, whoever writes. Each statement is
 /// what an operator at a psql prompt would type.
-@Suite(.serialized) struct VersionRulesTests {
+@Suite(.serialized, .requires(.postgres)) struct VersionRulesTests {
     let backends: IntegrationBackends
 
     init() throws {

@@ -11,7 +11,7 @@ import Testing
 /// The slot's health (issue 21; docs/design.md §3.3, §3.7) on a PostgreSQL of the test's own,
 /// started by scripts/deps.sh with `max_slot_wal_keep_size = 1MB` so that the slot can be
 /// invalidated in a second. The shared memcached nodes are used (and flushed).
-@Suite(.serialized) struct ChangeFeedSlotTests {
+@Suite(.serialized, .requires(.postgres, .memcached)) struct ChangeFeedSlotTests {
     static let logger = Logger(label: "test")
 
     @Test func anInvalidatedSlotIsRebuiltAndEveryEntryFromBeforeItIsGone() throws {

@@ -7,7 +7,7 @@ import TestSupport
 @testable import ProfileService
 
 /// memcached or PostgreSQL stopped mid-test, then restarted (scripts/deps.sh, by pid).
-@Suite(.serialized) struct ProfileRepositoryOutageTests {
+@Suite(.serialized, .requires(.postgres, .memcached)) struct ProfileRepositoryOutageTests {
     @Test func memcachedDownReadsAndWritesStillSucceed() throws {
         let shared = ProfileCacheShared()
         let backends = try IntegrationBackends()

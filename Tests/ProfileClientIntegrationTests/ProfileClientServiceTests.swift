@@ -9,7 +9,7 @@ import TestSupport
 /// ``ProfileClient`` against the built service, with JWT authentication, on the real PostgreSQL
 /// and memcached of `scripts/deps.sh`. Evidence is the service's state (versions, names) and its
 /// own counters (`/metrics`), never a pause that hopes something did or did not happen.
-@Suite(.serialized, .timeLimit(.minutes(2))) struct ProfileClientServiceTests {
+@Suite(.serialized, .requires(.postgres, .memcached), .timeLimit(.minutes(2))) struct ProfileClientServiceTests {
     init() throws {
         try TestEnvironment.requirePostgres()
         try TestEnvironment.requireMemcached()

@@ -1,0 +1,153 @@
+import Foundation
+import HTTP1
+import ProfileService
+import ProfileServiceTesting
+import TestSupport
+import Testing
+
+/// The conditions of a write, answered in process: what each precondition, media type and
+/// creation conflict answers, and that a refused write changes nothing.
+@Suite struct ProfileWriteRouteTests {
+    let service: InProcessService
+
+    init() throws {
+        service = try InProcessService()
+    }
+
+    @Test func aCreationTakesOnlyANewIDAndAFreeUsername() {
+        let id = InProcessService.newID()
+        #expect(service.create(id, displayName: "First").status == .created)
+        let again = service.create(id, displayName: "Second")
+        #expect(again.status == .conflict)
+        #expect(again.problemKind == "profile-exists")
+        #expect((again.json?["current"] as? [String: Any])?["display_name"] as? String == "First")
+        #expect(service.get(id).json?["display_name"] as? String == "First")
+
+        // Another id asking for the same username.
+        let other = id + 1
+        let taken = service.put(
+            other, #"{"username":"u\#(id % 1_000_000_000)","display_name":"Copy"}"#, token: service.token(for: other),
+            headers: ["If-None-Match": "*"])
+        #expect(taken.status == .conflict)
+        #expect(taken.problemKind == "username-taken", "\(taken.bodyText)")
+        #expect(service.get(other).status == .notFound)
+    }
+
+    /// Preconditions that cannot all hold are 412 before anything is read or written; a stale
+    /// `If-Match` is a conflict (409) with the current profile, like a stale `version`.
+    @Test func preconditionsThatCannotAllHoldAre412AndAStaleIfMatchIs409() {
+        let id = InProcessService.newID()
+        service.create(id)
+        let owner = service.token(for: id)
+        let disagreeing = service.put(id, #"{"display_name":"X","version":1}"#, token: owner, headers: ["If-Match": #""2""#])
+        #expect(disagreeing.status == .preconditionFailed)
+        #expect(disagreeing.problemKind == "precondition-failed")
+        let createOnUpdate = service.put(id, #"{"display_name":"X","version":1}"#, token: owner, headers: ["If-None-Match": "*"])
+        #expect(createOnUpdate.status == .preconditionFailed)
+        #expect(createOnUpdate.problemKind == "precondition-failed")
+        let stale = service.put(id, #"{"display_name":"Late"}"#, token: owner, headers: ["If-Match": #""7""#])
+        #expect(stale.status == .conflict)
+        #expect(stale.problemKind == "version-conflict")
+        #expect((stale.json?["current"] as? [String: Any])?["version"] as? Int == 1)
+        let read = service.get(id)
+        #expect(read.json?["version"] as? Int == 1)
+        #expect(read.json?["display_name"] as? String == "First")
+    }
+
+    @Test func aWriteThatIsNotJSONIs415() {
+        let id = InProcessService.newID()
+        service.create(id)
+        let response = service.request(
+            .put, "/users/profile/\(id)",
+            headers: ["Content-Type": "text/plain", "Authorization": "Bearer \(service.token(for: id))"],
+            body: #"{"display_name":"Plain","version":1}"#)
+        #expect(response.status == .unsupportedMediaType)
+        #expect(response.problemKind == "unsupported-media-type")
+        #expect(service.get(id).json?["version"] as? Int == 1)
+    }
+
+    @Test func aReadWithAFloorIsNeverOlderThanTheFloor() {
+        let id = InProcessService.newID()
+        service.create(id)
+        _ = service.get(id)  // version 1 cached
+        let updated = service.put(id, #"{"display_name":"Second","version":1}"#, token: service.token(for: id))
+        #expect(updated.status == .ok)
+        let floored = service.get(id, query: "?min_version=2")
+        #expect(floored.status == .ok)
+        #expect(floored.json?["version"] as? Int == 2)
+        // A floor no version meets is answered with the current row, not an error.
+        let beyond = service.get(id, query: "?min_version=2147483647")
+        #expect(beyond.status == .ok)
+        #expect(beyond.json?["version"] as? Int == 2)
+    }
+
+    @Test func anIfNoneMatchListRevalidatesAgainstTheCurrentVersion() {
+        let id = InProcessService.newID()
+        service.create(id)
+        #expect(service.put(id, #"{"display_name":"Second","version":1}"#, token: service.token(for: id)).status == .ok)
+        let listed = service.get(id, headers: ["If-None-Match": #""1", "2""#])
+        #expect(listed.status == .notModified)
+        #expect(listed.headers["ETag"] == #""2""#)
+        let older = service.get(id, headers: ["If-None-Match": #""1""#])
+        #expect(older.status == .ok)
+        #expect(older.json?["version"] as? Int == 2)
+    }
+
+    @Test func anEventStreamOfAnUnknownProfileIs404AndOfAKnownOneOnlyGETs() {
+        let missing = service.request(.get, "/users/profile/\(InProcessService.newID())/events")
+        #expect(missing.status == .notFound)
+        #expect(missing.problemKind == "profile-not-found")
+        let id = InProcessService.newID()
+        service.create(id)
+        let put = service.request(.put, "/users/profile/\(id)/events")
+        #expect(put.status == .methodNotAllowed)
+        #expect(put.problemKind == "method-not-allowed")
+        #expect(put.headers["Allow"] != nil)
+    }
+
+    @Test func aHeadOfAnUnknownProfileIs404() {
+        // Its body is the problem document's length; the server sends the head alone
+        // (HTTPServerTests).
+        let head = service.request(.head, "/users/profile/\(InProcessService.newID())")
+        #expect(head.status == .notFound)
+        #expect(head.problemKind == "profile-not-found")
+    }
+}
+
+/// PostgreSQL unavailable (an in-memory database of the test's own, failed): what readers,
+/// writers and the readiness probe are answered.
+@Suite struct ProfileUnavailableRouteTests {
+    @Test func readsOfCachedProfilesGoOnAndTheRestAre503WithRetryAfter() throws {
+        let database = InMemoryDatabase()
+        let service = try InProcessService(database: database)
+        let cached = InProcessService.newID()
+        let uncached = InProcessService.newID()
+        service.create(cached)
+        service.create(uncached)
+        _ = service.get(cached)
+        _ = InMemoryBackends.cluster.client().delete(ProfileCacheEntries.key(for: uncached))
+
+        database.setUnavailable(true)
+        #expect(service.get(cached).status == .ok, "a hit needs no database")
+        let miss = service.get(uncached)
+        #expect(miss.status == .serviceUnavailable)
+        #expect(miss.problemKind == "database-unavailable")
+        #expect(miss.headers["Retry-After"] == "1")
+        let write = service.put(cached, #"{"display_name":"No","version":1}"#, token: service.token(for: cached))
+        #expect(write.status == .serviceUnavailable)
+
+        database.setUnavailable(false)
+        #expect(service.get(uncached).status == .ok)
+        #expect(service.get(cached).json?["display_name"] as? String == "First", "the refused write changed nothing")
+    }
+
+    @Test func readinessSaysTheDatabaseIsDown() throws {
+        let database = InMemoryDatabase()
+        let service = try InProcessService(database: database)
+        database.setUnavailable(true)
+        let ready = service.request(.get, "/readyz")
+        #expect(ready.status == .serviceUnavailable)
+        #expect(ready.json?["database"] as? String == "down", "\(ready.bodyText)")
+        #expect(service.request(.get, "/healthz").status == .ok, "liveness does not depend on the database")
+    }
+}
