@@ -290,6 +290,22 @@ class OpenAPI:
 
 @checks("live")
 def service_answers_conform_to_openapi():
+    """Chosen requests, each with the status it must get, and every answer against openapi.yaml.
+
+    scripts/contract-test.sh (schemathesis, every check and phase) already validates the answers to
+    the requests it generates for the documented operations: status documented, content type, body
+    schema, required headers. The plain 200s below (health, readiness, metrics, a profile) overlap
+    it. What it does not prove, and this check does:
+      - the status each request calls for, not just a documented one: 304 for a matching
+        If-None-Match, 412 for a disagreeing If-Match, 428 for an update naming no version, 413
+        for an oversized body, 415, 409 for a stale version (with the current version in its body)
+        and for a second create, 201 with its Location;
+      - the documents of those answers, which generated requests meet by chance if at all;
+      - paths openapi.yaml does not list (schemathesis only calls documented paths): a 404 that
+        conforms to components.responses.NotFound;
+      - the Allow header of a 405 equal to the path's `x-unsupported-methods.allowed`;
+      - HEAD and 304 answers without a body.
+    """
     spec = OpenAPI()
     with deployment(["conformance"]) as (fixture, (instance,), _):
         port = instance.port
