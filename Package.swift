@@ -37,7 +37,8 @@ let package = Package(
         ),
         .target(name: "CLinuxShims"),
 
-        // The runtime plumbing every module shares: Duration units, sleeps of fixed threads.
+        // The runtime plumbing every module shares: Duration units, fixed threads and their sleeps,
+        // wall-clock time, the log sink, the lifecycle of background services.
         .target(name: "ServiceRuntime", swiftSettings: swiftSettings),
         // Pure HTTP/1.1: parser, encoder, request/response values. Standard library only.
         .target(name: "HTTP1", swiftSettings: swiftSettings),

@@ -1,3 +1,5 @@
+import ServiceRuntime
+
 /// The `Date` field value, reformatted at most once a second.
 ///
 /// Each thread (the loop, every worker) owns one: a shared cache behind a mutex was the hottest lock
@@ -9,11 +11,23 @@ struct DateCache {
 
     /// The IMF-fixdate for the current second.
     mutating func current() -> [UInt8] {
-        let now = System.unixTime()
+        let now = WallClock.unixSeconds()
         if now != second {
             second = now
-            value = System.imfFixdate(now)
+            value = Self.imfFixdate(now)
         }
         return value
+    }
+
+    /// `Date` field value for `seconds` (RFC 9110 §5.6.7 IMF-fixdate), e.g. `Sun, 06 Nov 1994 08:49:37 GMT`.
+    static func imfFixdate(_ seconds: Int) -> [UInt8] {
+        let utc = WallClock.utc(seconds)
+        let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        func two(_ value: Int) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        let text =
+            "\(days[utc.weekday]), \(two(utc.day)) \(months[utc.month - 1]) \(utc.year) "
+            + "\(two(utc.hour)):\(two(utc.minute)):\(two(utc.second)) GMT"
+        return Array(text.utf8)
     }
 }

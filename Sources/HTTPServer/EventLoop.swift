@@ -23,34 +23,34 @@ import Synchronization
 /// reader lets more than ``EventStreams/Configuration/maxBufferedBytes`` pile up. A quiet stream
 /// costs its ``Connection`` and kernel socket, never a thread (docs/design.md §4).
 final class EventLoop {
-    private let core: ServerCore
+    let core: ServerCore
     private let configuration: HTTPServerConfiguration
-    private let logger: Logger
+    let logger: Logger
     private let epollFD: Int32
     private let eventFD: Int32
     private var listenFD: Int32?
     private var connections: [Connection?] = []
     private var connectionCount = 0
     private var nextConnectionID: UInt64 = 0
-    private let limits: HTTPRequestParser.Limits
+    let limits: HTTPRequestParser.Limits
     private let timeouts: ConnectionStateMachine<ContinuousClock.Instant>.Timeouts
     private let readBuffer: UnsafeMutableBufferPointer<UInt8>
     private let events: UnsafeMutableBufferPointer<epoll_event>
     private var completions: [Completion] = []
-    private var drainDeadline: ContinuousClock.Instant?
+    var drainDeadline: ContinuousClock.Instant?
     private var acceptPausedUntil: ContinuousClock.Instant?
     private let tick: Duration
     private let clock = ContinuousClock()
     private var dateCache = DateCache()
     /// Open event streams by topic; each connection knows its index (``Connection/streamIndex``).
-    private var streamTopics: [Int64: [Connection]] = [:]
-    private var streamCount = 0
-    private var streamEvents: [EventStreams.Event] = []
-    private var nextHeartbeat: ContinuousClock.Instant
+    var streamTopics: [Int64: [Connection]] = [:]
+    var streamCount = 0
+    var streamEvents: [EventStreams.Event] = []
+    var nextHeartbeat: ContinuousClock.Instant
     /// An SSE comment line: ignored by clients, seen by every proxy on the way.
-    private static let heartbeat: [UInt8] = Array(":\n\n".utf8)
+    static let heartbeat: [UInt8] = Array(":\n\n".utf8)
     /// The last line of a stream the server ends on time: a comment, so clients only reconnect.
-    private static let streamEnd: [UInt8] = Array(": stream ends; reconnect with Last-Event-ID\n\n".utf8)
+    static let streamEnd: [UInt8] = Array(": stream ends; reconnect with Last-Event-ID\n\n".utf8)
 
     /// Bytes discarded at most while lingering before a close.
     private static let maxLingerBytes = 1 << 20
@@ -245,7 +245,7 @@ final class EventLoop {
     }
 
     /// Reads and parses as long as the connection is in a reading phase and bytes are available.
-    private func drive(_ connection: Connection, now: ContinuousClock.Instant) {
+    func drive(_ connection: Connection, now: ContinuousClock.Instant) {
         while connection.isOpen {
             if case .lingering = connection.machine.state {
                 discardInput(connection, upTo: Self.maxLingerBytes)
@@ -371,7 +371,7 @@ final class EventLoop {
         return version == .http1_0 ? .keepAlive : .none
     }
 
-    private func encode(
+    func encode(
         _ response: HTTPResponse, isHead: Bool, connection: HTTPResponseEncoder.ConnectionHeader
     ) -> [UInt8] {
         HTTPResponseEncoder.encode(
@@ -414,7 +414,7 @@ final class EventLoop {
         completions.removeAll(keepingCapacity: true)
     }
 
-    private func startResponse(
+    func startResponse(
         _ connection: Connection, _ bytes: [UInt8], closeAfter: Bool, now: ContinuousClock.Instant
     ) {
         connection.machine.responseStarted(now: now, closeAfter: closeAfter)
@@ -428,7 +428,7 @@ final class EventLoop {
     }
 
     /// Writes pending output; on completion tells the state machine and acts on its answer.
-    private func flush(_ connection: Connection, now: ContinuousClock.Instant) {
+    func flush(_ connection: Connection, now: ContinuousClock.Instant) {
         while connection.outputOffset < connection.output.count {
             let result: IOResult<Int>
             do {
@@ -476,152 +476,6 @@ final class EventLoop {
         drive(connection, now: now)
     }
 
-    // MARK: - Event streams
-
-    /// Registers the connection as a stream of `stream.topic` and writes its first bytes, followed
-    /// by the topic's latest event when that is newer than what the worker read; or answers 503 when
-    /// the subscriber limit is reached or the server is draining.
-    private func startStream(
-        _ connection: Connection, _ bytes: [UInt8], _ stream: HTTPResponse.EventStream, now: ContinuousClock.Instant
-    ) {
-        guard let streams = core.eventStreams else {
-            preconditionFailure("an event-stream response on a server without EventStreams")
-        }
-        if connection.failed {
-            streams.release(topic: stream.topic, client: stream.client)
-            close(connection)
-            return
-        }
-        guard streamCount < streams.configuration.maxSubscribers, drainDeadline == nil else {
-            streams.release(topic: stream.topic, client: stream.client)
-            if drainDeadline == nil { streams.refused.add(1, ordering: .relaxed) }
-            let retryAfter = String(streams.configuration.retryAfterSeconds)
-            let response = HTTPResponse.problem(
-                .serviceUnavailable, detail: "too many event streams are open; retry shortly",
-                headers: ["Retry-After": retryAfter])
-            startResponse(connection, encode(response, isHead: false, connection: .close), closeAfter: true, now: now)
-            drive(connection, now: now)
-            return
-        }
-        connection.machine.streamStarted()
-        // Nothing more is parsed on a stream: drop what the parser and pipelining held.
-        connection.parser = HTTPRequestParser(limits: limits)
-        connection.pending = []
-        connection.streamTopic = stream.topic
-        connection.streamPosition = stream.position
-        connection.streamClient = stream.client
-        connection.streamEndsAt = stream.endsAt
-        var list = streamTopics.removeValue(forKey: stream.topic) ?? []
-        connection.streamIndex = list.count
-        list.append(connection)
-        streamTopics[stream.topic] = list
-        streamCount += 1
-        streams.subscribers.add(1, ordering: .relaxed)
-        System.setSendBufferSize(connection.fd, bytes: streams.configuration.socketSendBufferBytes)
-        connection.output = bytes
-        connection.outputOffset = 0
-        // An event published while the worker read the first state (the topic was retained first).
-        if let latest = streams.latestEvent(topic: stream.topic), latest.position > stream.position {
-            if latest.closesStreams {
-                // What the stream follows was deleted meanwhile: the head goes out, then the end.
-                flush(connection, now: now)
-                close(connection)
-                return
-            }
-            connection.output.append(contentsOf: latest.bytes)
-            connection.streamPosition = latest.position
-            streams.eventsSent.add(1, ordering: .relaxed)
-        }
-        flush(connection, now: now)
-        drive(connection, now: now)
-    }
-
-    /// Writes the published events to the streams of their topics, skipping streams already at or
-    /// past an event's position.
-    private func deliverStreamEvents(now: ContinuousClock.Instant) {
-        guard let streams = core.eventStreams else { return }
-        streams.takeEvents(into: &streamEvents)
-        guard !streamEvents.isEmpty else { return }
-        var sent = 0
-        for event in streamEvents {
-            guard let list = streamTopics[event.topic] else { continue }
-            if event.closesStreams {
-                for connection in list where connection.isOpen { close(connection) }
-                continue
-            }
-            for connection in list where connection.isOpen && connection.streamPosition < event.position {
-                connection.streamPosition = event.position
-                if send(event.bytes, onStream: connection, now: now) { sent += 1 }
-            }
-        }
-        streamEvents.removeAll(keepingCapacity: true)
-        streams.eventsSent.add(sent, ordering: .relaxed)
-    }
-
-    /// Ends a stream at its ``HTTP1/HTTPResponse/EventStream/endsAt`` (its lifetime, or the
-    /// token that opened it expired) with a last comment; the client reconnects with
-    /// `Last-Event-ID` and misses nothing.
-    private func endStream(_ connection: Connection, now: ContinuousClock.Instant) {
-        connection.streamEndsAt = nil
-        core.eventStreams?.ended.add(1, ordering: .relaxed)
-        send(Self.streamEnd, onStream: connection, now: now)
-        if connection.isOpen { close(connection) }
-    }
-
-    private func sendHeartbeats(now: ContinuousClock.Instant) {
-        for list in streamTopics.values {
-            for connection in list where connection.isOpen {
-                send(Self.heartbeat, onStream: connection, now: now)
-            }
-        }
-    }
-
-    /// Queues `bytes` on a stream and writes what the socket takes; cuts the stream instead when
-    /// its unsent bytes would exceed the bound (its reader stopped or is too slow).
-    /// - Returns: false when the stream was cut or failed.
-    @discardableResult
-    private func send(_ bytes: [UInt8], onStream connection: Connection, now: ContinuousClock.Instant) -> Bool {
-        guard let streams = core.eventStreams else { return false }
-        if connection.pendingOutputCount + bytes.count > streams.configuration.maxBufferedBytes {
-            streams.cutAsSlow.add(1, ordering: .relaxed)
-            logger.debug("event stream cut: its reader is too slow", metadata: ["connection": "\(connection.id)"])
-            close(connection)
-            return false
-        }
-        if connection.hasPendingOutput {
-            // The socket is full; edge-triggered EPOLLOUT resumes the write.
-            if connection.outputOffset > 0 {
-                connection.output.removeFirst(connection.outputOffset)
-                connection.outputOffset = 0
-            }
-            connection.output.append(contentsOf: bytes)
-            return true
-        }
-        connection.output = bytes
-        connection.outputOffset = 0
-        flush(connection, now: now)
-        return connection.isOpen
-    }
-
-    private func removeStream(_ connection: Connection, topic: Int64) {
-        if var list = streamTopics.removeValue(forKey: topic) {
-            let index = connection.streamIndex
-            if index < list.count, list[index] === connection {
-                let last = list.removeLast()
-                if index < list.count {
-                    list[index] = last
-                    last.streamIndex = index
-                }
-            }
-            if !list.isEmpty { streamTopics[topic] = list }
-        }
-        connection.streamTopic = nil
-        streamCount -= 1
-        core.eventStreams?.subscribers.subtract(1, ordering: .relaxed)
-        core.eventStreams?.release(topic: topic, client: connection.streamClient)
-        connection.streamClient = nil
-    }
-
     /// Reads and drops input until EOF (then closes), or until `limit` bytes were dropped. A
     /// lingering close does so, so the client reads the response rather than a reset.
     private func discardInput(_ connection: Connection, upTo limit: Int?) {
@@ -644,7 +498,7 @@ final class EventLoop {
         }
     }
 
-    private func close(_ connection: Connection) {
+    func close(_ connection: Connection) {
         guard connection.isOpen else { return }
         precondition(connection.handoff.isIdle, "closing connection \(connection.id) while its request is in a worker")
         System.close(connection.fd)

@@ -1,6 +1,7 @@
 import Dispatch
 import HTTP1
 public import Logging
+import ServiceRuntime
 import Synchronization
 
 /// A SwiftNIO-free HTTP/1.1 server: one epoll event loop thread plus a fixed pool of worker threads.
@@ -108,7 +109,7 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
         do {
             for index in 0..<workerCount {
                 workers.enter()
-                try System.startThread(name: "http-worker-\(index)") { [self] in
+                try RuntimeThread.detach(name: "http-worker-\(index)") { [self] in
                     defer { workers.leave() }
                     runWorker(index: index, core: core, startup: startup)
                 }
@@ -131,7 +132,7 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
         lifecycle.withLock { $0 = .running(core) }
         loopThread.enter()
         do {
-            try System.startThread(name: "http-loop") { [self] in
+            try RuntimeThread.detach(name: "http-loop") { [self] in
                 let loop = EventLoop(
                     core: core, configuration: configuration, logger: logger, epollFD: epollFD, listenFD: listenFD)
                 eventStreams?.attach(wakeFD: eventFD)

@@ -3,7 +3,6 @@
 // and trap, anything else throws ``IOError``. The rest of the module never calls Glibc directly.
 import CLinuxShims
 import Glibc
-import Synchronization
 
 private let sysSocket = Glibc.socket
 private let sysSetsockopt = Glibc.setsockopt
@@ -23,7 +22,6 @@ private let sysEventfd = CLinuxShims.eventfd
 private let sysWrite = Glibc.write
 private let sysGetrlimit = Glibc.getrlimit
 private let sysSetrlimit = Glibc.setrlimit
-private let sysPoll = Glibc.poll
 
 /// Runs a system call, retrying on `EINTR`.
 /// - Parameter nonBlocking: the call is on a non-blocking descriptor, so `EAGAIN`/`EWOULDBLOCK`
@@ -50,13 +48,6 @@ private func syscall<Result: FixedWidthInteger>(
         }
     }
 }
-
-private let threadSlotKey: pthread_key_t = {
-    var key = pthread_key_t()
-    precondition(pthread_key_create(&key, nil) == 0, "pthread_key_create")
-    return key
-}()
-private let nextThreadSlot = Atomic<Int>(0)
 
 /// Thin, typed wrappers over the system calls the server uses.
 enum System {
@@ -85,114 +76,6 @@ enum System {
     /// Gives the CPU to another runnable thread, if any.
     static func yield() {
         _ = sched_yield()
-    }
-
-    /// Seconds since the Unix epoch.
-    static func unixTime() -> Int { Int(Glibc.time(nil)) }
-
-    /// `Date` field value for `seconds` (RFC 9110 §5.6.7 IMF-fixdate), e.g. `Sun, 06 Nov 1994 08:49:37 GMT`.
-    static func imfFixdate(_ seconds: Int) -> [UInt8] {
-        var time = time_t(seconds)
-        var parts = tm()
-        _ = gmtime_r(&time, &parts)
-        let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
-        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
-        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
-        let text =
-            "\(days[Int(parts.tm_wday)]), \(two(parts.tm_mday)) \(months[Int(parts.tm_mon)]) \(parts.tm_year + 1900) "
-            + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)) GMT"
-        return Array(text.utf8)
-    }
-
-    // MARK: Threads
-
-    private final class ThreadBody {
-        let body: @Sendable () -> Void
-        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
-    }
-
-    /// Starts a detached pthread running `body`. (Not named: `pthread_setname_np` needs `_GNU_SOURCE`,
-    /// which Swift's Glibc module is built without.)
-    static func startThread(name: String, _ body: @escaping @Sendable () -> Void) throws(IOError) {
-        let context = Unmanaged.passRetained(ThreadBody(body)).toOpaque()
-        var thread = pthread_t()
-        let result = pthread_create(
-            &thread, nil,
-            { raw in
-                guard let raw else { return nil }
-                let threadBody = Unmanaged<ThreadBody>.fromOpaque(raw).takeRetainedValue()
-                threadBody.body()
-                return nil
-            }, context)
-        guard result == 0 else {
-            Unmanaged<ThreadBody>.fromOpaque(context).release()
-            throw IOError(errnoCode: result, reason: "pthread_create")
-        }
-        pthread_detach(thread)
-    }
-
-    /// A small number unique to the calling thread (0, 1, 2, … in order of first call), kept in a
-    /// pthread key: ``LogSink`` gives each thread a buffer of its own with it.
-    static func threadSlot() -> Int {
-        if let raw = pthread_getspecific(threadSlotKey) { return Int(bitPattern: raw) - 1 }
-        let slot = nextThreadSlot.add(1, ordering: .relaxed).oldValue
-        _ = pthread_setspecific(threadSlotKey, UnsafeRawPointer(bitPattern: slot + 1))
-        return slot
-    }
-
-    /// Runs `handler` when the process exits normally (`exit`, or returning from `main`).
-    static func atExit(_ handler: @convention(c) () -> Void) {
-        _ = Glibc.atexit(handler)
-    }
-
-    // MARK: Clock
-
-    /// Wall-clock time: seconds since the Unix epoch and the nanoseconds within that second.
-    static func realtime() -> (seconds: Int, nanoseconds: Int) {
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        return (Int(now.tv_sec), Int(now.tv_nsec))
-    }
-
-    /// UTC calendar fields of `seconds` since the epoch: year, month (1…12), day, hour, minute, second.
-    static func utcFields(_ seconds: Int) -> [Int] {
-        var time = time_t(seconds)
-        var parts = tm()
-        _ = gmtime_r(&time, &parts)
-        return [parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday, parts.tm_hour, parts.tm_min, parts.tm_sec]
-            .map { Int($0) }
-    }
-
-    // MARK: Files
-
-    /// The outcome of one `write` to a file that may be a terminal, a file or a pipe.
-    enum FileWrite {
-        case written(Int)
-        /// Non-blocking descriptor, full: wait with ``waitWritable(_:timeoutMilliseconds:)``.
-        case wouldBlock
-        /// Closed, broken or out of space: what was not written is lost.
-        case failed(errno: Int32)
-    }
-
-    /// One `write(2)`, `EINTR` retried. Unlike the socket calls, `EBADF` is an answer here, not a
-    /// bug: the process may have been started with its stderr closed.
-    static func write(_ fd: Int32, _ buffer: UnsafeRawBufferPointer) -> FileWrite {
-        while true {
-            let result = sysWrite(fd, buffer.baseAddress, buffer.count)
-            if result >= 0 { return .written(result) }
-            let code = errno
-            switch code {
-            case EINTR: continue
-            case EAGAIN, EWOULDBLOCK: return .wouldBlock
-            default: return .failed(errno: code)
-            }
-        }
-    }
-
-    /// Waits until `fd` accepts output or `timeoutMilliseconds` pass.
-    static func waitWritable(_ fd: Int32, timeoutMilliseconds: Int32) {
-        var descriptor = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-        _ = sysPoll(&descriptor, 1, timeoutMilliseconds)
     }
 
     // MARK: Sockets

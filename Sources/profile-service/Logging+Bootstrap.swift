@@ -1,5 +1,5 @@
 import ArgumentParser
-import HTTPServer
+import ServiceRuntime
 import Logging
 
 /// The one call to `LoggingSystem.bootstrap` in the program: one structured line per event, on

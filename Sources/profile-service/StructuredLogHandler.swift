@@ -1,4 +1,4 @@
-import HTTPServer
+import ServiceRuntime
 import Logging
 
 /// One line per event, as logfmt or JSON (``LogLine``), handed to a ``LogSink`` — the process's

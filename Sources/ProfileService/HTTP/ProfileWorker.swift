@@ -1,4 +1,4 @@
-import HTTPServer
+import ServiceRuntime
 public import Logging
 public import MemcachedClient
 public import PostgresClient

@@ -1,6 +1,5 @@
 import HTTP1
-public import HTTPServer
-import ServiceRuntime
+public import ServiceRuntime
 
 /// The access log: one `info` line per request (method, path, status, bytes, duration, request
 /// id, cache outcome), in the format of every other line.

@@ -1,6 +1,6 @@
 public import HTTPServer
 import Metrics
-import ServiceRuntime
+public import ServiceRuntime
 import Synchronization
 
 /// The service's metrics, through swift-metrics: the executable bootstraps the backend

@@ -1,4 +1,5 @@
 import Dispatch
+import Glibc
 import Synchronization
 
 /// Where every log line of the process goes: buffered per thread, written to one descriptor
@@ -19,7 +20,7 @@ import Synchronization
 /// - Nothing accepted is lost on a normal exit: ``standardError`` flushes in an `atexit` handler,
 ///   and ``flush(timeout:)`` writes out everything appended before it.
 ///
-/// Each thread appends to its own buffer (by ``System/threadSlot()``), so the buffer's lock is
+/// Each thread appends to its own buffer (by ``RuntimeThread/slot``), so the buffer's lock is
 /// normally taken by that thread and, once per batch, the writer: no contention on the request path.
 public final class LogSink: Sendable {
     public struct Configuration: Sendable {
@@ -57,7 +58,7 @@ public final class LogSink: Sendable {
     /// The process's stderr. Started on first use; flushed when the process exits normally.
     public static let standardError: LogSink = {
         let sink = LogSink(fd: 2)
-        System.atExit { LogSink.standardError.flush(timeout: .seconds(2)) }
+        _ = atexit { LogSink.standardError.flush(timeout: .seconds(2)) }
         return sink
     }()
 
@@ -79,7 +80,7 @@ public final class LogSink: Sendable {
         self.configuration = configuration
         self.buffers = (0..<max(configuration.bufferCount, 1)).map { _ in Slot() }
         do {
-            try System.startThread(name: "log-writer") { [self] in runWriter() }
+            try RuntimeThread.detach(name: "log-writer") { [self] in runWriter() }
         } catch {
             // No thread: lines are counted as dropped rather than written by the caller.
             closed.store(true, ordering: .releasing)
@@ -99,7 +100,7 @@ public final class LogSink: Sendable {
             return
         }
         let capacity = configuration.bufferCapacity
-        let size = buffers[System.threadSlot() % buffers.count].buffer.withLock { buffer -> Int? in
+        let size = buffers[RuntimeThread.slot % buffers.count].buffer.withLock { buffer -> Int? in
             guard buffer.bytes.count + line.count <= capacity else { return nil }
             buffer.bytes.append(contentsOf: line)
             buffer.lines += 1
@@ -130,7 +131,7 @@ public final class LogSink: Sendable {
         }
         defer { control.withLock { $0.waiters -= 1 } }
         wake.signal()
-        let deadline = DispatchTime.now() + .nanoseconds(Int(Self.nanoseconds(timeout)))
+        let deadline = DispatchTime.after(timeout)
         while control.withLock({ $0.completed }) < ticket {
             if passCompleted.wait(timeout: deadline) == .timedOut {
                 return control.withLock { $0.completed } >= ticket
@@ -146,7 +147,7 @@ public final class LogSink: Sendable {
         control.withLock { $0.closing = true }
         closed.store(true, ordering: .releasing)
         wake.signal()
-        return writerExited.wait(timeout: .now() + .nanoseconds(Int(Self.nanoseconds(timeout)))) == .success
+        return writerExited.wait(timeout: .after(timeout)) == .success
     }
 
     // MARK: Writer thread
@@ -155,7 +156,7 @@ public final class LogSink: Sendable {
         var spares = buffers.map { _ in [UInt8]() }
         var batch: [UInt8] = []
         while true {
-            _ = wake.wait(timeout: .now() + .nanoseconds(Int(Self.nanoseconds(configuration.flushInterval))))
+            _ = wake.wait(timeout: .after(configuration.flushInterval))
             wakeRequested.store(false, ordering: .relaxed)
             // Read before the buffers are taken: every line appended before a flush request is in them.
             let (target, closing) = control.withLock { ($0.requested, $0.closing) }
@@ -195,12 +196,12 @@ public final class LogSink: Sendable {
         return bytes.withUnsafeBytes { buffer in
             var offset = 0
             while offset < buffer.count {
-                switch System.write(fd, UnsafeRawBufferPointer(rebasing: buffer[offset...])) {
+                switch Self.write(fd, UnsafeRawBufferPointer(rebasing: buffer[offset...])) {
                 case .written(let count):
                     offset += count
                 case .wouldBlock:
                     if let deadline, ContinuousClock.now >= deadline { return false }
-                    System.waitWritable(fd, timeoutMilliseconds: 100)
+                    Self.waitWritable(fd, timeoutMilliseconds: 100)
                 case .failed:
                     return false
                 }
@@ -208,8 +209,38 @@ public final class LogSink: Sendable {
             return true
         }
     }
+}
 
-    private static func nanoseconds(_ duration: Duration) -> Int64 {
-        duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
+// MARK: - The descriptor
+
+extension LogSink {
+    /// The outcome of one `write` to a descriptor that may be a terminal, a file or a pipe.
+    fileprivate enum FileWrite {
+        case written(Int)
+        /// Non-blocking descriptor, full: wait with ``waitWritable(_:timeoutMilliseconds:)``.
+        case wouldBlock
+        /// Closed, broken or out of space: what was not written is lost.
+        case failed(errno: Int32)
+    }
+
+    /// One `write(2)`, `EINTR` retried. `EBADF` is an answer here, not a bug: the process may have
+    /// been started with its stderr closed.
+    fileprivate static func write(_ fd: Int32, _ buffer: UnsafeRawBufferPointer) -> FileWrite {
+        while true {
+            let result = Glibc.write(fd, buffer.baseAddress, buffer.count)
+            if result >= 0 { return .written(result) }
+            let code = errno
+            switch code {
+            case EINTR: continue
+            case EAGAIN, EWOULDBLOCK: return .wouldBlock
+            default: return .failed(errno: code)
+            }
+        }
+    }
+
+    /// Waits until `fd` accepts output or `timeoutMilliseconds` pass.
+    fileprivate static func waitWritable(_ fd: Int32, timeoutMilliseconds: Int32) {
+        var descriptor = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+        _ = poll(&descriptor, 1, timeoutMilliseconds)
     }
 }

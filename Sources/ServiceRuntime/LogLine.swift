@@ -162,16 +162,16 @@ public struct LogLine: Sendable {
 
     /// RFC 3339 UTC with milliseconds, quoted in JSON.
     private mutating func appendTimestamp() {
-        let (seconds, nanoseconds) = System.realtime()
+        let (seconds, nanoseconds) = WallClock.now()
         if seconds != cachedSecond {
             cachedSecond = seconds
-            let fields = System.utcFields(seconds)
+            let utc = WallClock.utc(seconds)
             var prefix = LogLine(format: .logfmt)
             prefix.bytes.removeAll()
-            prefix.appendDecimal(fields[0], width: 4)
-            for (index, separator) in ["-", "-", "T", ":", ":"].enumerated() {
+            prefix.appendDecimal(utc.year, width: 4)
+            for (separator, field) in zip(["-", "-", "T", ":", ":"], [utc.month, utc.day, utc.hour, utc.minute, utc.second]) {
                 prefix.bytes.append(contentsOf: separator.utf8)
-                prefix.appendDecimal(fields[index + 1], width: 2)
+                prefix.appendDecimal(field, width: 2)
             }
             prefix.bytes.append(UInt8(ascii: "."))
             cachedTimestampPrefix = prefix.bytes

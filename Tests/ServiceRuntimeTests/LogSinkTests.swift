@@ -1,6 +1,6 @@
 import Foundation
 import Glibc
-import HTTPServer
+import ServiceRuntime
 import Testing
 
 /// ``LogSink`` over a real pipe: whole lines from many threads, a bounded buffer that drops and
