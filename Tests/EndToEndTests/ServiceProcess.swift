@@ -51,7 +51,8 @@ enum Curl {
     static func request(
         _ url: String, method: String = "GET", headers: [String: String] = [:], body: String? = nil
     ) throws -> Response {
-        var arguments = ["-sS", "-i", "--max-time", "10", "-X", method, url]
+        // `--head` for HEAD: with `-X HEAD` curl waits for the body Content-Length announces.
+        var arguments = ["-sS", "-i", "--max-time", "10"] + (method == "HEAD" ? ["--head"] : ["-X", method]) + [url]
         for (name, value) in headers { arguments += ["-H", "\(name): \(value)"] }
         if let body { arguments += ["--data-binary", body] }
         let result = try TestProcess.run(URL(fileURLWithPath: "/usr/bin/curl"), arguments)

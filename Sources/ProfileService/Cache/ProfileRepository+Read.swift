@@ -113,8 +113,11 @@ extension ProfileRepository {
         switch cache.get(many: keys) {
         case .success(let items):
             for (id, key) in zip(ids, keys) {
-                if let item = items[key], case .profile(let version, _)? = CacheEntry(decoding: item.value) {
-                    prefetched[id] = .profile(item, version: version)
+                guard let item = items[key] else { continue }
+                switch CacheEntry(decoding: item.value) {
+                case .profile(let version, _)?: prefetched[id] = .profile(item, version: version)
+                case .absent?: prefetched[id] = .absent(item)
+                case .lease?, nil: break  // the read looks again, and waits or loads
                 }
             }
         case .failure(let error):
@@ -130,12 +133,29 @@ extension ProfileRepository {
 
     /// Whether a read of `id` inside ``prefetching(ids:_:)`` is answered without waiting on
     /// memcached again: its profile was prefetched (and not yet used) at `minVersion` or newer,
-    /// or its node failed the multi-get (the read then goes to PostgreSQL).
+    /// its absence was (without a floor: a floor reads PostgreSQL), or its node failed the
+    /// multi-get (the read then goes to PostgreSQL).
     public func answersFromPrefetch(id: Int64, minVersion: Int32?) -> Bool {
         switch prefetched[id] {
         case .profile(_, let version)?: version >= minVersion ?? 0
+        case .absent?: minVersion == nil
         case .failed?: true
         case nil: false
+        }
+    }
+
+    /// The members of a list, in its order (`nil`: no such profile): every entry looked up in one
+    /// multi-get (one round trip per node), then each member read as ``read(id:minVersion:)``
+    /// reads one — a hit from the multi-get's answer, a miss under its own lease, a floor above
+    /// the entry past it — so a list keeps every rule a single read keeps (docs/design.md §2.7).
+    ///
+    /// - Throws: ``ProfileStoreError/unavailable`` when a member needs PostgreSQL and it is down.
+    public func read(_ list: ProfileListRequest) throws(ProfileStoreError) -> [Representation?] {
+        try prefetching(ids: list.members.map(\.id)) { () throws(ProfileStoreError) -> [Representation?] in
+            var answers: [Representation?] = []
+            answers.reserveCapacity(list.members.count)
+            for member in list.members { answers.append(try read(id: member.id, minVersion: member.floor)) }
+            return answers
         }
     }
 

@@ -50,13 +50,15 @@ public final class ProfileRepository {
     enum Prefetch {
         /// A cached profile at `version`.
         case profile(MemcachedItem, version: Int32)
+        /// A record that the profile does not exist (§2.6).
+        case absent(MemcachedItem)
         /// Its node failed the batch's multi-get: the read goes to PostgreSQL without waiting on
         /// the node a second time, as a read whose own lookup failed does.
         case failed(MemcachedError)
 
         var lookup: MemcachedGetResult {
             switch self {
-            case .profile(let item, _): .hit(item)
+            case .profile(let item, _), .absent(let item): .hit(item)
             case .failed(let error): .failure(error)
             }
         }

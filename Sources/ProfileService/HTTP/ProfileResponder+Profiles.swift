@@ -81,15 +81,6 @@ extension ProfileResponder {
 
     // MARK: Input
 
-    /// A positive integer in canonical decimal form (no sign, no leading zeros, no spaces) that
-    /// fits `T`: the only spelling of an integer `openapi.yaml` admits for ids and versions.
-    static func canonicalPositive<T: FixedWidthInteger>(_ text: Substring, as type: T.Type = T.self) -> T? {
-        guard let first = text.utf8.first, first != UInt8(ascii: "0"),
-            text.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) })
-        else { return nil }
-        return T(text)
-    }
-
     /// A positive 64-bit id in canonical decimal form (no sign, no leading zeros).
     static func profileID(from path: String) throws(Problem) -> Int64 {
         let text = path.dropFirst(profilePathPrefix.count)

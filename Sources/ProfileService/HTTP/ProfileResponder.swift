@@ -114,6 +114,8 @@ public struct ProfileResponder: HTTPResponder {
         case .profileEvents:
             let profilePath = String(path.dropLast(Self.eventsSuffix.count))
             return (handle { () throws(Problem) in try openEventStream(request, path: profilePath, worker: worker) }, route)
+        case .profiles:
+            return (handle { () throws(Problem) in try getProfiles(request, worker: worker) }, route)
         case .profile:
             let response =
                 if request.method == .put {

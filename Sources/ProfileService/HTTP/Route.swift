@@ -8,6 +8,8 @@ public enum Route: String, CaseIterable, Sendable {
     case profile = "/users/profile/{id}"
     /// `GET`: the profile's event stream (Server-Sent Events).
     case profileEvents = "/users/profile/{id}/events"
+    /// `GET`, `HEAD`: the profiles of a list (`?ids=3@7,1,2`).
+    case profiles = "/users/profiles"
     /// The process answers.
     case health = "/healthz"
     /// PostgreSQL reachable and not draining (memcached and the change feed reported).
@@ -23,6 +25,7 @@ public enum Route: String, CaseIterable, Sendable {
         switch self {
         case .profile: [.get, .head, .put]
         case .profileEvents: [.get]
+        case .profiles: [.get, .head]
         case .health, .readiness, .metrics: [.get, .head]
         }
     }
@@ -37,6 +40,7 @@ public enum Route: String, CaseIterable, Sendable {
             return
         }
         switch path {
+        case "/users/profiles": self = .profiles
         case "/healthz": self = .health
         case "/readyz": self = .readiness
         case "/metrics": self = .metrics

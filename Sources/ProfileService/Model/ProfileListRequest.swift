@@ -1,0 +1,63 @@
+/// The members of `GET /users/profiles?ids=3@7,1,2`: profile ids in the order asked, each with
+/// the floor its answer must not go below (`id@version`, as `min_version` for one profile).
+///
+/// A repeated id is answered once, at the first place it appears, with the highest floor any of
+/// its mentions gives. Ids and versions are canonical positive decimals, as everywhere in the API.
+public struct ProfileListRequest: Equatable, Sendable {
+    public struct Member: Equatable, Sendable {
+        public var id: Int64
+        public var floor: Int32?
+
+        public init(id: Int64, floor: Int32? = nil) {
+            self.id = id
+            self.floor = floor
+        }
+    }
+
+    /// The most ids one list may name (repetitions included).
+    public static let maximumIDs = 100
+
+    public private(set) var members: [Member]
+
+    /// Why an `ids` value is refused; `description` is the problem document's detail.
+    public struct InvalidList: Error, Equatable, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// Parses the value of `ids` (already percent-decoded).
+    public init(ids text: String) throws(InvalidList) {
+        guard !text.isEmpty else { throw InvalidList(description: "ids must name at least one profile id") }
+        let entries = text.split(separator: ",", omittingEmptySubsequences: false)
+        guard entries.count <= Self.maximumIDs else {
+            throw InvalidList(description: "ids names \(entries.count) profiles; at most \(Self.maximumIDs) are allowed")
+        }
+        var members: [Member] = []
+        var position: [Int64: Int] = [:]
+        members.reserveCapacity(entries.count)
+        for entry in entries {
+            let parts = entry.split(separator: "@", maxSplits: 1, omittingEmptySubsequences: false)
+            guard let id = canonicalPositive(parts[0], as: Int64.self) else {
+                throw InvalidList(
+                    description: "each id must be a positive 64-bit integer, optionally with @version: \"\(entry.prefix(40))\"")
+            }
+            var floor: Int32?
+            if parts.count == 2 {
+                guard let version = canonicalPositive(parts[1], as: Int32.self) else {
+                    throw InvalidList(description: "a floor must be a version from 1 to 2147483647: \"\(entry.prefix(40))\"")
+                }
+                floor = version
+            }
+            if let index = position[id] {
+                if let floor { members[index].floor = max(members[index].floor ?? 0, floor) }
+            } else {
+                position[id] = members.count
+                members.append(Member(id: id, floor: floor))
+            }
+        }
+        self.members = members
+    }
+
+    public init(members: [Member]) {
+        self.members = members
+    }
+}

@@ -1,0 +1,174 @@
+import Foundation
+import Logging
+import MemcachedClient
+import PostgresClient
+import Synchronization
+import TestSupport
+import Testing
+
+/// `GET /users/profiles?ids=…` black box against the built binary (issue 20; docs/design.md §2.7):
+/// shape, order, `missing`, floors, 400s, ETag and 304, HEAD — and, under writers and a memcached
+/// flush every 5 ms, no member ever older than its floor.
+@Suite(.serialized, .requires(.postgres, .memcached)) struct ListsEndToEndTests {
+    static func newID() -> Int64 { Int64.random(in: 1_000_000_000...9_000_000_000_000_000) }
+
+    @Test func aListAnswersEveryRuleOfTheContract() throws {
+        let service = try ServiceProcess()
+        defer { _ = service.terminate() }
+        let ids = (0..<3).map { _ in Self.newID() }
+        for id in ids { try service.createProfile(id, usernamePrefix: "ls") }
+        let absent = Self.newID()
+        let url = "\(service.baseURL)/users/profiles?ids=\(ids[1]),\(absent),\(ids[0])@1,\(ids[2]),\(ids[1])"
+
+        let listed = try Curl.request(url)
+        #expect(listed.status == 200)
+        let profiles = (listed.json?["profiles"] as? [[String: Any]]) ?? []
+        #expect(profiles.compactMap { ($0["id"] as? Int).map(Int64.init) } == [ids[1], ids[0], ids[2]])
+        #expect(listed.json?["missing"] as? [Int] == [Int(absent)])
+        #expect(profiles.allSatisfy { ($0["version"] as? Int) == 1 && ($0["username"] as? String)?.hasPrefix("ls") == true })
+        let single = try Curl.request("\(service.baseURL)/users/profile/\(ids[0])")
+        #expect(listed.body.contains(single.body), "a member is what its own GET answers")
+
+        let tag = try #require(listed.headers["etag"])
+        #expect(try Curl.request(url, headers: ["If-None-Match": tag]).status == 304)
+        let head = try Curl.request(url, method: "HEAD")
+        #expect(head.status == 200 && head.headers["etag"] == tag && head.body.isEmpty)
+
+        // A write through the service: the list's tag changes and a floor at the new version holds.
+        let updated = try Curl.request(
+            "\(service.baseURL)/users/profile/\(ids[0])", method: "PUT", headers: ServiceProcess.writeHeaders(for: ids[0]),
+            body: #"{"display_name":"Second","version":1}"#)
+        #expect(updated.status == 200)
+        let after = try Curl.request(url, headers: ["If-None-Match": tag])
+        #expect(after.status == 200)
+        #expect(after.headers["etag"] != tag)
+        let floored = try Curl.request("\(service.baseURL)/users/profiles?ids=\(ids[0])@2")
+        #expect(((floored.json?["profiles"] as? [[String: Any]])?.first?["version"] as? Int) == 2)
+
+        for bad in ["", "?ids=", "?ids=1,,2", "?ids=0", "?ids=1@0", "?ids=" + (1...101).map(String.init).joined(separator: ",")] {
+            let refused = try Curl.request("\(service.baseURL)/users/profiles\(bad)")
+            #expect(refused.status == 400, "\(bad)")
+            #expect(refused.json?["field"] as? String == "ids", "\(bad): \(refused.body)")
+            #expect((refused.json?["type"] as? String)?.hasSuffix(":invalid-ids") == true)
+        }
+        #expect(try Curl.request("\(service.baseURL)/users/profiles?ids=1", method: "PUT").status == 405)
+    }
+
+    /// Writers raise versions — through the service, and in SQL behind its back (the cache learns
+    /// of those only from the change feed, milliseconds later) — while memcached is flushed every
+    /// 5 ms and readers read the list with each member's last acknowledged version as its floor: no
+    /// member is ever answered older (the stale-set races stay closed per member while entries
+    /// vanish, and a floor reads past an entry the feed has not repaired yet).
+    @Test func underWritersAndFlushesNoMemberIsOlderThanItsFloor() throws {
+        let service = try ServiceProcess(extraArguments: ["--no-access-log"])
+        defer { _ = service.terminate() }
+        let ids = (0..<20).map { _ in Self.newID() }
+        for id in ids { try service.createProfile(id, usernamePrefix: "lf") }
+        let acknowledged = Mutex<[Int64: Int]>(Dictionary(uniqueKeysWithValues: ids.map { ($0, 1) }))
+        let running = Atomic<Bool>(true)
+        let violations = Mutex<[String]>([])
+        let lists = Atomic<Int>(0)
+        let writes = Atomic<Int>(0)
+        let sqlWrites = Atomic<Int>(0)
+        let flushes = Atomic<Int>(0)
+
+        let writers = (0..<4).map { writer in
+            TestThread {
+                guard let client = try? HTTPTestClient(port: service.port) else { return }
+                var round = 0
+                while running.load(ordering: .relaxed) {
+                    let id = ids[(writer * 5 + round) % ids.count]
+                    round += 1
+                    let expected = acknowledged.withLock { $0[id] ?? 1 }
+                    let body = #"{"display_name":"w\#(round)","version":\#(expected)}"#
+                    let token = ServiceProcess.bearer(String(id))["Authorization"] ?? ""
+                    guard
+                        (try? client.send(
+                            "PUT /users/profile/\(id) HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                                + "Authorization: \(token)\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)")) != nil,
+                        let response = try? client.readResponse()
+                    else { return }
+                    guard let json = try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any]
+                    else { continue }
+                    // 200: the new profile; 409 (an SQL writer was first): the current one, committed too.
+                    let answered = response.status == 200 ? json : json["current"] as? [String: Any]
+                    guard let version = answered?["version"] as? Int else { continue }
+                    acknowledged.withLock { $0[id] = max($0[id] ?? 1, version) }
+                    if response.status == 200 { writes.add(1, ordering: .relaxed) }
+                }
+            }
+        }
+        let sqlWriters = (0..<2).map { writer in
+            TestThread {
+                var logger = Logger(label: "lists-sql")
+                logger.logLevel = .critical
+                guard let configuration = try? PostgresConfiguration(url: TestEnvironment.databaseURL) else { return }
+                let connection = PostgresConnection(configuration: configuration, statements: [], logger: logger)
+                defer { connection.close() }
+                var round = 0
+                while running.load(ordering: .relaxed) {
+                    let id = ids[(writer * 7 + round * 3) % ids.count]
+                    round += 1
+                    guard
+                        let result = try? connection.simpleQuery(
+                            "UPDATE user_profiles SET display_name = 'sql \(round)' WHERE id = \(id) RETURNING version"),
+                        let version: Int32 = try? result.rows.first?.decode("version")
+                    else { continue }
+                    acknowledged.withLock { $0[id] = max($0[id] ?? 1, Int(version)) }
+                    sqlWrites.add(1, ordering: .relaxed)
+                    usleep(2_000)
+                }
+            }
+        }
+        let readers = (0..<4).map { _ in
+            TestThread {
+                guard let client = try? HTTPTestClient(port: service.port) else { return }
+                while running.load(ordering: .relaxed) {
+                    let floors = acknowledged.withLock { $0 }
+                    let query = ids.map { "\($0)@\(floors[$0] ?? 1)" }.joined(separator: ",")
+                    guard (try? client.send("GET /users/profiles?ids=\(query) HTTP/1.1\r\nHost: t\r\n\r\n")) != nil,
+                        let response = try? client.readResponse()
+                    else { return }
+                    guard response.status == 200,
+                        let json = try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any],
+                        let profiles = json["profiles"] as? [[String: Any]]
+                    else { continue }  // a 503 (no waiting place) is not an older answer
+                    lists.add(1, ordering: .relaxed)
+                    for profile in profiles {
+                        guard let id = (profile["id"] as? Int).map(Int64.init), let version = profile["version"] as? Int
+                        else { continue }
+                        if version < floors[id] ?? 1 {
+                            violations.withLock { $0.append("\(id): \(version) < floor \(floors[id] ?? 1)") }
+                        }
+                    }
+                }
+            }
+        }
+        let flusher = TestThread {
+            var logger = Logger(label: "lists-flusher")
+            logger.logLevel = .critical
+            guard let configuration = try? MemcachedConfiguration(servers: TestEnvironment.memcachedServerList),
+                let cache = try? MemcachedConnection(configuration: configuration, logger: logger)
+            else { return }
+            defer { cache.close() }
+            while running.load(ordering: .relaxed) {
+                for server in cache.servers { _ = cache.flush(server: server) }
+                flushes.add(1, ordering: .relaxed)
+                usleep(5_000)
+            }
+        }
+        Thread.sleep(forTimeInterval: 3)
+        running.store(false, ordering: .relaxed)
+        (writers + sqlWriters + readers + [flusher]).forEach { $0.join() }
+
+        print(
+            "lists under writers and flushes: \(lists.load(ordering: .relaxed)) lists of 20 read, "
+                + "\(writes.load(ordering: .relaxed)) writes through the service, \(sqlWrites.load(ordering: .relaxed)) in SQL, "
+                + "\(flushes.load(ordering: .relaxed)) flushes of every node")
+        #expect(lists.load(ordering: .relaxed) > 50)
+        #expect(writes.load(ordering: .relaxed) > 50)
+        #expect(sqlWrites.load(ordering: .relaxed) > 50)
+        #expect(flushes.load(ordering: .relaxed) > 100)
+        #expect(violations.withLock { $0 }.isEmpty, "\(violations.withLock { $0.prefix(5) })")
+    }
+}
