@@ -36,7 +36,7 @@ extension MemcachedConnection {
     /// <https://awesomized.github.io/libmemcached/libmemcached/memcached_flush.html>
     public func flush(server: MemcachedServer) -> MemcachedError? {
         _ = ownedHandle()
-        let node: MemcachedHandle
+        let node: UnsafeMutablePointer<memcached_st>
         switch nodeHandle(server) {
         case .success(let handle): node = handle
         case .failure(let error): return error
@@ -100,7 +100,7 @@ extension MemcachedConnection {
     /// without any I/O.
     public func ping(server: MemcachedServer) -> MemcachedError? {
         _ = ownedHandle()
-        let node: MemcachedHandle
+        let node: UnsafeMutablePointer<memcached_st>
         switch nodeHandle(server) {
         case .success(let handle): node = handle
         case .failure(let error): return error
@@ -119,15 +119,15 @@ extension MemcachedConnection {
 
     /// The handle over `server` alone with the cluster's options, made on first use and owned
     /// by this connection (freed by ``reconnect()`` and ``close()``).
-    private func nodeHandle(_ server: MemcachedServer) -> Result<MemcachedHandle, MemcachedError> {
-        if let node = nodeHandles[server] { return .success(node) }
+    private func nodeHandle(_ server: MemcachedServer) -> Result<UnsafeMutablePointer<memcached_st>, MemcachedError> {
+        if let node = nodeHandles[server] { return .success(node.pointer) }
         guard configuration.servers.contains(server) else {
             return .failure(.invalidConfiguration("memcached server \(server) is not part of this configuration"))
         }
         do {
-            let node = try Self.makeHandle(configuration.configurationString(for: server), configuration: configuration)
+            let node = try MemcachedHandle.make(configuration.configurationString(for: server), configuration: configuration)
             nodeHandles[server] = node
-            return .success(node)
+            return .success(node.pointer)
         } catch {
             return .failure(error)
         }

@@ -1,9 +1,7 @@
 internal import CLibMemcached
 internal import Glibc
 public import Logging
-
-/// The `memcached_st` owned by one ``MemcachedConnection`` (GRDB names its `sqlite3` pointer the same way).
-typealias MemcachedHandle = UnsafeMutablePointer<memcached_st>
+import ServiceRuntime
 
 /// One libmemcached handle (`memcached_st`) over the whole cluster, hashing each key to its node
 /// with consistent hashing.
@@ -25,7 +23,8 @@ typealias MemcachedHandle = UnsafeMutablePointer<memcached_st>
 ///   and returns ``MemcachedError/Code/timeout``: libmemcached 1.1.4 closes the socket on a poll
 ///   timeout but does not put the node in timeout (measured in `MemcachedClusterTests`).
 ///
-/// Call ``close()`` when done; `deinit` asserts that it was called.
+/// Call ``close()`` on the owner thread when done; `deinit` asserts that it was called (in
+/// release builds it frees the handles quietly).
 ///
 /// Related libmemcached documentation:
 /// <https://awesomized.github.io/libmemcached/libmemcached/memcached_create.html>,
@@ -34,16 +33,13 @@ typealias MemcachedHandle = UnsafeMutablePointer<memcached_st>
 /// <https://awesomized.github.io/libmemcached/libmemcached/memcached_cas.html>,
 /// <https://awesomized.github.io/libmemcached/libmemcached/memcached_delete.html>
 public final class MemcachedConnection {
-    /// The owned `memcached_st`; nil once closed.
+    /// The owned `memcached_st` and the result storage every `get` reuses; nil once closed.
     private var handle: MemcachedHandle?
-    /// The owned `memcached_result_st` storage reused by every `get` (its value buffer is reused,
-    /// so values are copied out before the next call).
-    private var result: UnsafeMutablePointer<memcached_result_st>?
     /// Handles over one node each, for ``flush(server:)``, ``stats(server:)`` and
     /// ``ping(server:)``: made on first use, kept until ``reconnect()`` or ``close()``.
     var nodeHandles: [MemcachedServer: MemcachedHandle] = [:]
-    /// The thread of the first operation.
-    private var owner: pthread_t?
+    /// The thread of the first operation; every later one, and ``close()``, must come from it.
+    private var ownerThread = OwnerThread("MemcachedConnection")
     let configuration: MemcachedConfiguration
     let logger: Logger
 
@@ -55,70 +51,16 @@ public final class MemcachedConnection {
     public init(configuration: MemcachedConfiguration, logger: Logger) throws {
         self.configuration = configuration
         self.logger = logger
-        self.handle = try Self.makeHandle(configuration.configurationString, configuration: configuration)
-        // Our own storage, initialised by memcached_result_create: a result that libmemcached
-        // allocated itself is freed by memcached_fetch_result when a fetch ends ("We have
-        // completed reading data": `if (memcached_is_allocated(result)) memcached_result_free(result)`,
-        // src/libmemcached/fetch.cc), so reusing one would be a double free.
-        let result = UnsafeMutablePointer<memcached_result_st>.allocate(capacity: 1)
-        guard memcached_result_create(handle, result) != nil else {
-            result.deallocate()
-            memcached_free(handle)
-            handle = nil
-            throw MemcachedError(
-                code: .serverError, message: "memcached_result_create failed",
-                returnCode: Int32(MEMCACHED_MEMORY_ALLOCATION_FAILURE.rawValue))
-        }
-        self.result = result
+        self.handle = try MemcachedHandle.make(configuration.configurationString, configuration: configuration)
     }
 
-    /// Creates a handle from a configuration string (`memcached()` "parses the configuration
-    /// string and returns a new handle, or NULL") and sets what the string cannot say.
-    static func makeHandle(
-        _ configurationString: String, configuration: MemcachedConfiguration
-    ) throws(MemcachedError) -> MemcachedHandle {
-        let handle = configurationString.withCString { memcached($0, configurationString.utf8.count) }
-        guard let handle else {
-            throw MemcachedError(
-                code: .invalidConfiguration, message: "memcached() returned NULL for '\(configurationString)'",
-                returnCode: Int32(MEMCACHED_PARSE_ERROR.rawValue))
-        }
-        // Not expressible in libmemcached 1.1.4's configuration language (see
-        // MemcachedConfiguration.serverFailureLimit). Without REMOVE_FAILED_SERVERS, a node that
-        // reaches the limit is put in timeout for RETRY_TIMEOUT seconds and stays on the ring.
-        let rc = memcached_behavior_set(
-            handle, MEMCACHED_BEHAVIOR_SERVER_FAILURE_LIMIT, UInt64(configuration.serverFailureLimit))
-        guard rc == MEMCACHED_SUCCESS else {
-            let error = MemcachedConnection.error(rc, handle: handle)
-            memcached_free(handle)
-            throw MemcachedError(code: .invalidConfiguration, message: error.message, returnCode: error.returnCode)
-        }
-        return handle
-    }
-
-    deinit {
-        assert(handle == nil, "leak of open MemcachedConnection: call close()")
-        if let result {
-            memcached_result_free(result)
-            result.deallocate()
-        }
-        if let handle { memcached_free(handle) }
-        for node in nodeHandles.values { memcached_free(node) }
-    }
-
-    /// Frees the handle and closes its sockets. Idempotent. May be called from a thread other
-    /// than the owner once no other thread uses the connection (e.g. after joining the worker);
-    /// any operation after it is a programming error.
+    /// Frees the handle and closes its sockets, on the owner thread. Idempotent; any operation
+    /// after it is a programming error.
     public func close() {
-        if let result {
-            // Frees the value buffer only: the struct is ours (not "allocated" by libmemcached).
-            memcached_result_free(result)
-            result.deallocate()
-        }
-        if let handle { memcached_free(handle) }
-        freeNodeHandles()
-        result = nil
+        ownerThread.check()
+        handle?.close()
         handle = nil
+        freeNodeHandles()
     }
 
     /// Closes every socket and forgets every node's failure state by replacing the handle with a
@@ -133,28 +75,19 @@ public final class MemcachedConnection {
     /// - Important: on the owner thread, like every operation. If a new handle cannot be made
     ///   (memory), the old one is kept.
     public func reconnect() {
-        let old = ownedHandle()
-        guard let result else { return }
-        guard let fresh = try? Self.makeHandle(configuration.configurationString, configuration: configuration) else {
+        _ = ownedHandle()
+        guard let fresh = try? MemcachedHandle.make(configuration.configurationString, configuration: configuration) else {
             logger.warning("memcached reconnect failed: the old handle is kept")
             return
         }
-        memcached_result_free(result)
-        guard memcached_result_create(fresh, result) != nil else {
-            // The storage is ours and still valid: bind it to the old handle again.
-            memcached_free(fresh)
-            _ = memcached_result_create(old, result)
-            logger.warning("memcached reconnect failed: the old handle is kept")
-            return
-        }
-        memcached_free(old)
+        handle?.close()
         handle = fresh
         freeNodeHandles()
         logger.debug("memcached handle renewed")
     }
 
     private func freeNodeHandles() {
-        for node in nodeHandles.values { memcached_free(node) }
+        for node in nodeHandles.values { node.close() }
         nodeHandles = [:]
     }
 
@@ -163,16 +96,14 @@ public final class MemcachedConnection {
 
     /// Checks the owner thread (recording it on first use) and returns the open handle.
     @inline(__always)
-    func ownedHandle() -> MemcachedHandle {
-        let current = pthread_self()
-        if let owner {
-            precondition(pthread_equal(owner, current) != 0, "MemcachedConnection used from a second thread")
-        } else {
-            owner = current
-        }
+    func ownedHandle() -> UnsafeMutablePointer<memcached_st> {
+        ownerThread.check()
         guard let handle else { preconditionFailure("MemcachedConnection used after close()") }
-        return handle
+        return handle.pointer
     }
+
+    /// The result storage of the open handle, reused by every fetch.
+    private var result: UnsafeMutablePointer<memcached_result_st>? { handle?.result }
 
     // MARK: - Operations
 
@@ -323,7 +254,7 @@ public final class MemcachedConnection {
     }
 
     /// The first node of the handle that was sent a request whose answer has not been read.
-    private static func nodeOwingAnAnswer(_ handle: MemcachedHandle) -> MemcachedServer? {
+    private static func nodeOwingAnAnswer(_ handle: UnsafeMutablePointer<memcached_st>) -> MemcachedServer? {
         for position in 0..<memcached_server_count(handle) {
             if let instance = memcached_server_instance_by_position(handle, position),
                 memcached_server_response_count(instance) > 0
@@ -432,7 +363,8 @@ public final class MemcachedConnection {
         _ operation: StaticString,
         _ key: String,
         _ value: [UInt8],
-        _ call: (MemcachedHandle, UnsafePointer<CChar>?, Int, UnsafePointer<CChar>?, Int) -> memcached_return_t
+        _ call: (UnsafeMutablePointer<memcached_st>, UnsafePointer<CChar>?, Int, UnsafePointer<CChar>?, Int)
+            -> memcached_return_t
     ) -> MemcachedStoreResult {
         let handle = ownedHandle()
         if let error = Self.validate(key) { return .failure(error) }
@@ -463,7 +395,7 @@ public final class MemcachedConnection {
     /// (which names the server and the system error), and logs it at debug level (never the key
     /// or the value).
     func error(_ rc: memcached_return_t, _ operation: StaticString) -> MemcachedError {
-        let error = Self.error(rc, handle: handle)
+        let error = Self.error(rc, handle: handle?.pointer)
         logger.debug(
             "memcached \(operation) failed",
             metadata: ["memcached.code": "\(error.code)", "memcached.rc": "\(error.returnCode)",
@@ -471,7 +403,7 @@ public final class MemcachedConnection {
         return error
     }
 
-    static func error(_ rc: memcached_return_t, handle: MemcachedHandle?) -> MemcachedError {
+    static func error(_ rc: memcached_return_t, handle: UnsafeMutablePointer<memcached_st>?) -> MemcachedError {
         // memcached_mget reports a send failure on some server as MEMCACHED_SOME_ERRORS (or
         // MEMCACHED_FAILURE); the cause is the handle's last error.
         var code = rc

@@ -57,7 +57,7 @@ extension PostgresConnection {
     /// - Throws: ``PostgresError`` of kind ``PostgresError/Kind/connectionUnavailable`` when the
     ///   session is lost (the next call reconnects; `LISTEN` again then).
     public func waitForNotifications(timeout: Duration) throws -> [PostgresNotification] {
-        checkOwner()
+        ownerThread.check()
         let pgConnection = try connection()
         var notifications = drainNotifications(pgConnection)
         guard notifications.isEmpty else { return notifications }

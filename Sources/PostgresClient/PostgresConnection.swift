@@ -31,7 +31,8 @@ import Darwin
 /// ```
 ///
 /// - Important: Call ``close()`` on the owning thread when done. `deinit` treats a connection
-///   still open as a leak: it fails an assertion in debug builds and closes it in release builds.
+///   still open as a leak (the rule of every C handle owner, `PGConnectionHandle`): it fails an
+///   assertion in debug builds and closes it in release builds, never waiting for the server.
 ///
 /// Related libpq documentation: <https://www.postgresql.org/docs/15/libpq-connect.html>
 public final class PostgresConnection {
@@ -39,12 +40,14 @@ public final class PostgresConnection {
     private let statements: [PostgresStatement]
     private let logger: Logger
 
-    /// The libpq connection, `nil` when not connected. Only this class (and its extensions) touches it.
-    private var pgConnection: OpaquePointer?
+    /// The session, `nil` when not connected. Only this class (and its extensions) touches it.
+    private var session: PGConnectionHandle?
+    /// The session's `PGconn`, lent for libpq calls on the owner thread.
+    private var pgConnection: OpaquePointer? { session?.pointer }
     /// SQL of the statements prepared on the current session, by name.
     private var preparedSQL: [String: String] = [:]
     /// The thread of the first call; every later call must come from it.
-    private var owner: pthread_t?
+    var ownerThread = OwnerThread("PostgresConnection")
     private let health: PostgresServerHealth
     private let bulkhead: PostgresBulkhead?
     /// How many sessions were lost; tells a lost connection apart from a failed connect.
@@ -82,13 +85,6 @@ public final class PostgresConnection {
         self.logger = logger
     }
 
-    deinit {
-        if let pgConnection {
-            assertionFailure("leak of an open PostgresConnection: call close() on its owner thread")
-            PQfinish(pgConnection)
-        }
-    }
-
     /// Connects now (unless connected) and prepares all declared statements.
     ///
     /// A statement that fails to prepare (say its table does not exist yet) is logged and
@@ -97,13 +93,13 @@ public final class PostgresConnection {
     /// - Throws: ``PostgresError`` of kind ``PostgresError/Kind/connectionUnavailable`` when the
     ///   server cannot be reached or the connection is in backoff.
     public func connect() throws {
-        checkOwner()
+        ownerThread.check()
         _ = try connection()
     }
 
     /// Whether a session is open and libpq reports it `CONNECTION_OK`.
     public var isConnected: Bool {
-        checkOwner()
+        ownerThread.check()
         guard let pgConnection else { return false }
         return PQstatus(pgConnection) == CONNECTION_OK
     }
@@ -119,7 +115,7 @@ public final class PostgresConnection {
     public func execute(_ statement: PostgresStatement, _ parameters: [(any PostgresEncodable)?]) throws
         -> PostgresQueryResult
     {
-        checkOwner()
+        ownerThread.check()
         try enterBulkhead(statement.name)
         defer { bulkhead?.leave() }
         let wasInTransaction = transaction != .none || isInServerTransaction
@@ -150,7 +146,7 @@ public final class PostgresConnection {
     /// - Throws: ``PostgresError``.
     @discardableResult
     public func simpleQuery(_ sql: String) throws -> PostgresQueryResult {
-        checkOwner()
+        ownerThread.check()
         try enterBulkhead(nil)
         defer { bulkhead?.leave() }
         let pgConnection = try connection()
@@ -167,7 +163,7 @@ public final class PostgresConnection {
     ///
     /// - Throws: What `body` throws, or ``PostgresError``.
     public func withTransaction<T>(_ body: (PostgresConnection) throws -> T) throws -> T {
-        checkOwner()
+        ownerThread.check()
         precondition(transaction == .none, "PostgresConnection.withTransaction does not nest")
         try simpleQuery("BEGIN")
         transaction = .active
@@ -192,7 +188,7 @@ public final class PostgresConnection {
     /// Runs `SELECT 1` (bounded by `statement_timeout`); `false` on any failure, including backoff.
     /// For readiness checks.
     public func checkHealth() -> Bool {
-        checkOwner()
+        ownerThread.check()
         guard let result = try? simpleQuery("SELECT 1") else { return false }
         return result.rows.first?.values.first == "1"
     }
@@ -200,10 +196,10 @@ public final class PostgresConnection {
     /// Closes the session (`PQfinish`). Later calls fail with
     /// ``PostgresError/Kind/connectionUnavailable``. Calling it twice is harmless.
     public func close() {
-        checkOwner()
-        if let pgConnection {
-            PQfinish(pgConnection)
-            self.pgConnection = nil
+        ownerThread.check()
+        if let session {
+            session.close()
+            self.session = nil
             preparedSQL = [:]
             logger.debug("PostgreSQL connection closed")
         }
@@ -216,15 +212,6 @@ public final class PostgresConnection {
 extension PostgresConnection: Sendable {}
 
 extension PostgresConnection {
-    func checkOwner() {
-        let current = pthread_self()
-        if let owner {
-            precondition(pthread_equal(owner, current) != 0, "PostgresConnection used off its owner thread")
-        } else {
-            owner = current
-        }
-    }
-
     private var isInServerTransaction: Bool {
         guard let pgConnection else { return false }
         return PQtransactionStatus(pgConnection) != PQTRANS_IDLE
@@ -250,27 +237,20 @@ extension PostgresConnection {
         if health.admitConnect(at: .now) == .failFast {
             throw PostgresError(kind: .connectionUnavailable, message: "reconnecting to PostgreSQL is in backoff")
         }
-        // libpq: "Note that when PQconnectdb … returns a non-null pointer, you must call PQfinish
-        // when you are finished with it, in order to dispose of the structure and any associated
-        // memory blocks. This must be done even if the connection attempt fails or is abandoned."
-        guard let newConnection = PQconnectdb(configuration.conninfo) else {
-            health.recordConnectFailure(at: .now)
-            throw PostgresError(kind: .connectionUnavailable, message: "libpq could not allocate a connection")
-        }
-        guard PQstatus(newConnection) == CONNECTION_OK else {
-            let message = errorMessage(of: newConnection)
-            PQfinish(newConnection)
+        let newSession: PGConnectionHandle
+        do {
+            newSession = try PGConnectionHandle.connect(conninfo: configuration.conninfo)
+        } catch {
             let wasDown = health.isDown
             let delay = health.recordConnectFailure(at: .now)
             // Once per outage at warning; the probes that follow (a few a second) at debug.
             logger.log(
                 level: wasDown ? .debug : .warning, "PostgreSQL connection failed",
                 metadata: ["postgres.retry_in_ms": "\(delay.milliseconds)"])
-            throw PostgresError(kind: .connectionUnavailable, message: message)
+            throw error
         }
-        // Notices (e.g. "there is no transaction in progress") would go to stderr by default.
-        _ = PQsetNoticeProcessor(newConnection, { _, _ in }, nil)
-        pgConnection = newConnection
+        session = newSession
+        let newConnection = newSession.pointer
         preparedSQL = [:]
         health.recordConnected()
         logger.info("PostgreSQL connected", metadata: ["postgres.statements": "\(statements.count)"])
@@ -438,9 +418,9 @@ extension PostgresConnection {
 
     /// Forgets a broken session: `PQfinish`, and the next call reconnects.
     func dropConnection() {
-        guard let pgConnection else { return }
-        PQfinish(pgConnection)
-        self.pgConnection = nil
+        guard let session else { return }
+        session.close()
+        self.session = nil
         preparedSQL = [:]
         lostConnections += 1
         if transaction == .active { transaction = .lost }

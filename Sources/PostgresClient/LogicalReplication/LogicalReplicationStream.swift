@@ -37,8 +37,14 @@ import Darwin
 /// until the first closes. See docs/design.md §3.
 ///
 /// Every error ends the stream: the connection is closed and later calls throw
-/// ``PostgresError/Kind/connectionUnavailable``; make a new stream to go on. Use it from one
-/// thread at a time, like ``PostgresConnection``.
+/// ``PostgresError/Kind/connectionUnavailable``; make a new stream to go on.
+///
+/// - Important: A stream belongs to the thread that made it: every call, ``close()`` included,
+///   checks that thread (`OwnerThread`), like ``PostgresConnection``. Call ``close()`` there
+///   when done: it is the only place that talks to the server on the way out. `deinit` does no
+///   network I/O; a stream still open there is a leak (an assertion in debug builds; in release
+///   builds the connection is finished without CopyDone, and the server releases the slot once it
+///   notices the closed socket).
 ///
 /// The wire protocol is pg_recvlogical's (`src/bin/pg_basebackup/pg_recvlogical.c`): a query
 /// `START_REPLICATION`, then `PQgetCopyData` in async mode for the server's messages and
@@ -49,7 +55,9 @@ import Darwin
 public final class LogicalReplicationStream {
     private let logger: Logger
     /// The libpq connection in COPY BOTH mode; `nil` once closed or failed. Only this class touches it.
-    private var pgConnection: OpaquePointer?
+    private var session: PGConnectionHandle?
+    /// The thread that made the stream; every call must come from it.
+    private var ownerThread = OwnerThread("LogicalReplicationStream")
     /// `PQflush` returned 1: libpq still holds output to send (nonblocking mode).
     private var hasPendingOutput = false
     /// How often ``next(timeout:)`` repeats the last status update on its own.
@@ -88,52 +96,24 @@ public final class LogicalReplicationStream {
         var logger = logger
         logger[metadataKey: "postgres.slot"] = "\(slot)"
         self.logger = logger
+        ownerThread.check()
         let command = try Self.startReplicationCommand(slot: slot, publication: publication, startLSN: startLSN)
-        // libpq: "you must call PQfinish when you are finished with it … even if the connection
-        // attempt fails or is abandoned."
-        guard let connection = PQconnectdb(configuration.replicationConninfo) else {
-            throw PostgresError(kind: .connectionUnavailable, message: "libpq could not allocate a connection")
-        }
-        guard PQstatus(connection) == CONNECTION_OK else {
-            let message = errorMessage(of: connection)
-            PQfinish(connection)
-            throw PostgresError(kind: .connectionUnavailable, message: message)
-        }
-        _ = PQsetNoticeProcessor(connection, { _, _ in }, nil)
-        guard let result = PQexec(connection, command) else {
-            let message = errorMessage(of: connection)
-            PQfinish(connection)
-            throw PostgresError(kind: .connectionUnavailable, message: message)
-        }
-        let status = PQresultStatus(result)
-        let handle = PostgresResultHandle(result)
-        guard status == PGRES_COPY_BOTH else {
-            var error = handle.error(statementName: nil)
-            if PQstatus(connection) == CONNECTION_BAD { error = error.asConnectionUnavailable }
-            PQfinish(connection)
-            // A slot in use is the normal answer to a standby that retries every second: the
-            // caller decides what is worth saying; the library says it only at debug level.
-            logger.log(
-                level: error.isObjectInUse ? .debug : .warning, "PostgreSQL replication stream refused",
-                metadata: ["postgres.sqlstate": "\(error.sqlState?.rawValue ?? "none")"])
+        let session = try PGConnectionHandle.connect(conninfo: configuration.replicationConninfo)
+        do {
+            try startStreaming(on: session.pointer, command: command)
+        } catch {
+            session.close()
             throw error
         }
-        // libpq: "PQexec does not honor nonblocking mode", so this comes after START_REPLICATION.
-        guard PQsetnonblocking(connection, 1) == 0 else {
-            let message = errorMessage(of: connection)
-            PQfinish(connection)
-            throw PostgresError(kind: .connectionUnavailable, message: message)
-        }
-        pgConnection = connection
+        self.session = session
         logger.info("PostgreSQL replication stream started", metadata: ["postgres.start_lsn": "\(startLSN)"])
     }
 
-    deinit {
-        close()
-    }
-
     /// Whether the stream is open: not closed, and no error has ended it.
-    public var isOpen: Bool { pgConnection != nil }
+    public var isOpen: Bool {
+        ownerThread.check()
+        return session != nil
+    }
 
     /// The next message, waiting at most `timeout`; `nil` when none came in time.
     ///
@@ -205,18 +185,20 @@ public final class LogicalReplicationStream {
         logger.trace("PostgreSQL replication status sent", metadata: ["postgres.flushed_lsn": "\(flushed)"])
     }
 
-    /// Ends the stream and closes the connection; also done by `deinit`. Calling it twice is harmless.
+    /// Ends the stream and closes the connection, on the owner thread. Calling it twice is harmless.
     ///
     /// It ends the COPY first (CopyDone) and waits up to 2 s for the server's answer: the server
     /// releases the slot before answering, so a new stream can take the slot as soon as this
     /// returns. Status updates sent before are read by the server first.
     public func close() {
-        guard let connection = pgConnection else { return }
-        pgConnection = nil
+        ownerThread.check()
+        guard let session else { return }
+        self.session = nil
+        let connection = session.pointer
         if PQstatus(connection) == CONNECTION_OK, PQputCopyEnd(connection, nil) == 1 {
             endCopy(connection, deadline: .now + .seconds(2))
         }
-        PQfinish(connection)
+        session.close()
         logger.info("PostgreSQL replication stream closed")
     }
 }
@@ -248,11 +230,33 @@ extension LogicalReplicationStream {
         "'" + text.replacing("'", with: "''") + "'"
     }
 
+    /// Runs `START_REPLICATION` on a new session and puts it in nonblocking mode; the caller
+    /// closes the session when this throws.
+    private func startStreaming(on connection: OpaquePointer, command: String) throws(PostgresError) {
+        guard let result = PQexec(connection, command) else { throw connectionError(connection) }
+        let status = PQresultStatus(result)
+        let handle = PostgresResultHandle(result)
+        guard status == PGRES_COPY_BOTH else {
+            var error = handle.error(statementName: nil)
+            if PQstatus(connection) == CONNECTION_BAD { error = error.asConnectionUnavailable }
+            // A slot in use is the normal answer to a standby that retries every second: the
+            // caller decides what is worth saying; the library says it only at debug level.
+            logger.log(
+                level: error.isObjectInUse ? .debug : .warning, "PostgreSQL replication stream refused",
+                metadata: ["postgres.sqlstate": "\(error.sqlState?.rawValue ?? "none")"])
+            throw error
+        }
+        // libpq: "PQexec does not honor nonblocking mode", so this comes after START_REPLICATION.
+        guard PQsetnonblocking(connection, 1) == 0 else { throw connectionError(connection) }
+    }
+
+    /// Checks the owner thread and returns the open connection.
     private func openConnection() throws -> OpaquePointer {
-        guard let pgConnection else {
+        ownerThread.check()
+        guard let session else {
             throw PostgresError(kind: .connectionUnavailable, message: "the replication stream is closed")
         }
-        return pgConnection
+        return session.pointer
     }
 
     /// A whole message libpq has already read, or `nil`.
@@ -301,10 +305,8 @@ extension LogicalReplicationStream {
 
     /// Closes the connection after an error and returns the error to throw.
     private func fail(_ error: PostgresError) -> PostgresError {
-        if let pgConnection {
-            PQfinish(pgConnection)
-            self.pgConnection = nil
-        }
+        session?.close()
+        session = nil
         logger.warning(
             "PostgreSQL replication stream ended",
             metadata: ["postgres.sqlstate": "\(error.sqlState?.rawValue ?? "none")", "postgres.error": "\(error.kind)"])
