@@ -35,23 +35,14 @@ extension MemcachedConnection {
     /// Related libmemcached documentation:
     /// <https://awesomized.github.io/libmemcached/libmemcached/memcached_flush.html>
     public func flush(server: MemcachedServer) -> MemcachedError? {
-        _ = ownedHandle()
-        let node: UnsafeMutablePointer<memcached_st>
-        switch nodeHandle(server) {
-        case .success(let handle): node = handle
-        case .failure(let error): return error
+        withNode(server) { node in
+            let rc = memcached_flush(node, 0)
+            guard rc == MEMCACHED_SUCCESS else {
+                return nodeFailure(rc, node: node, server: server, "memcached flush_all failed", level: .warning)
+            }
+            logger.info("memcached flush_all", metadata: ["memcached.server": "\(server)"])
+            return nil
         }
-        let rc = memcached_flush(node, 0)
-        guard rc == MEMCACHED_SUCCESS else {
-            let error = Self.error(rc, handle: node)
-            logger.warning(
-                "memcached flush_all failed",
-                metadata: ["memcached.server": "\(server)", "memcached.code": "\(error.code)",
-                    "memcached.message": "\(error.message)"])
-            return error
-        }
-        logger.info("memcached flush_all", metadata: ["memcached.server": "\(server)"])
-        return nil
     }
 
     /// The general-purpose `stats` of one node as name → value (e.g. `"curr_items"`, `"cmd_get"`),
@@ -82,11 +73,7 @@ extension MemcachedConnection {
                 }, statsPointer)
         }
         guard rc == MEMCACHED_SUCCESS else {
-            let error = Self.error(rc, handle: node)
-            logger.debug(
-                "memcached stats failed",
-                metadata: ["memcached.server": "\(server)", "memcached.code": "\(error.code)",
-                    "memcached.message": "\(error.message)"])
+            _ = nodeFailure(rc, node: node, server: server, "memcached stats failed", level: .debug)
             return nil
         }
         return stats
@@ -99,21 +86,28 @@ extension MemcachedConnection {
     /// ("Optimization, we only fetch version once", src/libmemcached/version.cc) and then answers
     /// without any I/O.
     public func ping(server: MemcachedServer) -> MemcachedError? {
-        _ = ownedHandle()
-        let node: UnsafeMutablePointer<memcached_st>
-        switch nodeHandle(server) {
-        case .success(let handle): node = handle
-        case .failure(let error): return error
+        withNode(server) { node in
+            var length = 0
+            var flags: UInt32 = 0
+            var rc = MEMCACHED_SUCCESS
+            let key = "memcached-client:ping"
+            let value = key.withCString { memcached_get(node, $0, key.utf8.count, &length, &flags, &rc) }
+            free(value)
+            switch rc {
+            case MEMCACHED_SUCCESS, MEMCACHED_NOTFOUND, MEMCACHED_END: return nil
+            default: return Self.error(rc, handle: node)
+            }
         }
-        var length = 0
-        var flags: UInt32 = 0
-        var rc = MEMCACHED_SUCCESS
-        let key = "memcached-client:ping"
-        let value = key.withCString { memcached_get(node, $0, key.utf8.count, &length, &flags, &rc) }
-        free(value)
-        switch rc {
-        case MEMCACHED_SUCCESS, MEMCACHED_NOTFOUND, MEMCACHED_END: return nil
-        default: return Self.error(rc, handle: node)
+    }
+
+    /// `body` with the handle of `server` alone (on the owner thread), or the error of making it.
+    private func withNode(
+        _ server: MemcachedServer, _ body: (UnsafeMutablePointer<memcached_st>) -> MemcachedError?
+    ) -> MemcachedError? {
+        _ = ownedHandle()
+        switch nodeHandle(server) {
+        case .success(let node): return body(node)
+        case .failure(let error): return error
         }
     }
 
@@ -131,5 +125,17 @@ extension MemcachedConnection {
         } catch {
             return .failure(error)
         }
+    }
+
+    /// The error of a call to one node, logged at `level` with the node and libmemcached's words.
+    private func nodeFailure(
+        _ rc: memcached_return_t, node: UnsafeMutablePointer<memcached_st>, server: MemcachedServer,
+        _ message: Logger.Message, level: Logger.Level
+    ) -> MemcachedError {
+        let error = Self.error(rc, handle: node)
+        logger.log(
+            level: level, message,
+            metadata: ["memcached.server": "\(server)", "memcached.code": "\(error.code)", "memcached.message": "\(error.message)"])
+        return error
     }
 }
