@@ -6,6 +6,7 @@ import ProfileClient
 ///
 /// ```sh
 /// profilectl get 42 --url http://127.0.0.1:8080
+/// profilectl get 42 7 19 | jq .display_name   # one list request
 /// profilectl put 42 --display-name "Ada Lovelace" --version 3
 /// profilectl watch 42                # each new version, live
 /// ```
@@ -66,16 +67,35 @@ struct ProfileCtl: AsyncParsableCommand {
 
 extension ProfileCtl {
     struct Get: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Print a profile as JSON.")
+        static let configuration = CommandConfiguration(
+            abstract: "Print profiles as JSON, one line each (several ids: one list request per 100).",
+            discussion: "An id no profile has is reported on standard error; the exit status is then 1.")
 
         @OptionGroup var connection: Connection
-        @Argument(help: "The profile id.") var id: Int64
+        @Argument(help: "The profile ids.") var ids: [Int64]
+
+        func validate() throws {
+            guard !ids.isEmpty else { throw ValidationError("name at least one profile id") }
+            guard ids.allSatisfy({ $0 > 0 }) else { throw ValidationError("profile ids are positive integers") }
+        }
 
         func run() async throws {
+            let client = connection.makeClient()
+            let list: ProfileList
             do {
-                ProfileCtl.print(try await connection.makeClient().fetch(id: id))
+                if ids.count == 1 {
+                    ProfileCtl.print(try await client.fetch(id: ids[0]))
+                    return
+                }
+                list = try await client.profiles(ids: ids)
             } catch {
                 throw ProfileCtl.fail(error)
+            }
+            for profile in list.profiles { ProfileCtl.print(profile) }
+            guard list.missing.isEmpty else {
+                let missing = list.missing.map(String.init).joined(separator: ", ")
+                FileHandle.standardError.write(Data("profilectl: not found: \(missing)\n".utf8))
+                throw ExitCode.failure
             }
         }
     }

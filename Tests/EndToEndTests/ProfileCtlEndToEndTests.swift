@@ -48,4 +48,26 @@ import TestSupport
         watch.waitUntilExit()
         #expect(watch.terminationStatus == 0)
     }
+
+    @Test func getOfSeveralIDsPrintsOneLineEachInOrderAndReportsTheMissing() throws {
+        let service = try ServiceProcess()
+        defer { _ = service.terminate() }
+        let ids = (0..<3).map { _ in Int64.random(in: 1_000_000_000...9_000_000_000_000_000) }
+        for id in ids { try service.createProfile(id, usernamePrefix: "cg") }
+        let profilectl = ServiceProcess.executable.deletingLastPathComponent().appendingPathComponent("profilectl")
+
+        let found = try TestProcess.run(profilectl, ["get"] + [ids[2], ids[0], ids[1]].map(String.init) + ["--url", service.baseURL])
+        #expect(found.status == 0, "\(found.standardError)")
+        let lines = found.standardOutput.split(separator: "\n").map(String.init)
+        let printed = lines.compactMap { line in
+            (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["id"] as? Int
+        }
+        #expect(printed.map(Int64.init) == [ids[2], ids[0], ids[1]], "one JSON line per profile, in order: \(lines)")
+
+        let absent = Int64.random(in: 1_000_000_000...9_000_000_000_000_000)
+        let partly = try TestProcess.run(profilectl, ["get", String(ids[0]), String(absent), "--url", service.baseURL])
+        #expect(partly.status == 1)
+        #expect(partly.standardOutput.split(separator: "\n").count == 1)
+        #expect(partly.standardError.contains("not found: \(absent)"), "\(partly.standardError)")
+    }
 }

@@ -194,3 +194,51 @@ import Testing
         #expect(asked.withLock { $0 } == 2)
     }
 }
+
+/// ``ProfileClient/profiles(ids:)`` over a fake transport: floors from the client's own writes,
+/// chunks of 100, order, missing ids, and observers of a member.
+@Suite(.timeLimit(.minutes(1))) struct ProfileClientListTests {
+    @Test func aListCarriesTheFloorsOfTheClientsWritesAndReachesObservers() async throws {
+        let transport = FakeTransport { request, _ throws(TransportError) in
+            if request.method == "PUT" { return FakeTransport.json(FakeTransport.profile(2, "Mine", version: 5)) }
+            let body = #"{"profiles":[\#(String(decoding: try! JSONEncoder().encode(FakeTransport.profile(2, "Mine", version: 5)), as: UTF8.self)),\#(String(decoding: try! JSONEncoder().encode(FakeTransport.profile(1, "One", version: 1)), as: UTF8.self))],"missing":[3]}"#
+            return TransportResponse(status: 200, headers: ["content-type": "application/json"], body: Data(body.utf8))
+        }
+        let client = FakeTransport.client(transport)
+        _ = try await client.updateDisplayName(id: 2, to: "Mine", expectedVersion: 4)
+        let updates = client.updates(for: 1)
+        let list = try await client.profiles(ids: [2, 1, 3, 2])
+        #expect(list.profiles.map(\.id) == [2, 1])
+        #expect(list.missing == [3])
+        let query = transport.requests.last?.url.query ?? ""
+        #expect(query == "ids=2@5,1,3", "the client's own write is a floor; a repeated id is asked once")
+        var iterator = updates.makeAsyncIterator()
+        #expect(await iterator.next()?.displayName == "One", "a member reaches the observers of its id")
+    }
+
+    @Test func moreThanOneHundredIDsAreAskedInChunksInOrder() async throws {
+        let transport = FakeTransport { request, _ throws(TransportError) in
+            let ids = (request.url.query ?? "").dropFirst("ids=".count).split(separator: ",").compactMap { Int64($0) }
+            let profiles = ids.map { String(decoding: try! JSONEncoder().encode(FakeTransport.profile($0, "P", version: 1)), as: UTF8.self) }
+            let body = #"{"profiles":[\#(profiles.joined(separator: ","))],"missing":[]}"#
+            return TransportResponse(status: 200, headers: ["content-type": "application/json"], body: Data(body.utf8))
+        }
+        let client = FakeTransport.client(transport)
+        let ids = Array(Int64(1)...Int64(250))
+        let list = try await client.profiles(ids: ids)
+        #expect(list.profiles.map(\.id) == ids)
+        #expect(transport.requests.count == 3)
+        #expect(try await client.profiles(ids: []) == ProfileList(profiles: [], missing: []))
+        #expect(transport.requests.count == 3, "no request for no ids")
+    }
+
+    @Test func aRefusedListIsAnError() async {
+        let transport = FakeTransport { _, _ throws(TransportError) in
+            FakeTransport.problem(400, kind: "invalid-ids", field: "ids")
+        }
+        let client = FakeTransport.client(transport)
+        await #expect(throws: ProfileClientError.validation(field: "ids", detail: "invalid-ids")) {
+            try await client.profiles(ids: [1])
+        }
+    }
+}

@@ -50,9 +50,15 @@ public final class CacheStatistics: Sendable {
     public init() {}
 
     func record(_ event: Event) {
+        record(event, count: 1)
+    }
+
+    /// `count` events at once (a list's hits: one atomic add, not one per member).
+    func record(_ event: Event, count: Int) {
+        guard count > 0 else { return }
         let counter = counters[event.rawValue]
-        counter.value.add(1, ordering: .relaxed)
-        counter.exported.increment()
+        counter.value.add(count, ordering: .relaxed)
+        counter.exported.increment(by: count)
     }
 
     public func count(_ event: Event) -> Int {

@@ -154,7 +154,22 @@ extension ProfileRepository {
         try prefetching(ids: list.members.map(\.id)) { () throws(ProfileStoreError) -> [Representation?] in
             var answers: [Representation?] = []
             answers.reserveCapacity(list.members.count)
-            for member in list.members { answers.append(try read(id: member.id, minVersion: member.floor)) }
+            var hits = 0
+            defer { statistics.record(.hit, count: hits) }
+            for member in list.members {
+                // A prefetched profile at its floor: the answer `read(id:minVersion:)` would give
+                // (ReadStep's answerCached), without building its key and looking again.
+                if case .profile(let item, let version)? = prefetched[member.id], version >= member.floor ?? 0,
+                    case .profile(_, let json)? = CacheEntry(decoding: item.value)
+                {
+                    prefetched[member.id] = nil
+                    readStrategy.record(miss: false)
+                    hits += 1
+                    answers.append(Representation(version: version, json: Array(json), cacheOutcome: .hit))
+                } else {
+                    answers.append(try read(id: member.id, minVersion: member.floor))
+                }
+            }
             return answers
         }
     }

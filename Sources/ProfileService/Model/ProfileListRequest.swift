@@ -24,26 +24,34 @@ public struct ProfileListRequest: Equatable, Sendable {
         public let description: String
     }
 
-    /// Parses the value of `ids` (already percent-decoded).
+    /// Parses the value of `ids` (already percent-decoded), byte by byte: a list of 100 is parsed
+    /// on every request, and `Character` iteration was a tenth of a cached list's CPU.
     public init(ids text: String) throws(InvalidList) {
-        guard !text.isEmpty else { throw InvalidList(description: "ids must name at least one profile id") }
-        let entries = text.split(separator: ",", omittingEmptySubsequences: false)
-        guard entries.count <= Self.maximumIDs else {
-            throw InvalidList(description: "ids names \(entries.count) profiles; at most \(Self.maximumIDs) are allowed")
+        var text = text
+        let parsed = text.withUTF8 { bytes in Result { () throws(InvalidList) in try Self.parse(bytes) } }
+        self.members = try parsed.get()
+    }
+
+    private static func parse(_ bytes: UnsafeBufferPointer<UInt8>) throws(InvalidList) -> [Member] {
+        guard !bytes.isEmpty else { throw InvalidList(description: "ids must name at least one profile id") }
+        let entries = bytes.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false)
+        guard entries.count <= maximumIDs else {
+            throw InvalidList(description: "ids names \(entries.count) profiles; at most \(maximumIDs) are allowed")
         }
         var members: [Member] = []
         var position: [Int64: Int] = [:]
         members.reserveCapacity(entries.count)
+        position.reserveCapacity(entries.count)
         for entry in entries {
-            let parts = entry.split(separator: "@", maxSplits: 1, omittingEmptySubsequences: false)
-            guard let id = canonicalPositive(parts[0], as: Int64.self) else {
+            let at = entry.firstIndex(of: UInt8(ascii: "@"))
+            guard let id = decimal(entry[..<(at ?? entry.endIndex)], below: UInt64(Int64.max)).map(Int64.init) else {
                 throw InvalidList(
-                    description: "each id must be a positive 64-bit integer, optionally with @version: \"\(entry.prefix(40))\"")
+                    description: "each id must be a positive 64-bit integer, optionally with @version: \"\(quoted(entry))\"")
             }
             var floor: Int32?
-            if parts.count == 2 {
-                guard let version = canonicalPositive(parts[1], as: Int32.self) else {
-                    throw InvalidList(description: "a floor must be a version from 1 to 2147483647: \"\(entry.prefix(40))\"")
+            if let at {
+                guard let version = decimal(entry[(at + 1)...], below: UInt64(Int32.max)).map(Int32.init) else {
+                    throw InvalidList(description: "a floor must be a version from 1 to 2147483647: \"\(quoted(entry))\"")
                 }
                 floor = version
             }
@@ -54,7 +62,23 @@ public struct ProfileListRequest: Equatable, Sendable {
                 members.append(Member(id: id, floor: floor))
             }
         }
-        self.members = members
+        return members
+    }
+
+    /// A canonical positive decimal (no sign, no leading zero) no greater than `limit`.
+    private static func decimal(_ digits: Slice<UnsafeBufferPointer<UInt8>>, below limit: UInt64) -> UInt64? {
+        guard let first = digits.first, first != UInt8(ascii: "0"), digits.count <= 19 else { return nil }
+        var value: UInt64 = 0
+        for byte in digits {
+            guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
+            value = value * 10 + UInt64(byte - UInt8(ascii: "0"))  // 19 digits fit in a UInt64
+        }
+        return value <= limit ? value : nil
+    }
+
+    /// At most 40 bytes of what was sent, for the detail.
+    private static func quoted(_ entry: Slice<UnsafeBufferPointer<UInt8>>) -> String {
+        String(decoding: entry.prefix(40), as: UTF8.self)
     }
 
     public init(members: [Member]) {

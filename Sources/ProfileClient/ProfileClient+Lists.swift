@@ -1,0 +1,59 @@
+import Foundation
+
+/// The answer to ``ProfileClient/profiles(ids:)``: the profiles found, in the order asked (each
+/// once), and the ids no profile has.
+public struct ProfileList: Sendable, Hashable {
+    public var profiles: [Profile]
+    public var missing: [Int64]
+
+    public init(profiles: [Profile], missing: [Int64]) {
+        self.profiles = profiles
+        self.missing = missing
+    }
+}
+
+extension ProfileClient {
+    /// The most ids the service answers in one list request.
+    static let maximumIDsPerRequest = 100
+
+    /// Reads several profiles with one request per 100 ids (`GET /users/profiles?ids=…`), each
+    /// never older than what this client last wrote or was told of it (its floor, `id@version`).
+    ///
+    /// Every profile answered reaches the observers of its id (``updates(for:)``) as a fetch does,
+    /// so a list and a detail view that show the same profile stay the same.
+    /// - Throws: ``ProfileClientError``: `unauthorized`, `unavailable`, `transport`…; ids no profile
+    ///   has are not an error but ``ProfileList/missing``.
+    public func profiles(ids: [Int64]) async throws(ProfileClientError) -> ProfileList {
+        var seen = Set<Int64>()
+        let unique = ids.filter { seen.insert($0).inserted }
+        var answer = ProfileList(profiles: [], missing: [])
+        var start = 0
+        while start < unique.count {
+            let chunk = unique[start..<min(start + Self.maximumIDsPerRequest, unique.count)]
+            start = chunk.endIndex
+            var members: [String] = []
+            for id in chunk {
+                if let floor = await cache.minimumVersion(id: id) { members.append("\(id)@\(floor)") } else { members.append("\(id)") }
+            }
+            let response = try await send(
+                method: "GET", path: "/users/profiles?ids=" + members.joined(separator: ","), body: nil, isRead: true)
+            guard response.status == 200 else { throw Self.error(for: response) }
+            let page: ProfileList
+            do {
+                page = try JSONDecoder().decode(ListBody.self, from: response.body).list
+            } catch {
+                throw .transport("the service answered a list that does not decode: \(error)")
+            }
+            for profile in page.profiles { await cache.didFetch(profile) }
+            answer.profiles += page.profiles
+            answer.missing += page.missing
+        }
+        return answer
+    }
+
+    private struct ListBody: Decodable {
+        var profiles: [Profile]
+        var missing: [Int64]
+        var list: ProfileList { ProfileList(profiles: profiles, missing: missing) }
+    }
+}
