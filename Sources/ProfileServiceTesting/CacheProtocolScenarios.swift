@@ -95,4 +95,45 @@ public enum CacheProtocolScenarios {
         #expect(shared.statistics.count(.populateLost) == 1)
         #expect(shared.statistics.count(.populateStored) == 0)
     }
+
+    /// The stale-set race for a list's misses, loaded with one query (docs/design.md §2.7): the
+    /// list's reader is held after the query, before it populates, while a writer commits a
+    /// member and writes it through; that member's late populate must not land, the other's does.
+    public static func aListsLateLoadDoesNotOverwriteTheWritersVersion<Backends: RepositoryBackends>(
+        _: Backends.Type
+    ) throws {
+        let gate = ReaderGate()
+        let shared = ProfileCacheShared(hooks: .init(afterDatabaseRead: gate.pause))
+        let backends = try Backends()
+        let written = try backends.seed()
+        let other = try backends.seed()
+        let writer = backends.repository(shared, cache: nil)
+
+        let result = Mutex<[Int32?]>([])
+        gate.arm(written.id)
+        let reader = TestThread {
+            let readerBackends = try! Backends()
+            defer { withExtendedLifetime(readerBackends) {} }
+            let list = ProfileListRequest(members: [.init(id: written.id), .init(id: other.id)])
+            let read = try? readerBackends.repository(shared, cache: nil).read(list)
+            result.withLock { $0 = read?.map { $0?.version } ?? [] }
+        }
+        gate.waitUntilPaused()
+        let outcome = try? writer.updateDisplayName(id: written.id, to: "Writer", expectedVersion: 1)
+        guard case .updated? = outcome else {
+            Issue.record("update failed: \(String(describing: outcome))")
+            gate.release()
+            reader.join()
+            return
+        }
+        gate.release()
+        reader.join()
+
+        #expect(result.withLock { $0 } == [1, 1], "the list began before the write: version 1 is a fair answer")
+        #expect(backends.cachedVersion(written.id, shared: shared) == 2, "the late populate must not land")
+        #expect(backends.cachedVersion(other.id, shared: shared) == 1, "the other member was populated")
+        #expect(shared.statistics.count(.databaseBatchRead) == 1, "both misses in one query")
+        #expect(shared.statistics.count(.populateLost) == 1)
+        #expect(shared.statistics.count(.populateStored) == 1)
+    }
 }

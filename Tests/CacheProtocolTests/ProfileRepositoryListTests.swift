@@ -78,4 +78,70 @@ import TestSupport
         let unfloored = try repository.read(ProfileListRequest(members: [.init(id: cached.id)]))
         #expect(unfloored.first??.version == 2)
     }
+
+    @Test func aListsLateLoadDoesNotOverwriteTheWritersVersion() throws {
+        try CacheProtocolScenarios.aListsLateLoadDoesNotOverwriteTheWritersVersion(InMemoryBackends.self)
+    }
+
+    /// Counts the store's reads: one by id, or many in one query.
+    final class CountingStore: ProfileStore {
+        let base: any ProfileStore
+        var singleReads = 0
+        var manyReads: [[Int64]] = []
+        init(_ base: any ProfileStore) { self.base = base }
+        func profile(id: Int64) throws(ProfileStoreError) -> Profile? {
+            singleReads += 1
+            return try base.profile(id: id)
+        }
+        func profiles(ids: [Int64]) throws(ProfileStoreError) -> [Int64: Profile] {
+            manyReads.append(ids)
+            return try base.profiles(ids: ids)
+        }
+        func updateDisplayName(id: Int64, to displayName: String, expectedVersion: Int32) throws(ProfileStoreError)
+            -> ProfileUpdateOutcome
+        { try base.updateDisplayName(id: id, to: displayName, expectedVersion: expectedVersion) }
+        func create(id: Int64, username: String, displayName: String) throws(ProfileStoreError) -> Profile {
+            try base.create(id: id, username: username, displayName: displayName)
+        }
+        func isHealthy() -> Bool { base.isHealthy() }
+    }
+
+    @Test func aColdListIsOneQueryAndEveryMissIsPopulatedUnderItsLease() throws {
+        let backends = try InMemoryBackends()
+        let shared = ProfileCacheShared()
+        let profiles = try (0..<20).map { _ in try backends.seed() }
+        let absent = Int64.random(in: 9_500_000_000_000_000...9_600_000_000_000_000)
+        let store = CountingStore(backends.store)
+        let repository = ProfileRepository(store: store, cache: backends.cache, shared: shared, logger: InMemoryBackends.logger)
+
+        let list = ProfileListRequest(members: profiles.map { .init(id: $0.id) } + [.init(id: absent)])
+        let answers = try repository.read(list)
+        #expect(answers.map { $0?.version } == profiles.map { _ in 1 } + [nil])
+        #expect(store.manyReads.count == 1 && store.manyReads.first?.count == 21, "\(store.manyReads.map(\.count))")
+        #expect(store.singleReads == 0)
+        #expect(profiles.allSatisfy { backends.cachedVersion($0.id, shared: shared) == 1 })
+        #expect(shared.statistics.count(.populateStored) == 21, "20 rows and the record of one absence")
+        // Read again: every member from the one multi-get.
+        #expect(try repository.read(list).compactMap { $0?.cacheOutcome } == profiles.map { _ in .hit })
+        #expect(store.manyReads.count == 1 && store.singleReads == 0)
+    }
+
+    @Test func theDatabaseDownFailsTheListAndLeavesNoLease() throws {
+        let database = InMemoryDatabase()
+        let backends = try InMemoryBackends(cluster: InMemoryCache(nodes: 2), database: database)
+        let shared = ProfileCacheShared()
+        let profiles = try (0..<3).map { _ in try backends.seed() }
+        let repository = backends.repository(shared)
+        database.setUnavailable(true)
+        #expect(throws: ProfileStoreError.unavailable) {
+            try repository.read(ProfileListRequest(members: profiles.map { .init(id: $0.id) }))
+        }
+        for profile in profiles {
+            if case .hit = backends.cache.get(ProfileCacheEntries.key(for: profile.id)) {
+                Issue.record("a lease was left for \(profile.id): readers would wait on it")
+            }
+        }
+        database.setUnavailable(false)
+        #expect(try repository.read(ProfileListRequest(members: profiles.map { .init(id: $0.id) })).map { $0?.version } == [1, 1, 1])
+    }
 }

@@ -17,4 +17,8 @@ import Testing
         let shared = ProfileCacheShared(hooks: .init(afterDatabaseRead: { _ in usleep(20_000) }))
         try CacheProtocolScenarios.expectAHerdSharesOneRead(IntegrationBackends.self, shared)
     }
+
+    @Test func aListsLateLoadDoesNotOverwriteTheWritersVersion() throws {
+        try CacheProtocolScenarios.aListsLateLoadDoesNotOverwriteTheWritersVersion(IntegrationBackends.self)
+    }
 }

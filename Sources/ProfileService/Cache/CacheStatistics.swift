@@ -34,6 +34,8 @@ public final class CacheStatistics: Sendable {
         case writeThroughCASConflict
         case writeThroughDeleted
         case writeThroughFailed
+        /// One query that read several profiles (a list's misses); each is a `databaseRead` too.
+        case databaseBatchRead
     }
 
     private final class EventCounter: @unchecked Sendable {  // Metrics.Counter is a thread-safe class
@@ -93,6 +95,7 @@ extension CacheStatistics.Event {
         case .writeThroughCASConflict: "write_through_cas_conflict"
         case .writeThroughDeleted: "write_through_deleted"
         case .writeThroughFailed: "write_through_failed"
+        case .databaseBatchRead: "database_batch_read"
         }
     }
 }

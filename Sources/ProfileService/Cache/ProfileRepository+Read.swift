@@ -113,7 +113,10 @@ extension ProfileRepository {
         switch cache.get(many: keys) {
         case .success(let items):
             for (id, key) in zip(ids, keys) {
-                guard let item = items[key] else { continue }
+                guard let item = items[key] else {
+                    prefetched[id] = .missing
+                    continue
+                }
                 switch CacheEntry(decoding: item.value) {
                 case .profile(let version, _)?: prefetched[id] = .profile(item, version: version)
                 case .absent?: prefetched[id] = .absent(item)
@@ -140,37 +143,7 @@ extension ProfileRepository {
         case .profile(_, let version)?: version >= minVersion ?? 0
         case .absent?: minVersion == nil
         case .failed?: true
-        case nil: false
-        }
-    }
-
-    /// The members of a list, in its order (`nil`: no such profile): every entry looked up in one
-    /// multi-get (one round trip per node), then each member read as ``read(id:minVersion:)``
-    /// reads one — a hit from the multi-get's answer, a miss under its own lease, a floor above
-    /// the entry past it — so a list keeps every rule a single read keeps (docs/design.md §2.7).
-    ///
-    /// - Throws: ``ProfileStoreError/unavailable`` when a member needs PostgreSQL and it is down.
-    public func read(_ list: ProfileListRequest) throws(ProfileStoreError) -> [Representation?] {
-        try prefetching(ids: list.members.map(\.id)) { () throws(ProfileStoreError) -> [Representation?] in
-            var answers: [Representation?] = []
-            answers.reserveCapacity(list.members.count)
-            var hits = 0
-            defer { statistics.record(.hit, count: hits) }
-            for member in list.members {
-                // A prefetched profile at its floor: the answer `read(id:minVersion:)` would give
-                // (ReadStep's answerCached), without building its key and looking again.
-                if case .profile(let item, let version)? = prefetched[member.id], version >= member.floor ?? 0,
-                    case .profile(_, let json)? = CacheEntry(decoding: item.value)
-                {
-                    prefetched[member.id] = nil
-                    readStrategy.record(miss: false)
-                    hits += 1
-                    answers.append(Representation(version: version, json: Array(json), cacheOutcome: .hit))
-                } else {
-                    answers.append(try read(id: member.id, minVersion: member.floor))
-                }
-            }
-            return answers
+        case .missing?, nil: false
         }
     }
 

@@ -52,6 +52,8 @@ public final class ProfileRepository {
         case profile(MemcachedItem, version: Int32)
         /// A record that the profile does not exist (§2.6).
         case absent(MemcachedItem)
+        /// No entry at all: the read loads (a list's misses load together, §2.7).
+        case missing
         /// Its node failed the batch's multi-get: the read goes to PostgreSQL without waiting on
         /// the node a second time, as a read whose own lookup failed does.
         case failed(MemcachedError)
@@ -59,6 +61,7 @@ public final class ProfileRepository {
         var lookup: MemcachedGetResult {
             switch self {
             case .profile(let item, _), .absent(let item): .hit(item)
+            case .missing: .miss
             case .failed(let error): .failure(error)
             }
         }

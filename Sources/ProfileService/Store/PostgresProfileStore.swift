@@ -9,7 +9,7 @@ public final class PostgresProfileStore: ProfileStore {
 
     /// The statements this store uses; declare them on the connection that you pass in.
     public static let statements: [PostgresStatement] = [
-        Statements.select, Statements.update, Statements.insert,
+        Statements.select, Statements.selectMany, Statements.update, Statements.insert,
     ]
 
     public init(connection: PostgresConnection, logger: Logger) {
@@ -25,6 +25,11 @@ public final class PostgresProfileStore: ProfileStore {
         static let select = PostgresStatement(
             name: "profile_select",
             sql: "SELECT \(columns) FROM user_profiles WHERE id = $1",
+            isIdempotent: true)
+        /// Several rows at once; `$1` is a bigint array in text form (`{1,2,3}`).
+        static let selectMany = PostgresStatement(
+            name: "profile_select_many",
+            sql: "SELECT \(columns) FROM user_profiles WHERE id = ANY($1::bigint[])",
             isIdempotent: true)
         /// The optimistic update: it changes the row only if nobody changed it since `version`.
         static let update = PostgresStatement(
@@ -45,6 +50,13 @@ public final class PostgresProfileStore: ProfileStore {
 
     public func profile(id: Int64) throws(ProfileStoreError) -> Profile? {
         try run { try connection.execute(Statements.select, [id]).rows.first.map(Self.decode) }
+    }
+
+    public func profiles(ids: [Int64]) throws(ProfileStoreError) -> [Int64: Profile] {
+        guard !ids.isEmpty else { return [:] }
+        let array = "{" + ids.map(String.init).joined(separator: ",") + "}"
+        let rows = try run { try connection.execute(Statements.selectMany, [array]).rows.map(Self.decode) }
+        return Dictionary(rows.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
     }
 
     public func updateDisplayName(id: Int64, to displayName: String, expectedVersion: Int32)

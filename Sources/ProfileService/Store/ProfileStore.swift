@@ -4,6 +4,8 @@
 public protocol ProfileStore {
     /// The profile with this id, or `nil`.
     func profile(id: Int64) throws(ProfileStoreError) -> Profile?
+    /// The profiles with these ids that exist, by id: one query (a list's misses, §2.7).
+    func profiles(ids: [Int64]) throws(ProfileStoreError) -> [Int64: Profile]
     /// Sets the display name if the stored version is `expectedVersion`, bumping the version.
     func updateDisplayName(id: Int64, to displayName: String, expectedVersion: Int32) throws(ProfileStoreError)
         -> ProfileUpdateOutcome
@@ -11,6 +13,15 @@ public protocol ProfileStore {
     func create(id: Int64, username: String, displayName: String) throws(ProfileStoreError) -> Profile
     /// Whether the store answers now (readiness).
     func isHealthy() -> Bool
+}
+
+extension ProfileStore {
+    /// One read per id, for stores that cannot do better (test doubles).
+    public func profiles(ids: [Int64]) throws(ProfileStoreError) -> [Int64: Profile] {
+        var found: [Int64: Profile] = [:]
+        for id in ids { if let profile = try profile(id: id) { found[id] = profile } }
+        return found
+    }
 }
 
 public enum ProfileUpdateOutcome: Sendable, Equatable {
