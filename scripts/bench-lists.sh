@@ -9,7 +9,8 @@
 # distinct ids (scripts/bench/list_random.lua), in alternating order. Prints profiles/s (a list
 # counts its 100), requests/s, p50 and p99 of each and their ratio (medians of the rounds). Then
 # the cold list: 20 times, every memcached node flushed and a list of 100 ids read — its latency,
-# and the PostgreSQL reads and cache misses per list from the service's own /metrics.
+# and the rows read from PostgreSQL, the batched queries and the cache misses per list, from the
+# service's own /metrics.
 # Port: BENCH_LISTS_PORT (18091).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -93,7 +94,7 @@ def flush_every_node():
 # The metrics are per instance; the list's own figures are the difference around it.
 metrics = lambda: urllib.request.urlopen(url + "/metrics", timeout=5).read().decode()
 import random
-latencies, reads, misses = [], [], []
+latencies, reads, queries, misses = [], [], [], []
 for _ in range(20):
     ids = random.sample(range(1, 10001), 100)
     flush_every_node()
@@ -103,10 +104,11 @@ for _ in range(20):
     latencies.append((time.perf_counter() - started) * 1000)
     after = metrics()
     reads.append(metric(after, "database_read") - metric(before, "database_read"))
+    queries.append(metric(after, "database_batch_read") - metric(before, "database_batch_read"))
     misses.append(metric(after, "miss") - metric(before, "miss"))
 print(f"cold, 20 lists of 100 ids, every node flushed before each: p50 {statistics.median(latencies):.1f} ms, "
-      f"max {max(latencies):.1f} ms; per list {statistics.median(reads):.0f} PostgreSQL reads, "
-      f"{statistics.median(misses):.0f} cache misses")
+      f"max {max(latencies):.1f} ms; per list {statistics.median(reads):.0f} rows read from PostgreSQL "
+      f"in {statistics.median(queries):.0f} batched queries, {statistics.median(misses):.0f} cache misses")
 PY
 rss=$(awk '/VmHWM/ { print $2 }' /proc/$pid/status)
 echo "peak RSS of the instance: $((rss / 1024)) MiB"

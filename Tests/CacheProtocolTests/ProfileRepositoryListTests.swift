@@ -126,6 +126,23 @@ import TestSupport
         #expect(store.manyReads.count == 1 && store.singleReads == 0)
     }
 
+    @Test func whileMissesAreCommonAColdListIsStillOneMultiGetAndOneQuery() throws {
+        let backends = try InMemoryBackends()
+        let shared = ProfileCacheShared()
+        let store = CountingStore(backends.store)
+        let counting = CountingCache(backends.cache)
+        let repository = ProfileRepository(store: store, cache: counting, shared: shared, logger: InMemoryBackends.logger)
+        let first = try (0..<20).map { _ in try backends.seed() }
+        _ = try repository.read(ProfileListRequest(members: first.map { .init(id: $0.id) }))
+        #expect(!repository.prefersBatches, "20 misses made this worker read lease-first")
+
+        let second = try (0..<20).map { _ in try backends.seed() }
+        let answers = try repository.read(ProfileListRequest(members: second.map { .init(id: $0.id) }))
+        #expect(answers.map { $0?.version } == second.map { _ in 1 })
+        #expect(counting.multiGets.count == 2 && store.manyReads.count == 2, "one multi-get and one query per list")
+        #expect(store.singleReads == 0 && counting.singleGets == 0)
+    }
+
     @Test func theDatabaseDownFailsTheListAndLeavesNoLease() throws {
         let database = InMemoryDatabase()
         let backends = try InMemoryBackends(cluster: InMemoryCache(nodes: 2), database: database)

@@ -54,6 +54,37 @@ import Testing
         #expect(try Curl.request("\(service.baseURL)/users/profiles?ids=1", method: "PUT").status == 405)
     }
 
+    /// Two instances on the same PostgreSQL and memcached: a write through A, then a list read
+    /// through B with the written version as the floor answers it at once (read-your-writes
+    /// across instances), and B's list without a floor is never older once the feed has applied it.
+    @Test func aWriteThroughOneInstanceIsListedByTheOtherAtItsFloor() throws {
+        let a = try ServiceProcess()
+        let b = try ServiceProcess()
+        defer { _ = a.terminate(); _ = b.terminate() }
+        let ids = (0..<5).map { _ in Self.newID() }
+        for id in ids { try a.createProfile(id, usernamePrefix: "l2") }
+        let listURL = "\(b.baseURL)/users/profiles?ids=" + ids.map(String.init).joined(separator: ",")
+        #expect(try Curl.request(listURL).status == 200)  // B has every member cached at version 1
+
+        for round in 1...3 {
+            let id = ids[round]
+            let written = try Curl.request(
+                "\(a.baseURL)/users/profile/\(id)", method: "PUT", headers: ServiceProcess.writeHeaders(for: id),
+                body: #"{"display_name":"Round \#(round)","version":1}"#)
+            #expect(written.status == 200)
+            let floored = try Curl.request("\(b.baseURL)/users/profiles?ids=\(ids[0]),\(id)@2")
+            let versions = (floored.json?["profiles"] as? [[String: Any]])?.compactMap { $0["version"] as? Int }
+            #expect(versions == [1, 2], "the writer's floor on the other instance: \(floored.body)")
+        }
+        // Without floors, the change feed brings B's cache up within moments.
+        #expect(
+            Eventually.wait(timeout: .seconds(5), interval: .milliseconds(20)) {
+                let listed = try? Curl.request(listURL)
+                let versions = (listed?.json?["profiles"] as? [[String: Any]])?.compactMap { $0["version"] as? Int }
+                return versions == [1, 2, 2, 2, 1]
+            })
+    }
+
     /// Writers raise versions — through the service, and in SQL behind its back (the cache learns
     /// of those only from the change feed, milliseconds later) — while memcached is flushed every
     /// 5 ms and readers read the list with each member's last acknowledged version as its floor: no

@@ -14,7 +14,7 @@ extension ProfileRepository {
     ///
     /// - Throws: ``ProfileStoreError/unavailable`` when a member needs PostgreSQL and it is down.
     public func read(_ list: ProfileListRequest) throws(ProfileStoreError) -> [Representation?] {
-        try prefetching(ids: list.members.map(\.id)) { () throws(ProfileStoreError) -> [Representation?] in
+        try prefetching(ids: list.members.map(\.id), whileMissesAreCommon: true) { () throws(ProfileStoreError) -> [Representation?] in
             let missing = list.members.filter { if case .missing? = prefetched[$0.id] { true } else { false } }
             let loaded = missing.count > 1 ? try loadMissing(missing.map(\.id)) : [:]
             var answers: [Representation?] = []

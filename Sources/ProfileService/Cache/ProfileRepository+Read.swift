@@ -101,13 +101,15 @@ extension ProfileRepository {
     /// A prefetched entry is as good as the read's own lookup: every request of the batch
     /// arrived before it was made. It is used once, never after this worker wrote the id, and
     /// never outside `body`. Nothing is prefetched while reads send their lease first (misses are
-    /// common) or while memcached is troubled (each read then goes through the circuit breaker
-    /// on its own).
+    /// common: each read's first lookup puts its lease down at once) unless
+    /// `whileMissesAreCommon` — a list's, whose misses then load together with one query (§2.7),
+    /// which beats a lease-first lookup and a query per member —, or while memcached is troubled
+    /// (each read then goes through the circuit breaker on its own).
     public func prefetching<Result, Failure: Error>(
-        ids: [Int64], _ body: () throws(Failure) -> Result
+        ids: [Int64], whileMissesAreCommon: Bool = false, _ body: () throws(Failure) -> Result
     ) throws(Failure) -> Result {
         defer { prefetched.removeAll(keepingCapacity: true) }
-        guard !ids.isEmpty, !readStrategy.leaseFirst else { return try body() }
+        guard !ids.isEmpty, whileMissesAreCommon || !readStrategy.leaseFirst else { return try body() }
         cache.beginRequest()
         let keys = ids.map { configuration.key(for: $0) }
         switch cache.get(many: keys) {
