@@ -65,35 +65,12 @@ public enum CacheProtocolScenarios {
     public static func lateReaderDoesNotOverwriteTheWritersVersion<Backends: RepositoryBackends>(
         _: Backends.Type
     ) throws {
-        let gate = ReaderGate()
-        let shared = ProfileCacheShared(hooks: .init(afterDatabaseRead: gate.pause))
-        let backends = try Backends()
-        let profile = try backends.seed()
-        let writer = backends.repository(shared, cache: nil)
-
-        let result = Mutex<ProfileRepository.Representation?>(nil)
-        gate.arm(profile.id)
-        let reader = TestThread {
-            let readerBackends = try! Backends()
-            defer { withExtendedLifetime(readerBackends) {} }
-            let read = try? readerBackends.repository(shared, cache: nil).read(id: profile.id)
-            result.withLock { $0 = read }
-        }
-        gate.waitUntilPaused()
-        let outcome = try? writer.updateDisplayName(id: profile.id, to: "Writer", expectedVersion: 1)
-        if case .updated(let updated)? = outcome {
-            #expect(updated.version == 2)
-            #expect(backends.cachedVersion(profile.id, shared: shared) == 2, "the write-through replaced the lease")
-        } else {
-            Issue.record("update failed: \(String(describing: outcome))")
-        }
-        gate.release()
-        reader.join()
-
-        #expect(result.withLock { $0 }?.version == 1, "the reader began before the write: version 1 is a fair answer")
-        #expect(backends.cachedVersion(profile.id, shared: shared) == 2, "the late populate must not land")
-        #expect(shared.statistics.count(.populateLost) == 1)
-        #expect(shared.statistics.count(.populateStored) == 0)
+        let race = try StaleSetRace<Backends>()
+        let read = race.run { repository, id in [try? repository.read(id: id)].map { $0??.version } }
+        #expect(read == [1], "the reader began before the write: version 1 is a fair answer")
+        #expect(race.cachedVersion(race.written.id) == 2, "the late populate must not land")
+        #expect(race.shared.statistics.count(.populateLost) == 1)
+        #expect(race.shared.statistics.count(.populateStored) == 0)
     }
 
     /// The stale-set race for a list's misses, loaded with one query (docs/design.md §2.7): the
@@ -102,38 +79,61 @@ public enum CacheProtocolScenarios {
     public static func aListsLateLoadDoesNotOverwriteTheWritersVersion<Backends: RepositoryBackends>(
         _: Backends.Type
     ) throws {
-        let gate = ReaderGate()
-        let shared = ProfileCacheShared(hooks: .init(afterDatabaseRead: gate.pause))
-        let backends = try Backends()
-        let written = try backends.seed()
-        let other = try backends.seed()
-        let writer = backends.repository(shared, cache: nil)
+        let race = try StaleSetRace<Backends>()
+        let other = try race.backends.seed()
+        let read = race.run { repository, id in
+            let list = ProfileListRequest(members: [.init(id: id), .init(id: other.id)])
+            return (try? repository.read(list))?.map { $0?.version } ?? []
+        }
+        #expect(read == [1, 1], "the list began before the write: version 1 is a fair answer")
+        #expect(race.cachedVersion(race.written.id) == 2, "the late populate must not land")
+        #expect(race.cachedVersion(other.id) == 1, "the other member was populated")
+        #expect(race.shared.statistics.count(.databaseBatchRead) == 1, "both misses in one query")
+        #expect(race.shared.statistics.count(.populateLost) == 1)
+        #expect(race.shared.statistics.count(.populateStored) == 1)
+    }
+}
 
+/// The stage of a stale-set race (docs/design.md §2.1): a profile at version 1, not cached, and a
+/// reader that will be held right after its PostgreSQL read of it.
+struct StaleSetRace<Backends: RepositoryBackends> {
+    let gate = ReaderGate()
+    let shared: ProfileCacheShared
+    let backends: Backends
+    let written: Profile
+
+    init() throws {
+        shared = ProfileCacheShared(hooks: .init(afterDatabaseRead: gate.pause))
+        backends = try Backends()
+        written = try backends.seed()
+    }
+
+    func cachedVersion(_ id: Int64) -> Int32? { backends.cachedVersion(id, shared: shared) }
+
+    /// Runs `read` on a thread of its own (with backends of its own), holds it after its
+    /// PostgreSQL read of ``written`` while a writer commits version 2 and writes it through, then
+    /// lets it go on; returns the versions `read` answered.
+    func run(_ read: @escaping @Sendable (ProfileRepository, Int64) -> [Int32?]) -> [Int32?] {
         let result = Mutex<[Int32?]>([])
-        gate.arm(written.id)
+        let shared = shared
+        let id = written.id
+        gate.arm(id)
         let reader = TestThread {
             let readerBackends = try! Backends()
             defer { withExtendedLifetime(readerBackends) {} }
-            let list = ProfileListRequest(members: [.init(id: written.id), .init(id: other.id)])
-            let read = try? readerBackends.repository(shared, cache: nil).read(list)
-            result.withLock { $0 = read?.map { $0?.version } ?? [] }
+            let answered = read(readerBackends.repository(shared, cache: nil), id)
+            result.withLock { $0 = answered }
         }
         gate.waitUntilPaused()
-        let outcome = try? writer.updateDisplayName(id: written.id, to: "Writer", expectedVersion: 1)
-        guard case .updated? = outcome else {
+        let outcome = try? backends.repository(shared, cache: nil).updateDisplayName(id: id, to: "Writer", expectedVersion: 1)
+        if case .updated(let updated)? = outcome {
+            #expect(updated.version == 2)
+            #expect(cachedVersion(id) == 2, "the write-through replaced the lease")
+        } else {
             Issue.record("update failed: \(String(describing: outcome))")
-            gate.release()
-            reader.join()
-            return
         }
         gate.release()
         reader.join()
-
-        #expect(result.withLock { $0 } == [1, 1], "the list began before the write: version 1 is a fair answer")
-        #expect(backends.cachedVersion(written.id, shared: shared) == 2, "the late populate must not land")
-        #expect(backends.cachedVersion(other.id, shared: shared) == 1, "the other member was populated")
-        #expect(shared.statistics.count(.databaseBatchRead) == 1, "both misses in one query")
-        #expect(shared.statistics.count(.populateLost) == 1)
-        #expect(shared.statistics.count(.populateStored) == 1)
+        return result.withLock { $0 }
     }
 }

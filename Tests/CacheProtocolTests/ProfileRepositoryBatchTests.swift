@@ -10,7 +10,9 @@ import ProfileServiceTesting
 final class CountingCache: CacheClient {
     let base: any CacheClient
     private(set) var singleGets = 0
-    private(set) var multiGets = 0
+    /// The keys of each multi-get.
+    private(set) var multiGetKeys: [[String]] = []
+    var multiGets: Int { multiGetKeys.count }
 
     init(_ base: any CacheClient) { self.base = base }
 
@@ -19,7 +21,7 @@ final class CountingCache: CacheClient {
         return base.get(key)
     }
     func get(many keys: [String]) -> Result<[String: MemcachedItem], MemcachedError> {
-        multiGets += 1
+        multiGetKeys.append(keys)
         return base.get(many: keys)
     }
     func add(_ key: String, value: [UInt8], flags: UInt32, expiration: Int) -> MemcachedStoreResult {
