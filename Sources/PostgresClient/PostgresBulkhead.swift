@@ -8,7 +8,7 @@ import Synchronization
 /// A statement enters before it is sent and leaves when its answer (or failure) is in. When every
 /// place is taken, a statement waits for one — the server is busy, places free up within
 /// milliseconds — but only while the server makes progress: once no statement has finished for
-/// ``stallAfter``, the server is stalled rather than busy, and a statement that finds no place is
+/// ``stallAfter`` (nor started on a free place), the server is stalled rather than busy, and a statement that finds no place is
 /// refused at once (the caller answers 503) instead of taking another thread down with it.
 ///
 /// ```swift
@@ -41,8 +41,15 @@ public final class PostgresBulkhead: Sendable {
     public var refused: Int { refusedCount.load(ordering: .relaxed) }
 
     /// Takes a place; false when the statement must not wait for one (see the type).
+    ///
+    /// A statement that takes a free place counts as progress too: after a quiet spell the first
+    /// burst fills every place at once, and the next statement must wait for one of them to
+    /// finish, not be refused because nothing had finished during the quiet.
     func enter() -> Bool {
-        if places.wait(timeout: .now()) == .success { return true }
+        if places.wait(timeout: .now()) == .success {
+            lastProgress.store(DispatchTime.now().uptimeNanoseconds, ordering: .relaxed)
+            return true
+        }
         let stall = UInt64(stallAfter.components.seconds) * 1_000_000_000
             + UInt64(stallAfter.components.attoseconds / 1_000_000_000)
         let sinceProgress = DispatchTime.now().uptimeNanoseconds &- lastProgress.load(ordering: .relaxed)

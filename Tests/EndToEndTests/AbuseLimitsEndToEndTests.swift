@@ -275,11 +275,15 @@ import TestSupport
         func databaseReads() throws -> Double {
             try service.metrics().value("profile_cache_events_total", ["event": "database_read"]) ?? 0
         }
-        // Waits that ended unanswered, each a 503: no waiting place free, or the read ran out.
+        // The reads answered 503, each counted by the service: a wait with no waiting place free
+        // or that ran out, or a statement the bulkhead refused while PostgreSQL made no progress
+        // (both depend on the machine's load, §5.3).
         func refusedWaits() throws -> Double {
             let metrics = try service.metrics()
-            return ["coalesced_wait_refused", "coalesced_wait_expired"]
+            let waits = ["coalesced_wait_refused", "coalesced_wait_expired"]
                 .map { metrics.value("profile_cache_events_total", ["event": $0]) ?? 0 }.reduce(0, +)
+            let refusedStatements = metrics.samples.filter { $0.name == "profile_database_errors_total" }.map(\.value)
+            return waits + refusedStatements.reduce(0, +)
         }
 
         // 20 absent ids, read 50 times each from 16 connections: absence is cached. Before the first

@@ -30,4 +30,17 @@ import Testing
         bulkhead.leave()
         #expect(bulkhead.enter(), "a place again once the statement finished")
     }
+
+    /// After a quiet spell nothing has finished for long; the burst that follows fills every
+    /// place at once, and the next statement waits for one to finish rather than being refused
+    /// (a service that had been idle answered its first burst of misses with 503s).
+    @Test func aBurstAfterAQuietSpellWaitsForAPlace() {
+        let bulkhead = PostgresBulkhead(limit: 1, stallAfter: .milliseconds(50))
+        Thread.sleep(forTimeInterval: 0.1)  // quiet: no statement for twice stallAfter
+        #expect(bulkhead.enter())
+        // A thread of its own: Dispatch's global queue also runs the tests, whose threads block here.
+        Thread { Thread.sleep(forTimeInterval: 0.02); bulkhead.leave() }.start()
+        #expect(bulkhead.enter(), "the server answers within stallAfter: wait, do not refuse")
+        #expect(bulkhead.refused == 0)
+    }
 }
