@@ -57,8 +57,12 @@ import TestSupport
     @Test func cachedReadsAndHealthAreAnsweredWhileTheDatabaseIsFrozen() throws {
         try TestEnvironment.requirePostgres()
         try TestEnvironment.requireMemcached()
-        // A short statement timeout keeps the test short: the deadline is it plus one second.
-        let service = try ServiceProcess(extraArguments: ["--no-access-log", "--statement-timeout-ms", "1000"])
+        // A short statement timeout keeps the test short: the deadline is it plus one second. A
+        // memcached lookup that times out goes to PostgreSQL by design (§5.1) — frozen here, so
+        // 503 after the deadline; with 16 cold readers on 2 cores memcached was once slower than
+        // its 100 ms, so this test gives it a second: what it shows is PostgreSQL's freeze.
+        let service = try ServiceProcess(
+            extraArguments: ["--no-access-log", "--statement-timeout-ms", "1000", "--memcached-timeout-ms", "1000"])
         defer { service.terminate() }
         let deadline = Duration.seconds(2)
         let sql = PostgresConnection(
@@ -69,11 +73,21 @@ import TestSupport
         try sql.simpleQuery(
             "INSERT INTO user_profiles (id, username, display_name) SELECT g, 'fz' || g, 'Frozen' FROM generate_series(\(base), \(base + 16_000)) g")
         defer { _ = try? sql.simpleQuery("DELETE FROM user_profiles WHERE id BETWEEN \(base) AND \(base + 16_000)") }
+        // The change feed applies the 16,001 inserted rows first, so none of its repairs reaches
+        // the cached id while PostgreSQL is frozen; then the id is cached and read as a hit.
+        #expect(
+            Eventually.wait(timeout: .seconds(20), interval: .milliseconds(50)) {
+                let feed = (try? Curl.request("\(service.baseURL)/readyz"))?.json?["change_feed"] as? [String: Any]
+                return feed?["state"] as? String == "active" && feed?["lag_bytes"] as? Int == 0
+                    && feed?["pending_repairs"] as? Int == 0
+            }, "the change feed caught up with the inserted rows")
         let warm = try HTTPTestClient(port: service.port)
+        var outcome: String?
         for _ in 0..<3 {
             try warm.send("GET /users/profile/\(base) HTTP/1.1\r\nHost: t\r\n\r\n")
-            _ = try warm.readResponse()
+            outcome = try warm.readResponse().header("X-Cache")
         }
+        try #require(outcome == "hit", "the cached id is cached when PostgreSQL freezes")
 
         let running = RunFlag()
         let cold = (0..<16).map { client in
@@ -111,7 +125,11 @@ import TestSupport
             "database frozen 4 s: cold reads \(coldSamples.count), longest \(longestCold); cached reads \(cachedSamples.count), "
                 + "p99 \(p99), longest \(cachedDurations.last ?? .zero); /healthz \(healthSamples.count), longest \(healthSamples.map(\.duration).max() ?? .zero)")
         #expect(coldSamples.allSatisfy { $0.duration < deadline + .seconds(1) }, "no request waits much past the deadline")
-        #expect(cachedSamples.count > 20 && cachedSamples.allSatisfy { $0.status == 200 }, "cached reads are served")
+        let cachedFailures = cachedSamples.filter { $0.status != 200 || $0.duration >= deadline }
+        let cacheErrors = try service.metrics().value("profile_cache_events_total", ["event": "error"]) ?? 0
+        #expect(
+            cachedSamples.count > 20 && cachedSamples.allSatisfy { $0.status == 200 },
+            "cached reads are served: \(cachedFailures.prefix(3).map { ($0.status, $0.duration) }), memcached errors \(cacheErrors)")
         #expect(healthSamples.count > 20 && healthSamples.allSatisfy { $0.status == 200 }, "/healthz answers")
         #expect(cachedSamples.allSatisfy { $0.duration < deadline }, "a cached read never waits on the database")
     }
