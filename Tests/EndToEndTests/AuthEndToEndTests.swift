@@ -6,11 +6,6 @@ import TestSupport
 
 /// Bearer-token authorization through the built binary, curl, PostgreSQL and memcached.
 @Suite(.serialized, .requires(.postgres, .memcached)) struct AuthEndToEndTests {
-    init() throws {
-        try TestEnvironment.requirePostgres()
-        try TestEnvironment.requireMemcached()
-    }
-
     /// The version of profile `id`'s memcached entry, `nil` without one.
     func cachedVersion(of id: Int64) throws -> Int32? {
         let cache = try MemcachedConnection(

@@ -19,8 +19,6 @@ import TestSupport
     static var pollTimeout: Double { Double(pollTimeoutMilliseconds) / 1000 }
 
     @Test func servesThroughEveryDependencyRestart() throws {
-        try TestEnvironment.requirePostgres()
-        try TestEnvironment.requireMemcached()
         let ids = try DrillData()
         defer { ids.remove() }
         let service = try ServiceProcess(extraArguments: [

@@ -55,8 +55,6 @@ import TestSupport
     }
 
     @Test func cachedReadsAndHealthAreAnsweredWhileTheDatabaseIsFrozen() throws {
-        try TestEnvironment.requirePostgres()
-        try TestEnvironment.requireMemcached()
         // A short statement timeout keeps the test short: the deadline is it plus one second. A
         // memcached lookup that times out goes to PostgreSQL by design (§5.1) — frozen here, so
         // 503 after the deadline; with 16 cold readers on 2 cores memcached was once slower than

@@ -10,11 +10,6 @@ import TestSupport
 /// one of the instances) decodes the commit, repairs memcached and NOTIFYs `profile_changes`;
 /// every instance LISTENs.
 @Suite(.serialized, .requires(.postgres, .memcached)) struct LiveUpdatesEndToEndTests {
-    init() throws {
-        try TestEnvironment.requirePostgres()
-        try TestEnvironment.requireMemcached()
-    }
-
     /// A SQL session of the test's own, beside the services.
     final class SQLSession {
         let connection: PostgresConnection

@@ -5,11 +5,6 @@ import TestSupport
 
 /// Logs, metrics, health and graceful shutdown of the built binary.
 @Suite(.serialized, .requires(.postgres, .memcached)) struct ObservabilityEndToEndTests {
-    init() throws {
-        try TestEnvironment.requirePostgres()
-        try TestEnvironment.requireMemcached()
-    }
-
     @Test func metricsAndJSONLogsCarryTheDocumentedFields() throws {
         let service = try ServiceProcess(extraArguments: ["--log-format", "json"])
         defer { _ = service.terminate() }

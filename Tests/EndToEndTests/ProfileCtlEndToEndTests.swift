@@ -5,11 +5,6 @@ import TestSupport
 
 /// `profilectl` as an operator uses it: its output piped into another program.
 @Suite(.serialized, .requires(.postgres, .memcached)) struct ProfileCtlEndToEndTests {
-    init() throws {
-        try TestEnvironment.requirePostgres()
-        try TestEnvironment.requireMemcached()
-    }
-
     @Test func watchPrintsEachVersionIntoAPipeAsItArrives() throws {
         let service = try ServiceProcess()
         defer { _ = service.terminate() }

@@ -10,11 +10,6 @@ import TestSupport
 /// holds is never answered 200 with an older one from a cache entry not yet repaired — the HTTP
 /// cache that follows the protocol would replace its newer copy with it.
 @Suite(.serialized, .requires(.postgres, .memcached)) struct RevalidationEndToEndTests {
-    init() throws {
-        try TestEnvironment.requirePostgres()
-        try TestEnvironment.requireMemcached()
-    }
-
     @Test func aRevalidationOfANewerVersionThanTheCacheHoldsIsAnsweredThatVersion() throws {
         // Without the change feed, which would repair the planted entry at a moment no test can wait for.
         let service = try ServiceProcess(extraArguments: ["--no-change-feed"])

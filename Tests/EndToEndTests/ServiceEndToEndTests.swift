@@ -9,11 +9,6 @@ import TestSupport
 @Suite(.serialized, .requires(.postgres, .memcached)) struct ServiceEndToEndTests {
     let migrations = TestEnvironment.repositoryRoot.appendingPathComponent("migrations").path
 
-    init() throws {
-        try TestEnvironment.requirePostgres()
-        try TestEnvironment.requireMemcached()
-    }
-
     @Test func migrateTwiceChangesNothingTheSecondTime() throws {
         let arguments = ["migrate", "--database-url", TestEnvironment.databaseURL, "--migrations-directory", migrations]
         let first = try ServiceProcess.run(arguments)

@@ -10,11 +10,6 @@ import TestSupport
 /// and memcached of `scripts/deps.sh`. Evidence is the service's state (versions, names) and its
 /// own counters (`/metrics`), never a pause that hopes something did or did not happen.
 @Suite(.serialized, .requires(.postgres, .memcached), .timeLimit(.minutes(2))) struct ProfileClientServiceTests {
-    init() throws {
-        try TestEnvironment.requirePostgres()
-        try TestEnvironment.requireMemcached()
-    }
-
     static func randomID() -> Int64 { Int64.random(in: 1_000_000_000...9_000_000_000_000_000) }
 
     static func client(

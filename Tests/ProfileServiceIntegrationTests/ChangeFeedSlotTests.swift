@@ -15,7 +15,6 @@ import Testing
     static let logger = Logger(label: "test")
 
     @Test func anInvalidatedSlotIsRebuiltAndEveryEntryFromBeforeItIsGone() throws {
-        try TestEnvironment.requireMemcached()
         let port = TestEnvironment.freeLoopbackPort()
         let state = "/tmp/profile-service-slot-test-\(port)"
         let environment = ["PROFILE_STATE_DIR": state, "PROFILE_PG_PORT": "\(port)", "PROFILE_PG_SLOT_WAL_KEEP": "1MB"]

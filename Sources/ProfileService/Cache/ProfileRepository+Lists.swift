@@ -89,27 +89,10 @@ extension ProfileRepository {
         for index in leaders.indices {
             let leader = leaders[index]
             shared.hooks.afterDatabaseRead?(leader.id)
-            // Closed to new followers before the populate is sent, as in `load` (§2.1).
-            shared.inFlight.close(leader.id, flight: leader.flight)
-            guard let profile = rows[leader.id] else {
-                leaders[index].outcome = .notFound
-                if let leaseCAS = leader.leaseCAS {
-                    let stored = populateAbsent(key: leader.key, leaseCAS: leaseCAS) == .stored
-                    statistics.record(stored ? .populateStored : .populateLost)
-                }
-                answers[leader.id] = .some(nil)
-                continue
-            }
-            var populated = false
-            if let leaseCAS = leader.leaseCAS {
-                populated = populate(key: leader.key, profile: profile, leaseCAS: leaseCAS) == .stored
-                statistics.record(populated ? .populateStored : .populateLost)
-                shared.hooks.afterPopulate?(leader.id)
-            } else {
-                statistics.record(.populateSkipped)
-            }
-            leaders[index].outcome = .found(profile, populated: populated)
-            answers[leader.id] = Representation(profile, outcome: .miss)
+            let row = rows[leader.id]
+            leaders[index].outcome = storeLoaded(
+                row, id: leader.id, key: leader.key, leaseCAS: leader.leaseCAS, flight: leader.flight)
+            answers[leader.id] = .some(row.map { Representation($0, outcome: .miss) })
         }
         return answers
     }

@@ -183,30 +183,33 @@ extension ProfileRepository {
         }
         shared.hooks.afterDatabaseRead?(id)
 
+        outcome = storeLoaded(profile, id: id, key: key, leaseCAS: leaseCAS, flight: flight)
+        return profile.map { Representation($0, outcome: .miss) }
+    }
+
+    /// Stores what a load read under the reader's lease — the row, or the record that there is
+    /// none (absence is cached like a row, §2.6: a storm of reads of ids that do not exist costs
+    /// PostgreSQL one read per id, not one per request) — and returns the outcome for the flight's
+    /// followers. Without a lease nothing is stored.
+    func storeLoaded(
+        _ profile: Profile?, id: Int64, key: String, leaseCAS: UInt64?, flight: InFlightReads.Flight?
+    ) -> InFlightReads.Outcome {
+        guard let leaseCAS else {
+            if profile != nil { statistics.record(.populateSkipped) }
+            return profile.map { .found($0, populated: false) } ?? .notFound
+        }
+        // Closed to new followers before the populate is sent: one that joined after the row
+        // landed could miss a write acknowledged (and evicted) since (§2.1).
+        if let flight { shared.inFlight.close(id, flight: flight) }
         guard let profile else {
-            outcome = .notFound
-            if let leaseCAS {
-                // Absence is cached like a row (§2.6): a storm of reads of ids that do not exist
-                // costs PostgreSQL one read per id, not one per request.
-                if let flight { shared.inFlight.close(id, flight: flight) }
-                let stored = populateAbsent(key: key, leaseCAS: leaseCAS) == .stored
-                statistics.record(stored ? .populateStored : .populateLost)
-            }
-            return nil
+            let stored = populateAbsent(key: key, leaseCAS: leaseCAS) == .stored
+            statistics.record(stored ? .populateStored : .populateLost)
+            return .notFound
         }
-        var populated = false
-        if let leaseCAS {
-            // Closed to new followers before the populate is sent: one that joined after the row
-            // landed could miss a write acknowledged (and evicted) since (§2.1).
-            if let flight { shared.inFlight.close(id, flight: flight) }
-            populated = populate(key: key, profile: profile, leaseCAS: leaseCAS) == .stored
-            statistics.record(populated ? .populateStored : .populateLost)
-            shared.hooks.afterPopulate?(id)
-        } else {
-            statistics.record(.populateSkipped)
-        }
-        outcome = .found(profile, populated: populated)
-        return Representation(profile, outcome: .miss)
+        let populated = populate(key: key, profile: profile, leaseCAS: leaseCAS) == .stored
+        statistics.record(populated ? .populateStored : .populateLost)
+        shared.hooks.afterPopulate?(id)
+        return .found(profile, populated: populated)
     }
 
     /// Waits for another reader's PostgreSQL read in this process and uses it if it may.

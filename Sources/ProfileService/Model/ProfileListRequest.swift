@@ -44,13 +44,13 @@ public struct ProfileListRequest: Equatable, Sendable {
         position.reserveCapacity(entries.count)
         for entry in entries {
             let at = entry.firstIndex(of: UInt8(ascii: "@"))
-            guard let id = decimal(entry[..<(at ?? entry.endIndex)], below: UInt64(Int64.max)).map(Int64.init) else {
+            guard let id = canonicalPositive(entry[..<(at ?? entry.endIndex)], as: Int64.self) else {
                 throw InvalidList(
                     description: "each id must be a positive 64-bit integer, optionally with @version: \"\(quoted(entry))\"")
             }
             var floor: Int32?
             if let at {
-                guard let version = decimal(entry[(at + 1)...], below: UInt64(Int32.max)).map(Int32.init) else {
+                guard let version = canonicalPositive(entry[(at + 1)...], as: Int32.self) else {
                     throw InvalidList(description: "a floor must be a version from 1 to 2147483647: \"\(quoted(entry))\"")
                 }
                 floor = version
@@ -63,17 +63,6 @@ public struct ProfileListRequest: Equatable, Sendable {
             }
         }
         return members
-    }
-
-    /// A canonical positive decimal (no sign, no leading zero) no greater than `limit`.
-    private static func decimal(_ digits: Slice<UnsafeBufferPointer<UInt8>>, below limit: UInt64) -> UInt64? {
-        guard let first = digits.first, first != UInt8(ascii: "0"), digits.count <= 19 else { return nil }
-        var value: UInt64 = 0
-        for byte in digits {
-            guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
-            value = value * 10 + UInt64(byte - UInt8(ascii: "0"))  // 19 digits fit in a UInt64
-        }
-        return value <= limit ? value : nil
     }
 
     /// At most 40 bytes of what was sent, for the detail.
