@@ -2,9 +2,11 @@
 # Live updates under load: SUBSCRIBERS concurrent event streams on one release-built instance,
 # then writes; and GET cache-hit throughput with and without those streams connected.
 #
-#   scripts/bench-sse.sh [SUBSCRIBERS (10000)] [DURATION (10s)] [ROUNDS (3)]
+#   scripts/bench-sse.sh [SUBSCRIBERS (10000)] [DURATION (10s)] [ROUNDS (3)] [LIST_SIZE (0)]
 #
-# Seeds 10,000 profiles; streams follow ids 1..SUBSCRIBERS/2 (two devices per user). Prints:
+# Seeds 10,000 profiles; streams follow ids 1..SUBSCRIBERS/2 (two devices per user), or with
+# LIST_SIZE > 0 each stream is a list's stream (GET /users/profiles/events) of LIST_SIZE random
+# ids of the 10,000 — `scripts/bench-sse.sh 1000 10s 3 100`: 1,000 lists of 100. Prints:
 #   - RSS of the instance before and with the streams connected (and per stream);
 #   - p50/p99/max from each PUT's answer to each subscriber's event (200 writes at 50/s, one
 #     keep-alive connection; scripts/bench/sse_subscribers.py, Python asyncio);
@@ -16,7 +18,9 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 subscribers=${1:-10000}
 duration=${2:-10s}
 rounds=${3:-3}
+list_size=${4:-0}
 ids=$(( subscribers / 2 > 0 ? subscribers / 2 : 1 ))
+[ "$list_size" -gt 0 ] && ids=10000
 out=$(pwd)/.build-bench/sse
 port=${PROFILE_SSE_BENCH_PORT:-18091}
 mkdir -p "$out"
@@ -65,7 +69,8 @@ rss_before=$(rss)
 rm -f "$out/ready"
 touch "$out/hold"
 python3 scripts/bench/sse_subscribers.py --port "$port" --subscribers "$subscribers" --ids "$ids" \
-    --writes 200 --rate 50 --token "$token" --ready-file "$out/ready" --hold-file "$out/hold" > "$out/client.json" &
+    --writes 200 --rate 50 --token "$token" --ready-file "$out/ready" --hold-file "$out/hold" \
+    --list-size "$list_size" > "$out/client.json" &
 client=$!
 pids+=("$client")
 for _ in $(seq 1 1200); do [ -s "$out/ready" ] && break; kill -0 "$client" 2>/dev/null || break; sleep 0.1; done
@@ -86,15 +91,17 @@ wait "$client"
 metrics=$(curl -fs "localhost:$port/metrics")
 
 python3 - "$out/client.json" "$subscribers" "$open" "$rss_before" "$rss_with" "$duration" \
-    "${with_runs[*]}" "${without_runs[*]}" <<'PY'
+    "${with_runs[*]}" "${without_runs[*]}" "$list_size" <<'PY'
 import json, statistics, sys
 client = json.load(open(sys.argv[1]))
 subscribers, open_streams = int(sys.argv[2]), sys.argv[3]
+list_size = int(sys.argv[9])
 rss_before, rss_with = int(sys.argv[4]), int(sys.argv[5])
 with_runs = [float(x) for x in sys.argv[7].split()]
 without_runs = [float(x) for x in sys.argv[8].split()]
 with_median, without_median = statistics.median(with_runs), statistics.median(without_runs)
-print(f"live updates, {subscribers} subscribers on one instance (open per /metrics: {open_streams})")
+kind = f"lists' streams of {list_size} ids" if list_size else "subscribers"
+print(f"live updates, {subscribers} {kind} on one instance (open per /metrics: {open_streams})")
 print(f"  RSS: {rss_before / 1024:.1f} MiB before, {rss_with / 1024:.1f} MiB with them "
       f"= {(rss_with - rss_before) / subscribers:.2f} KiB per subscriber")
 lat = client["latency_ms"]

@@ -3,9 +3,11 @@
 one instance, then writes, with the latency from each PUT's answer to each subscriber's event.
 
     sse_subscribers.py --port P --subscribers 10000 --ids 5000 --writes 200 --rate 50 \
-        --token T --ready-file F --hold-file H
+        --token T --ready-file F --hold-file H [--list-size K]
 
-Opens the streams (ids 1..IDS, SUBSCRIBERS/IDS per id) and waits for each first event; writes
+Opens the streams (ids 1..IDS, SUBSCRIBERS/IDS per id; with --list-size K each stream is a list's
+stream, GET /users/profiles/events, of K random distinct ids of 1..IDS) and waits for each first
+state; writes
 READY to --ready-file; waits while --hold-file exists (the shell measures RSS and runs wrk
 meanwhile); then PUTs --writes random watched ids at --rate per second over one keep-alive
 connection and prints one JSON line: latencies (p50/p99/max, ms), events expected/received,
@@ -28,16 +30,19 @@ def percentile(values, fraction):
 
 
 class Subscriber:
-    def __init__(self, profile_id):
-        self.id = profile_id
-        self.arrivals = {}  # version -> monotonic time
+    def __init__(self, ids, as_list):
+        self.ids = ids
+        self.path = ("/users/profiles/events?ids=" + ",".join(map(str, ids)) if as_list
+                     else f"/users/profile/{ids[0]}/events")
+        self.arrivals = {}  # (profile id, version) -> monotonic time
+        self.versions = {}  # profile id -> the highest version received
         self.first = asyncio.get_running_loop().create_future()
         self.failed = None
 
     async def run(self, port):
         try:
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
-            writer.write(f"GET /users/profile/{self.id}/events HTTP/1.1\r\nHost: b\r\nAccept: text/event-stream\r\n\r\n".encode())
+            writer.write(f"GET {self.path} HTTP/1.1\r\nHost: b\r\nAccept: text/event-stream\r\n\r\n".encode())
             await writer.drain()
             head = await reader.readuntil(b"\r\n\r\n")
             if b" 200 " not in head.split(b"\r\n", 1)[0]:
@@ -52,11 +57,16 @@ class Subscriber:
                     block.append(line)
                     continue
                 for field in block:
-                    if field.startswith(b"id: "):
-                        version = int(field[4:])
-                        self.arrivals.setdefault(version, time.monotonic())
-                        if not self.first.done():
-                            self.first.set_result(version)
+                    if field.startswith(b"data: {\"id\":"):
+                        # The profile's id and version from its JSON (a list's stream carries many ids).
+                        profile = json.loads(field[6:])
+                        if "version" not in profile:
+                            continue  # a deleted member
+                        key = (profile["id"], profile["version"])
+                        self.arrivals.setdefault(key, time.monotonic())
+                        self.versions[key[0]] = max(self.versions.get(key[0], 0), key[1])
+                        if not self.first.done() and len(self.versions) == len(self.ids):
+                            self.first.set_result(True)
                 block = []
         except Exception as error:  # noqa: BLE001 - reported in the summary
             self.failed = repr(error)
@@ -89,11 +99,16 @@ async def main():
     parser.add_argument("--token", default="")
     parser.add_argument("--ready-file", required=True)
     parser.add_argument("--hold-file", required=True)
+    parser.add_argument("--list-size", type=int, default=0, help="ids per stream: a list's stream (0: a profile's)")
     args = parser.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
-    subscribers = [Subscriber(1 + n % args.ids) for n in range(args.subscribers)]
+    chooser = random.Random(20)
+    subscribers = [
+        Subscriber(chooser.sample(range(1, args.ids + 1), args.list_size), True) if args.list_size
+        else Subscriber([1 + n % args.ids], False)
+        for n in range(args.subscribers)]
     tasks = []
     started = time.monotonic()
     for index, subscriber in enumerate(subscribers):
@@ -111,13 +126,15 @@ async def main():
 
     by_id = {}
     for subscriber in subscribers:
-        by_id.setdefault(subscriber.id, []).append(subscriber)
+        for profile_id in subscriber.ids:
+            by_id.setdefault(profile_id, []).append(subscriber)
     reader, writer = await asyncio.open_connection("127.0.0.1", args.port)
     versions = {}
     writes = []  # (profile id, version, answered)
     for n in range(args.writes):
-        profile_id = random.randint(1, args.ids)
-        current = versions.get(profile_id) or max(s.first.result() for s in by_id[profile_id] if s.failed is None)
+        profile_id = random.choice(list(by_id))
+        current = versions.get(profile_id) or max(
+            (s.versions.get(profile_id, 1) for s in by_id[profile_id] if s.failed is None), default=1)
         status, answered, profile = await put(reader, writer, profile_id, current, args.token)
         if status == 200:
             versions[profile_id] = profile["version"]
@@ -132,10 +149,10 @@ async def main():
             if subscriber.failed is not None:
                 continue
             expected += 1
-            arrived = subscriber.arrivals.get(version)
+            arrived = subscriber.arrivals.get((profile_id, version))
             # An event skipped in favour of a later version counts at that later version's arrival.
             if arrived is None:
-                later = [t for v, t in subscriber.arrivals.items() if v > version]
+                later = [t for (i, v), t in subscriber.arrivals.items() if i == profile_id and v > version]
                 arrived = min(later) if later else None
             if arrived is not None:
                 received += 1
