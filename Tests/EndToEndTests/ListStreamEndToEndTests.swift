@@ -7,7 +7,7 @@ import TestSupport
 import Testing
 
 /// `GET /users/profiles/events?ids=…` black box against the built binary (issue 20; docs/design.md
-/// §4.3): one stream for many profiles delivers every acknowledged version or a newer one — writes
+/// §4.1): one stream for many profiles delivers every acknowledged version or a newer one — writes
 /// through another instance, writes in SQL, memcached flushed every 5 ms —, never goes back per
 /// member, resumes from floors without missing anything, and goes on past a member's deletion.
 @Suite(.serialized, .requires(.postgres, .memcached)) struct ListStreamEndToEndTests {

@@ -3,7 +3,7 @@ import HTTPServer
 import Testing
 import TestSupport
 
-/// A stream of several topics (a list's stream, docs/design.md §4.3): events of each topic reach
+/// A stream of several topics (a list's stream, docs/design.md §4.1): events of each topic reach
 /// it in order, the end of one topic is an event on it and the stream goes on, a topic that
 /// comes back after its end is delivered again, and closing the stream releases every topic.
 @Suite struct ListEventStreamTests {

@@ -49,7 +49,7 @@ extension ProfileResponder {
     /// to 1,000 ids, the syntax of `GET /users/profiles`). Its first bytes are a `retry:` hint and,
     /// in the order asked, each member newer than its floor as a `profile` event, or a `deleted`
     /// event for one that does not exist; then each newer version of any member, and a `deleted`
-    /// event when one is deleted — the stream goes on (docs/design.md §4.3).
+    /// event when one is deleted — the stream goes on (docs/design.md §4.1).
     ///
     /// `Last-Event-ID` is not read here: one id cannot say where a list stands. A client resumes
     /// with floors (`ids=3@9,…`, the versions it holds) and misses nothing. Counts as one stream
