@@ -6,6 +6,8 @@ public final class ProfileCacheShared: Sendable {
     /// Skips memcached nodes that keep failing; wraps every worker's cache client.
     public let circuitBreaker: NodeCircuitBreaker
     let inFlight = InFlightReads()
+    /// Concurrent misses of different ids read with one query (docs/design.md §2.8).
+    let batchedReads = BatchedReads()
     /// Readers that may wait for others' reads at once (docs/design.md §5).
     let coalescedWaitSlots: CoalescedWaitSlots
 
