@@ -53,16 +53,18 @@ final class BatchedReads: Sendable {
     /// storm of misses (PostgreSQL on a few cores gains nothing from more at once), but more than
     /// one, so a slow read does not hold every other miss.
     let lanes: Int
-    /// Batches of more than one id read, for the metrics and tests.
+    /// Batches of more than one id read (tests; the metrics count them as `database_batch_read`).
     let batches = Atomic<Int>(0)
     /// Ids read in those batches.
     let batchedIDs = Atomic<Int>(0)
+    private let statistics: CacheStatistics?
 
     /// The most ids one batch reads; more wait for the next.
     static let maximumBatch = 64
 
-    init(lanes: Int = 2) {
+    init(lanes: Int = 2, statistics: CacheStatistics? = nil) {
         self.lanes = max(1, lanes)
+        self.statistics = statistics
     }
 
     /// Reads waiting for a batch now (tests).
@@ -107,6 +109,7 @@ final class BatchedReads: Sendable {
             throw error
         }
         batches.add(1, ordering: .relaxed)
+        statistics?.record(.databaseBatchRead)
         batchedIDs.add(batch.count, ordering: .relaxed)
         for request in batch.dropFirst() { request.hand(.row(rows[request.id])) }
         return rows[batch[0].id]
