@@ -26,6 +26,7 @@ public final class ProfileClient: Sendable {
     let transport: any HTTPTransport
     let cache: LocalProfileCache
     let observers: ProfileObservers
+    let listObservers: ProfileListObservers
     let randomUnit: @Sendable () -> Double
     /// Opens event streams; `nil` (in unit tests) follows none.
     let eventTransport: (any EventStreamTransport)?
@@ -47,8 +48,9 @@ public final class ProfileClient: Sendable {
         self.configuration = configuration
         self.transport = transport
         self.observers = ProfileObservers()
+        self.listObservers = ProfileListObservers()
         self.cache = LocalProfileCache(
-            window: configuration.readYourWritesWindow, observers: observers, now: now)
+            window: configuration.readYourWritesWindow, observers: observers, lists: listObservers, now: now)
         self.randomUnit = randomUnit
         self.eventTransport = eventTransport
     }
@@ -56,6 +58,7 @@ public final class ProfileClient: Sendable {
     deinit {
         liveSubscriptions.cancelAll()
         observers.finishAll()
+        listObservers.finishAll()  // their termination cancels the tasks following their streams
     }
 
     /// Where a read may be answered from.
