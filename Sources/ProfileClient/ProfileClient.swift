@@ -11,8 +11,9 @@ import Foundation
 /// - **Observation.** ``updates(for:)``: every fetch and write of an id through this instance
 ///   reaches every observer of it, and so does every change committed anywhere: while an id is
 ///   observed, the client follows its event stream (`/users/profile/{id}/events`), reconnecting
-///   with jittered backoff and `Last-Event-ID`. Share one instance across the app (inject it);
-///   there is no global one.
+///   with jittered backoff and `Last-Event-ID`. ``observeList(ids:)`` follows one stream for a
+///   whole list (`/users/profiles/events`) into the same store. Share one instance across the app
+///   (inject it); there is no global one.
 /// - **Retries.** Reads retry on 503, 504 and connection errors with jittered backoff, honouring
 ///   `Retry-After`; writes only when the request surely never reached the service.
 ///
