@@ -13,10 +13,24 @@ public struct HTTPResponse: Sendable {
 
     /// Where an event-stream response subscribes (Server-Sent Events, docs/design.md §4).
     public struct EventStream: Sendable, Equatable {
-        /// What the stream follows, for example a profile id.
-        public var topic: Int64
-        /// The position the first bytes bring the client to: only later events are sent.
-        public var position: Int64
+        /// One topic the stream follows, and the position its first bytes bring the client to:
+        /// only later events of the topic are sent.
+        public struct Subscription: Sendable, Equatable {
+            public var topic: Int64
+            public var position: Int64
+
+            public init(topic: Int64, position: Int64) {
+                self.topic = topic
+                self.position = position
+            }
+        }
+
+        /// What the stream follows, for example profile ids: one topic, or many (a list's stream).
+        public var subscriptions: [Subscription]
+        /// Whether the end of a topic (`EventStreams.closeStreams`) ends the stream — a stream of
+        /// one topic has nothing left to follow — or is written to it as an event of its own, so
+        /// the stream of a list goes on with its other topics.
+        public var endsWithTopic: Bool
         /// Who opened it, as counted against a per-client limit; the server gives the count back
         /// when the stream ends or is refused (`EventStreams.release(client:)`).
         public var client: String?
@@ -24,12 +38,26 @@ public struct HTTPResponse: Sendable {
         /// it); the client reconnects with `Last-Event-ID` and misses nothing.
         public var endsAt: ContinuousClock.Instant?
 
+        /// A stream of one topic, ended when the topic ends.
         public init(topic: Int64, position: Int64, client: String? = nil, endsAt: ContinuousClock.Instant? = nil) {
-            self.topic = topic
-            self.position = position
+            self.init(
+                subscriptions: [Subscription(topic: topic, position: position)], endsWithTopic: true, client: client,
+                endsAt: endsAt)
+        }
+
+        /// A stream of several topics (distinct), which outlives the end of any of them.
+        public init(
+            subscriptions: [Subscription], endsWithTopic: Bool = false, client: String? = nil,
+            endsAt: ContinuousClock.Instant? = nil
+        ) {
+            self.subscriptions = subscriptions
+            self.endsWithTopic = endsWithTopic
             self.client = client
             self.endsAt = endsAt
         }
+
+        /// The topic of a stream of one.
+        public var topic: Int64? { subscriptions.count == 1 ? subscriptions[0].topic : nil }
     }
 
     public init(status: HTTPStatus, headers: HTTPHeaders = [:], body: [UInt8] = []) {

@@ -26,16 +26,8 @@ final class Connection {
     let handoff = Handoff()
     /// Bytes dropped during a lingering close.
     var lingerBytes = 0
-    /// The topic of an event stream, once the connection is one.
-    var streamTopic: Int64?
-    /// The position of the last event sent on the stream: older events are skipped.
-    var streamPosition: Int64 = 0
-    /// Index in the event loop's list of the topic's streams.
-    var streamIndex = 0
-    /// The stream's client, counted against the per-client limit until the stream ends.
-    var streamClient: String?
-    /// When the server ends the stream, if it does.
-    var streamEndsAt: ContinuousClock.Instant?
+    /// What the connection follows once it is an event stream.
+    var stream: StreamState?
     /// Requests handed to a worker so far: an idle connection that has served one is a
     /// keep-alive connection (a fresh one waits for its first request under the head deadline).
     var requestsDispatched = 0
@@ -54,6 +46,28 @@ final class Connection {
     var hasPendingOutput: Bool { outputOffset < output.count }
 
     var pendingOutputCount: Int { output.count - outputOffset }
+}
+
+/// An event-stream connection's subscriptions (docs/design.md §4).
+struct StreamState {
+    struct Place {
+        /// The position of the last event of the topic sent on the stream: older ones are skipped.
+        var position: Int64
+        /// Index in the event loop's list of the topic's streams.
+        var index: Int
+    }
+
+    /// Per topic followed.
+    var places: [Int64: Place]
+    /// The end of a topic closes the stream (a stream of one) instead of being written to it.
+    var endsWithTopic: Bool
+    /// The stream's client, counted against the per-client limit until the stream ends.
+    var client: String?
+    /// When the server ends the stream, if it does.
+    var endsAt: ContinuousClock.Instant?
+    /// Unsent bytes beyond which the stream is cut: ``EventStreams/Configuration/maxBufferedBytes``
+    /// plus the first bytes, which for a list's stream can be a thousand profiles.
+    var bufferLimit: Int
 }
 
 @available(*, unavailable, message: "confined to the event loop thread")

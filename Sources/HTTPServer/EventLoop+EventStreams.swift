@@ -6,26 +6,31 @@ import Synchronization
 
 // The event-stream fan-out of the loop (docs/design.md §4): streams registered by topic, events
 // delivered to every stream of their topic, heartbeats, and a stream's end. The loop's own state
-// for it is `streamTopics`, `streamCount`, `streamEvents` and `nextHeartbeat`.
+// for it is `streamTopics`, `streamCount`, `subscriptionCount`, `streamEvents` and `nextHeartbeat`;
+// each stream's own is its connection's `stream`.
 extension EventLoop {
-    /// Registers the connection as a stream of `stream.topic` and writes its first bytes, followed
-    /// by the topic's latest event when that is newer than what the worker read; or answers 503 when
-    /// the subscriber limit is reached or the server is draining.
+    /// Registers the connection as a stream of each of `stream`'s topics and writes its first
+    /// bytes, followed by each topic's latest event when that is newer than what the worker read;
+    /// or answers 503 when the subscriber or subscription limit is reached or the server is draining.
     func startStream(
         _ connection: Connection, _ bytes: [UInt8], _ stream: HTTPResponse.EventStream, now: ContinuousClock.Instant
     ) {
         guard let streams = core.eventStreams else {
             preconditionFailure("an event-stream response on a server without EventStreams")
         }
+        let topics = stream.subscriptions.map(\.topic)
         if connection.failed {
-            streams.release(topic: stream.topic, client: stream.client)
+            streams.release(topics: topics, client: stream.client)
             close(connection)
             return
         }
-        guard streamCount < streams.configuration.maxSubscribers, drainDeadline == nil else {
-            streams.release(topic: stream.topic, client: stream.client)
+        let limits = streams.configuration
+        guard streamCount < limits.maxSubscribers, subscriptionCount + topics.count <= limits.maxSubscriptions,
+            drainDeadline == nil
+        else {
+            streams.release(topics: topics, client: stream.client)
             if drainDeadline == nil { streams.refused.add(1, ordering: .relaxed) }
-            let retryAfter = String(streams.configuration.retryAfterSeconds)
+            let retryAfter = String(limits.retryAfterSeconds)
             let response = HTTPResponse.problem(
                 .serviceUnavailable, detail: "too many event streams are open; retry shortly",
                 headers: ["Retry-After": retryAfter])
@@ -35,39 +40,51 @@ extension EventLoop {
         }
         connection.machine.streamStarted()
         // Nothing more is parsed on a stream: drop what the parser and pipelining held.
-        connection.parser = HTTPRequestParser(limits: limits)
+        connection.parser = HTTPRequestParser(limits: self.limits)
         connection.pending = []
-        connection.streamTopic = stream.topic
-        connection.streamPosition = stream.position
-        connection.streamClient = stream.client
-        connection.streamEndsAt = stream.endsAt
-        var list = streamTopics.removeValue(forKey: stream.topic) ?? []
-        connection.streamIndex = list.count
-        list.append(connection)
-        streamTopics[stream.topic] = list
-        streamCount += 1
-        streams.subscribers.add(1, ordering: .relaxed)
-        System.setSendBufferSize(connection.fd, bytes: streams.configuration.socketSendBufferBytes)
+        var state = StreamState(
+            places: Dictionary(minimumCapacity: topics.count), endsWithTopic: stream.endsWithTopic,
+            client: stream.client, endsAt: stream.endsAt, bufferLimit: limits.maxBufferedBytes + bytes.count)
         connection.output = bytes
         connection.outputOffset = 0
-        // An event published while the worker read the first state (the topic was retained first).
-        if let latest = streams.latestEvent(topic: stream.topic), latest.position > stream.position {
-            if latest.closesStreams {
-                // What the stream follows was deleted meanwhile: the head goes out, then the end.
-                flush(connection, now: now)
-                close(connection)
-                return
+        var sent = 0
+        var ended = false
+        for subscription in stream.subscriptions {
+            var list = streamTopics.removeValue(forKey: subscription.topic) ?? []
+            var place = StreamState.Place(
+                position: EventStreams.Event.rank(position: subscription.position), index: list.count)
+            list.append(connection)
+            streamTopics[subscription.topic] = list
+            // An event published while the worker read the first state (the topic was retained first).
+            if let latest = streams.latestEvent(topic: subscription.topic), latest.rank > place.position {
+                place.position = latest.rank
+                if latest.closesStreams && stream.endsWithTopic {
+                    // What the stream follows was deleted meanwhile: the head goes out, then the end.
+                    ended = true
+                } else {
+                    connection.output.append(contentsOf: latest.bytes)
+                    sent += 1
+                }
             }
-            connection.output.append(contentsOf: latest.bytes)
-            connection.streamPosition = latest.position
-            streams.eventsSent.add(1, ordering: .relaxed)
+            state.places[subscription.topic] = place
         }
+        connection.stream = state
+        streamCount += 1
+        subscriptionCount += topics.count
+        streams.subscribers.add(1, ordering: .relaxed)
+        streams.subscriptions.add(topics.count, ordering: .relaxed)
+        streams.eventsSent.add(sent, ordering: .relaxed)
+        System.setSendBufferSize(connection.fd, bytes: limits.socketSendBufferBytes)
         flush(connection, now: now)
+        if ended {
+            close(connection)
+            return
+        }
         drive(connection, now: now)
     }
 
     /// Writes the published events to the streams of their topics, skipping streams already at or
-    /// past an event's position.
+    /// past an event's place; the end of a topic closes its streams of one topic.
     func deliverStreamEvents(now: ContinuousClock.Instant) {
         guard let streams = core.eventStreams else { return }
         streams.takeEvents(into: &streamEvents)
@@ -75,13 +92,15 @@ extension EventLoop {
         var sent = 0
         for event in streamEvents {
             guard let list = streamTopics[event.topic] else { continue }
-            if event.closesStreams {
-                for connection in list where connection.isOpen { close(connection) }
-                continue
-            }
-            for connection in list where connection.isOpen && connection.streamPosition < event.position {
-                connection.streamPosition = event.position
-                if send(event.bytes, onStream: connection, now: now) { sent += 1 }
+            let rank = event.rank
+            for connection in list where connection.isOpen {
+                guard let position = connection.stream?.places[event.topic]?.position, position < rank else { continue }
+                connection.stream?.places[event.topic]?.position = rank
+                if event.closesStreams && connection.stream?.endsWithTopic == true {
+                    close(connection)
+                } else if send(event.bytes, onStream: connection, now: now) {
+                    sent += 1
+                }
             }
         }
         streamEvents.removeAll(keepingCapacity: true)
@@ -92,17 +111,15 @@ extension EventLoop {
     /// token that opened it expired) with a last comment; the client reconnects with
     /// `Last-Event-ID` and misses nothing.
     func endStream(_ connection: Connection, now: ContinuousClock.Instant) {
-        connection.streamEndsAt = nil
+        connection.stream?.endsAt = nil
         core.eventStreams?.ended.add(1, ordering: .relaxed)
         send(Self.streamEnd, onStream: connection, now: now)
         if connection.isOpen { close(connection) }
     }
 
     func sendHeartbeats(now: ContinuousClock.Instant) {
-        for list in streamTopics.values {
-            for connection in list where connection.isOpen {
-                send(Self.heartbeat, onStream: connection, now: now)
-            }
+        forEachStream { connection in
+            send(Self.heartbeat, onStream: connection, now: now)
         }
     }
 
@@ -112,7 +129,8 @@ extension EventLoop {
     @discardableResult
     func send(_ bytes: [UInt8], onStream connection: Connection, now: ContinuousClock.Instant) -> Bool {
         guard let streams = core.eventStreams else { return false }
-        if connection.pendingOutputCount + bytes.count > streams.configuration.maxBufferedBytes {
+        let limit = connection.stream?.bufferLimit ?? streams.configuration.maxBufferedBytes
+        if connection.pendingOutputCount + bytes.count > limit {
             streams.cutAsSlow.add(1, ordering: .relaxed)
             logger.debug("event stream cut: its reader is too slow", metadata: ["connection": "\(connection.id)"])
             close(connection)
@@ -133,22 +151,27 @@ extension EventLoop {
         return connection.isOpen
     }
 
-    func removeStream(_ connection: Connection, topic: Int64) {
-        if var list = streamTopics.removeValue(forKey: topic) {
-            let index = connection.streamIndex
+    /// Takes a closing connection out of the lists of every topic it follows and gives its
+    /// topics and its client's place back.
+    func removeStream(_ connection: Connection) {
+        guard let state = connection.stream else { return }
+        connection.stream = nil
+        for (topic, place) in state.places {
+            guard var list = streamTopics.removeValue(forKey: topic) else { continue }
+            let index = place.index
             if index < list.count, list[index] === connection {
                 let last = list.removeLast()
                 if index < list.count {
                     list[index] = last
-                    last.streamIndex = index
+                    last.stream?.places[topic]?.index = index
                 }
             }
             if !list.isEmpty { streamTopics[topic] = list }
         }
-        connection.streamTopic = nil
         streamCount -= 1
+        subscriptionCount -= state.places.count
         core.eventStreams?.subscribers.subtract(1, ordering: .relaxed)
-        core.eventStreams?.release(topic: topic, client: connection.streamClient)
-        connection.streamClient = nil
+        core.eventStreams?.subscriptions.subtract(state.places.count, ordering: .relaxed)
+        core.eventStreams?.release(topics: Array(state.places.keys), client: state.client)
     }
 }

@@ -42,9 +42,11 @@ final class EventLoop {
     private let tick: Duration
     private let clock = ContinuousClock()
     private var dateCache = DateCache()
-    /// Open event streams by topic; each connection knows its index (``Connection/streamIndex``).
+    /// Open event streams by topic; each connection knows its index in each list (``StreamState``).
     var streamTopics: [Int64: [Connection]] = [:]
     var streamCount = 0
+    /// Topics followed by the open streams together.
+    var subscriptionCount = 0
     var streamEvents: [EventStreams.Event] = []
     var nextHeartbeat: ContinuousClock.Instant
     /// An SSE comment line: ignored by clients, seen by every proxy on the way.
@@ -387,7 +389,7 @@ final class EventLoop {
                 connection.machine.state == .processing
             else {
                 if case .stream(_, let stream) = completion.kind {
-                    core.eventStreams?.release(topic: stream.topic, client: stream.client)
+                    core.eventStreams?.release(topics: stream.subscriptions.map(\.topic), client: stream.client)
                 }
                 continue
             }
@@ -505,9 +507,16 @@ final class EventLoop {
         forget(connection)
     }
 
+    /// Runs `body` on every open event stream (a stream of many topics once).
+    func forEachStream(_ body: (Connection) -> Void) {
+        for case let connection? in connections where connection.isOpen && connection.stream != nil {
+            body(connection)
+        }
+    }
+
     /// Removes `connection` from the table without closing its descriptor.
     private func forget(_ connection: Connection) {
-        if let topic = connection.streamTopic { removeStream(connection, topic: topic) }
+        removeStream(connection)
         connection.isOpen = false
         connection.machine.closed()
         connections[Int(connection.fd)] = nil
@@ -523,7 +532,7 @@ final class EventLoop {
             if let listenFD { try? System.epollAdd(epollFD, listenFD, events: System.epollIn) }
         }
         for case let connection? in connections {
-            if let endsAt = connection.streamEndsAt, now >= endsAt, connection.streamTopic != nil {
+            if let endsAt = connection.stream?.endsAt, now >= endsAt {
                 endStream(connection, now: now)
                 continue
             }

@@ -15,13 +15,23 @@ import Synchronization
 /// registration. The server releases the reference when the stream closes or is refused; a worker
 /// that answers anything else must call ``release(topic:)`` itself.
 ///
-/// Events go out in position order per connection: one older than what a connection has is skipped.
+/// A stream follows one topic or several (a list's stream); each of its topics is retained and
+/// released the same way.
+///
+/// Events go out in position order per connection and topic: one older than what a connection
+/// has is skipped. The end of a topic (``closeStreams(topic:position:bytes:)``) at position `p`
+/// ranks after an event at `p` and before one at `p + 1`: a profile deleted at version 7 and
+/// created again at 8.
 public final class EventStreams: Sendable {
     /// Limits and timing of the streams.
     public struct Configuration: Sendable {
         /// Open streams at most; beyond, a new stream is answered 503 with `Retry-After`. Well
         /// below the connection limit, so streams always leave room for other requests.
         public var maxSubscribers: Int = 5_000
+        /// Topics followed by all open streams together (a stream of one profile follows one, a
+        /// list's stream up to 1,000); beyond, a new stream is answered 503 like the limit above.
+        /// Bounds the memory of the fan-out: about 150 bytes per subscription.
+        public var maxSubscriptions: Int = 500_000
         /// Open streams of one client at most (see ``reserve(client:)``); 0 for no limit.
         public var maxSubscribersPerClient: Int = 32
         /// Longest a stream stays open; the server then ends it and the client resumes with
@@ -46,6 +56,8 @@ public final class EventStreams: Sendable {
     public struct Statistics: Sendable {
         /// Streams open now.
         public var subscribers: Int
+        /// Topics followed by the open streams together.
+        public var subscriptions: Int = 0
         /// Events written to streams (one per stream and event), heartbeats not counted.
         public var eventsSent: Int
         /// Streams closed because their reader fell behind by more than ``Configuration/maxBufferedBytes``.
@@ -68,9 +80,19 @@ public final class EventStreams: Sendable {
     struct Event: Sendable {
         var topic: Int64
         var position: Int64
+        /// What is written to the topic's streams; for the end of a topic, what a stream that
+        /// outlives it gets (``HTTP1/HTTPResponse/EventStream/endsWithTopic``).
         var bytes: [UInt8]
-        /// Ends every stream of the topic instead of writing to it.
+        /// Ends the topic: streams of it alone are closed instead of written to.
         var closesStreams = false
+
+        /// The event's place in its topic's order: the end of a topic at `p` comes after an
+        /// event at `p` (the deleted profile's last version) and before one at `p + 1`.
+        var rank: Int64 { Self.rank(position: position, closesStreams: closesStreams) }
+
+        static func rank(position: Int64, closesStreams: Bool = false) -> Int64 {
+            position >= Int64.max / 2 ? .max : position * 2 + (closesStreams ? 1 : 0)
+        }
     }
 
     private struct Outbox {
@@ -85,6 +107,7 @@ public final class EventStreams: Sendable {
     /// Open (or opening) streams per client, for ``Configuration/maxSubscribersPerClient``.
     private let clients = Mutex<[String: Int]>([:])
     let subscribers = Atomic<Int>(0)
+    let subscriptions = Atomic<Int>(0)
     let eventsSent = Atomic<Int>(0)
     let cutAsSlow = Atomic<Int>(0)
     let refused = Atomic<Int>(0)
@@ -98,6 +121,13 @@ public final class EventStreams: Sendable {
     /// Marks `topic` as watched by one more holder (see the type's steps).
     public func retain(topic: Int64) {
         topics.withLock { $0[topic, default: Topic()].holders += 1 }
+    }
+
+    /// Marks each of `topics` (distinct) as watched by one more holder: a list's stream.
+    public func retain(topics list: [Int64]) {
+        topics.withLock { topics in
+            for topic in list { topics[topic, default: Topic()].holders += 1 }
+        }
     }
 
     /// Counts one more stream of `client` (a token's subject, or a client address) if it has
@@ -124,7 +154,14 @@ public final class EventStreams: Sendable {
 
     /// Drops one holder of `topic` and, when given, one stream of `client`.
     public func release(topic: Int64, client: String?) {
-        release(topic: topic)
+        release(topics: [topic], client: client)
+    }
+
+    /// Drops one holder of each of `topics` and, when given, one stream of `client`.
+    public func release(topics list: [Int64], client: String?) {
+        topics.withLock { topics in
+            for topic in list { Self.release(topic, in: &topics) }
+        }
         guard let client else { return }
         clients.withLock { clients in
             guard let open = clients[client] else { return }
@@ -134,11 +171,13 @@ public final class EventStreams: Sendable {
 
     /// Drops one holder of `topic`; the topic and its latest event are forgotten with the last one.
     public func release(topic: Int64) {
-        topics.withLock { topics in
-            guard var entry = topics[topic] else { return }
-            entry.holders -= 1
-            topics[topic] = entry.holders > 0 ? entry : nil
-        }
+        topics.withLock { Self.release(topic, in: &$0) }
+    }
+
+    private static func release(_ topic: Int64, in topics: inout [Int64: Topic]) {
+        guard var entry = topics[topic] else { return }
+        entry.holders -= 1
+        topics[topic] = entry.holders > 0 ? entry : nil
     }
 
     /// Whether anyone follows `topic` (or is about to).
@@ -165,7 +204,7 @@ public final class EventStreams: Sendable {
         let event = Event(topic: topic, position: position, bytes: bytes)
         let accepted = topics.withLock { topics -> Bool in
             guard var entry = topics[topic] else { return false }
-            if let latest = entry.latest, latest.position >= position { return false }
+            if let latest = entry.latest, latest.rank >= event.rank { return false }
             entry.latest = event
             topics[topic] = entry
             return true
@@ -183,16 +222,22 @@ public final class EventStreams: Sendable {
         }
     }
 
-    /// Closes every stream of `topic` (what it follows is gone, say a deleted profile): clients
-    /// reconnect and learn why from the answer. Callable from any thread.
+    /// Ends `topic` (what it follows is gone, say a deleted profile): its streams of one topic are
+    /// closed — clients reconnect and learn why from the answer —, and streams of several get
+    /// `bytes` and go on. Callable from any thread.
+    ///
+    /// `position` is the last one the topic had (a deleted profile's last version): an event
+    /// published later at or below it is dropped, one above it (the profile created again) goes
+    /// out. Without it, the topic's end is final while it is watched.
     ///
     /// Kept as the topic's latest event while it is watched, like any event: a stream a worker is
     /// opening right now (it retained the topic and read the profile before it was deleted) is
     /// closed as soon as the loop registers it, instead of staying open on what is gone.
-    public func closeStreams(topic: Int64) {
-        let close = Event(topic: topic, position: .max, bytes: [], closesStreams: true)
+    public func closeStreams(topic: Int64, position: Int64 = .max, bytes: [UInt8] = []) {
+        let close = Event(topic: topic, position: position, bytes: bytes, closesStreams: true)
         let watched = topics.withLock { topics -> Bool in
             guard var entry = topics[topic] else { return false }
+            if let latest = entry.latest, latest.rank >= close.rank { return false }
             entry.latest = close
             topics[topic] = entry
             return true
@@ -203,7 +248,8 @@ public final class EventStreams: Sendable {
 
     public var statistics: Statistics {
         Statistics(
-            subscribers: subscribers.load(ordering: .relaxed), eventsSent: eventsSent.load(ordering: .relaxed),
+            subscribers: subscribers.load(ordering: .relaxed),
+            subscriptions: subscriptions.load(ordering: .relaxed), eventsSent: eventsSent.load(ordering: .relaxed),
             subscribersCutAsSlow: cutAsSlow.load(ordering: .relaxed),
             subscribersRefused: refused.load(ordering: .relaxed),
             subscribersRefusedPerClient: refusedPerClient.load(ordering: .relaxed),

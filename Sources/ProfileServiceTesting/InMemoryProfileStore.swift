@@ -61,6 +61,12 @@ public final class InMemoryProfileStore: ProfileStore {
         }
     }
 
+    public func deletedVersion(id: Int64) throws(ProfileStoreError) -> Int32? {
+        try database.withState { (state: inout InMemoryDatabase.State) throws(ProfileStoreError) -> Int32? in
+            state.rows[id] == nil ? state.tombstones[id] : nil
+        }
+    }
+
     public func updateDisplayName(id: Int64, to displayName: String, expectedVersion: Int32)
         throws(ProfileStoreError) -> ProfileUpdateOutcome
     {

@@ -12,6 +12,14 @@ struct LiveUpdateOptions: ParsableArguments {
 
     @Option(
         help: """
+            Profiles followed by all event streams together (a profile's stream follows one, a \
+            list's stream up to 1,000); beyond, 503 with Retry-After. About 150 bytes each. \
+            [PROFILE_MAX_STREAM_SUBSCRIPTIONS]
+            """)
+    var maxStreamSubscriptions: Int = EnvironmentDefaults.int("PROFILE_MAX_STREAM_SUBSCRIPTIONS", 500_000)
+
+    @Option(
+        help: """
             Event streams one client may hold open (a token's subject, else its address, see \
             --trusted-proxy-hops); beyond, 429 with Retry-After; 0 for no limit. \
             [PROFILE_MAX_STREAMS_PER_CLIENT]
@@ -38,6 +46,9 @@ struct LiveUpdateOptions: ParsableArguments {
         guard (0...1_000_000).contains(maxSubscribers) else {
             throw ValidationError("--max-subscribers must be 0…1000000, got \(maxSubscribers)")
         }
+        guard (0...100_000_000).contains(maxStreamSubscriptions) else {
+            throw ValidationError("--max-stream-subscriptions must be 0…100000000, got \(maxStreamSubscriptions)")
+        }
         guard (0...1_000_000).contains(maxStreamsPerClient) else {
             throw ValidationError("--max-streams-per-client must be 0…1000000, got \(maxStreamsPerClient)")
         }
@@ -55,6 +66,7 @@ struct LiveUpdateOptions: ParsableArguments {
     func streamsConfiguration() -> EventStreams.Configuration {
         var configuration = EventStreams.Configuration()
         configuration.maxSubscribers = maxSubscribers
+        configuration.maxSubscriptions = maxStreamSubscriptions
         configuration.maxSubscribersPerClient = maxStreamsPerClient
         configuration.maxLifetime = sseMaxLifetimeS > 0 ? .seconds(sseMaxLifetimeS) : nil
         configuration.heartbeatInterval = .seconds(sseHeartbeatS)

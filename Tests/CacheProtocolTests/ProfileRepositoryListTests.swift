@@ -68,6 +68,7 @@ import TestSupport
             manyReads.append(ids)
             return try base.profiles(ids: ids)
         }
+        func deletedVersion(id: Int64) throws(ProfileStoreError) -> Int32? { try base.deletedVersion(id: id) }
         func updateDisplayName(id: Int64, to displayName: String, expectedVersion: Int32) throws(ProfileStoreError)
             -> ProfileUpdateOutcome
         { try base.updateDisplayName(id: id, to: displayName, expectedVersion: expectedVersion) }

@@ -106,6 +106,7 @@ private final class CommitThenFailStore: ProfileStore {
     init(_ base: any ProfileStore) { self.base = base }
 
     func profile(id: Int64) throws(ProfileStoreError) -> Profile? { try base.profile(id: id) }
+    func deletedVersion(id: Int64) throws(ProfileStoreError) -> Int32? { try base.deletedVersion(id: id) }
     func updateDisplayName(id: Int64, to displayName: String, expectedVersion: Int32) throws(ProfileStoreError)
         -> ProfileUpdateOutcome
     {

@@ -68,6 +68,7 @@ import TestSupport
             if failures.left.subtract(1, ordering: .relaxed).newValue >= 0 { throw .unavailable }
             return try base.profile(id: id)
         }
+        func deletedVersion(id: Int64) throws(ProfileStoreError) -> Int32? { try base.deletedVersion(id: id) }
         func updateDisplayName(id: Int64, to displayName: String, expectedVersion: Int32) throws(ProfileStoreError)
             -> ProfileUpdateOutcome
         { try base.updateDisplayName(id: id, to: displayName, expectedVersion: expectedVersion) }
@@ -120,5 +121,35 @@ import TestSupport
         #expect(backends.cachedVersion(profile.id, shared: shared) == 1)
         hub.resynchronize()
         #expect(Eventually.wait(timeout: .seconds(5), interval: .milliseconds(5)) { streams.latestPosition(topic: profile.id) == 2 })
+    }
+
+    /// A deletion is confirmed in PostgreSQL and placed at the deleted row's last version: the
+    /// lists' streams get a `deleted` event, a fetch of that version finishing later cannot bring
+    /// the profile back, and the profile created again (above the tombstone) goes out.
+    @Test func aDeletionIsPlacedAtTheDeletedRowsLastVersion() throws {
+        let backends = try Backends()
+        let profile = try backends.seed()
+        let streams = EventStreams()
+        let hub = Self.startedHub(streams)
+        defer { hub.stop() }
+        streams.retain(topic: profile.id)
+        defer { streams.release(topic: profile.id) }
+        _ = try backends.store.updateDisplayName(id: profile.id, to: "Before the delete", expectedVersion: 1)
+
+        Backends.database.delete(id: profile.id)  // DELETE at a psql prompt: the tombstone keeps version 2
+        hub.publish(id: profile.id, version: 0)
+        #expect(Eventually.wait(timeout: .seconds(5), interval: .milliseconds(5)) { streams.latestPosition(topic: profile.id) == 2 })
+        var events: [EventStreams.Event] = []
+        streams.takeEvents(into: &events)
+        #expect(events.map(\.closesStreams) == [true])
+        #expect(String(decoding: events.first?.bytes ?? [], as: UTF8.self) == "event: deleted\ndata: {\"id\":\(profile.id)}\n\n")
+
+        // The fetch of version 2 that a notification started before the delete, finishing now:
+        #expect(!streams.publish(topic: profile.id, position: 2, bytes: []), "a deleted version does not come back")
+
+        let again = try backends.store.create(id: profile.id, username: profile.username, displayName: "Again")
+        #expect(again.version == 3)
+        hub.publish(id: profile.id, version: again.version)
+        #expect(Eventually.wait(timeout: .seconds(5), interval: .milliseconds(5)) { streams.latestPosition(topic: profile.id) == 3 })
     }
 }

@@ -277,12 +277,16 @@ def nginx_event_streams_unbuffered():
     heartbeat = serve_default("--sse-heartbeat-s")
     for path in ("deploy/nginx.conf", "deploy/nginx.compose.conf"):
         text = uncommented(path)
-        block = re.search(r"location ~ \^/users/profile/\[\^/\]\+/events\$ \{([^}]*)\}", text)
-        assert block, f"{path}: no location for /users/profile/{{id}}/events"
-        body = " ".join(block.group(1).split())
-        assert "proxy_pass http://profile_service" in body and "proxy_buffering off" in body, body
-        timeout = int(re.search(r"proxy_read_timeout (\d+)s", body).group(1))
-        assert timeout > 2 * heartbeat, f"{path}: read timeout {timeout}s must exceed twice the {heartbeat}s heartbeat"
+        for route, pattern in (
+            ("/users/profile/{id}/events", r"location ~ \^/users/profile/\[\^/\]\+/events\$ \{([^}]*)\}"),
+            ("/users/profiles/events", r"location = /users/profiles/events \{([^}]*)\}"),
+        ):
+            block = re.search(pattern, text)
+            assert block, f"{path}: no location for {route}"
+            body = " ".join(block.group(1).split())
+            assert "proxy_pass http://profile_service" in body and "proxy_buffering off" in body, body
+            timeout = int(re.search(r"proxy_read_timeout (\d+)s", body).group(1))
+            assert timeout > 2 * heartbeat, f"{path}: read timeout {timeout}s must exceed twice the {heartbeat}s heartbeat"
 
 
 # MARK: systemd

@@ -18,18 +18,8 @@ extension ProfileResponder {
         let token = try authorizeRead(request)
         let id = try Self.profileID(from: path)
         let lastEventID = try Self.lastEventID(request.headers["Last-Event-ID"])
-        guard let liveUpdates else {
-            throw Problem(.noSuchRoute, detail: "live updates are not enabled on this server")
-        }
+        let (liveUpdates, client) = try reserveStream(request, token: token)
         let streams = liveUpdates.streams
-        let client = clientIdentity.key(for: request, token: token)
-        guard streams.reserve(client: client) else {
-            throw Problem(
-                .tooManyStreams,
-                detail: "this client has \(streams.configuration.maxSubscribersPerClient) event streams open already; "
-                    + "close one first",
-                headers: ["Retry-After": String(streams.configuration.retryAfterSeconds)])
-        }
         // Watched before the read: a change committed meanwhile reaches the stream (EventStreams).
         streams.retain(topic: id)
         var handedOver = false
@@ -46,18 +36,91 @@ extension ProfileResponder {
         if (lastEventID ?? 0) < representation.version {
             body += ProfileEvent.bytes(version: representation.version, json: representation.json)
         }
-        var response = HTTPResponse(
-            status: .ok,
-            headers: [
-                "Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no",
-                "X-Cache": representation.cacheOutcome.rawValue,
-            ],
-            body: body)
+        var response = Self.eventStreamResponse(body: body)
+        response.headers.add(name: "X-Cache", value: representation.cacheOutcome.rawValue)
         response.eventStream = .init(
             topic: id, position: Int64(max(representation.version, lastEventID ?? 0)), client: client,
             endsAt: streamEnd(configuration: streams.configuration, token: token))
         handedOver = true
         return response
+    }
+
+    /// `GET /users/profiles/events?ids=3@7,1,2`: one event stream for the profiles of a list (up
+    /// to 1,000 ids, the syntax of `GET /users/profiles`). Its first bytes are a `retry:` hint and,
+    /// in the order asked, each member newer than its floor as a `profile` event, or a `deleted`
+    /// event for one that does not exist; then each newer version of any member, and a `deleted`
+    /// event when one is deleted — the stream goes on (docs/design.md §4.3).
+    ///
+    /// `Last-Event-ID` is not read here: one id cannot say where a list stands. A client resumes
+    /// with floors (`ids=3@9,…`, the versions it holds) and misses nothing. Counts as one stream
+    /// of its client; the server bounds the topics all streams follow together.
+    func openListEventStream(_ request: HTTPRequest, worker: ProfileWorker) throws(Problem) -> HTTPResponse {
+        let token = try authorizeRead(request)
+        let list = try Self.listRequest(request, maximumIDs: ProfileListRequest.maximumStreamIDs)
+        let (liveUpdates, client) = try reserveStream(request, token: token)
+        let streams = liveUpdates.streams
+        let ids = list.members.map(\.id)
+        // Watched before the reads, as for one profile (EventStreams).
+        streams.retain(topics: ids)
+        var handedOver = false
+        defer { if !handedOver { streams.release(topics: ids, client: client) } }
+
+        var body = ProfileEvent.retryHint(milliseconds: liveUpdates.retryMilliseconds)
+        var subscriptions: [HTTPResponse.EventStream.Subscription] = []
+        subscriptions.reserveCapacity(ids.count)
+        // In slices of a list request's size: the batched read's proven size (§2.7).
+        for start in stride(from: 0, to: list.members.count, by: ProfileListRequest.maximumIDs) {
+            let slice = Array(list.members[start..<min(start + ProfileListRequest.maximumIDs, list.members.count)])
+            let answers: [ProfileRepository.Representation?]
+            do {
+                answers = try worker.repository.read(ProfileListRequest(members: slice))
+            } catch {
+                throw Self.problem(for: error)
+            }
+            for (member, answer) in zip(slice, answers) {
+                guard let answer else {
+                    body += ProfileEvent.deleted(id: member.id)
+                    subscriptions.append(.init(topic: member.id, position: 0))
+                    continue
+                }
+                let floor = member.floor ?? 0
+                if answer.version > floor { body += ProfileEvent.bytes(version: answer.version, json: answer.json) }
+                subscriptions.append(.init(topic: member.id, position: Int64(max(answer.version, floor))))
+            }
+        }
+        var response = Self.eventStreamResponse(body: body)
+        response.eventStream = .init(
+            subscriptions: subscriptions, client: client,
+            endsAt: streamEnd(configuration: streams.configuration, token: token))
+        handedOver = true
+        return response
+    }
+
+    /// The live updates, and one more stream counted for the request's client (429 beyond its
+    /// limit); the caller gives the place back unless it hands a stream over.
+    private func reserveStream(
+        _ request: HTTPRequest, token: VerifiedToken?
+    ) throws(Problem) -> (liveUpdates: ProfileUpdateHub, client: String) {
+        guard let liveUpdates else {
+            throw Problem(.noSuchRoute, detail: "live updates are not enabled on this server")
+        }
+        let streams = liveUpdates.streams
+        let client = clientIdentity.key(for: request, token: token)
+        guard streams.reserve(client: client) else {
+            throw Problem(
+                .tooManyStreams,
+                detail: "this client has \(streams.configuration.maxSubscribersPerClient) event streams open already; "
+                    + "close one first",
+                headers: ["Retry-After": String(streams.configuration.retryAfterSeconds)])
+        }
+        return (liveUpdates, client)
+    }
+
+    private static func eventStreamResponse(body: [UInt8]) -> HTTPResponse {
+        HTTPResponse(
+            status: .ok,
+            headers: ["Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"],
+            body: body)
     }
 
     /// When the server ends a stream: its lifetime (less up to 10 %, so that the reconnections of

@@ -6,15 +6,7 @@ extension ProfileResponder {
     /// exist in `missing`; `If-None-Match` with the list's tag is 304 (docs/design.md §2.7).
     func getProfiles(_ request: HTTPRequest, worker: ProfileWorker) throws(Problem) -> HTTPResponse {
         try authorizeRead(request)
-        guard let ids = request.queryValue(for: "ids") else {
-            throw Problem(.invalidIDs, detail: "name the profiles: ids=3,1,2 (each may carry a floor: 3@7)", field: "ids")
-        }
-        let list: ProfileListRequest
-        do {
-            list = try ProfileListRequest(ids: ids)
-        } catch {
-            throw Problem(.invalidIDs, detail: error.description, field: "ids")
-        }
+        let list = try Self.listRequest(request, maximumIDs: ProfileListRequest.maximumIDs)
         let answers: [ProfileRepository.Representation?]
         do {
             answers = try worker.repository.read(list)
@@ -47,6 +39,20 @@ extension ProfileResponder {
         }
         headers.add(name: "Content-Type", value: "application/json")
         return HTTPResponse(status: .ok, headers: headers, body: body)
+    }
+}
+
+extension ProfileResponder {
+    /// The list named by the request's `ids` (400 `invalid-ids` when absent or malformed).
+    static func listRequest(_ request: HTTPRequest, maximumIDs: Int) throws(Problem) -> ProfileListRequest {
+        guard let ids = request.queryValue(for: "ids") else {
+            throw Problem(.invalidIDs, detail: "name the profiles: ids=3,1,2 (each may carry a floor: 3@7)", field: "ids")
+        }
+        do {
+            return try ProfileListRequest(ids: ids, maximumIDs: maximumIDs)
+        } catch {
+            throw Problem(.invalidIDs, detail: error.description, field: "ids")
+        }
     }
 }
 

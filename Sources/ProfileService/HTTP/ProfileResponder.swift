@@ -116,6 +116,8 @@ public struct ProfileResponder: HTTPResponder {
             return (handle { () throws(Problem) in try openEventStream(request, path: profilePath, worker: worker) }, route)
         case .profiles:
             return (handle { () throws(Problem) in try getProfiles(request, worker: worker) }, route)
+        case .profilesEvents:
+            return (handle { () throws(Problem) in try openListEventStream(request, worker: worker) }, route)
         case .profile:
             let response =
                 if request.method == .put {

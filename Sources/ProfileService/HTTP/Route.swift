@@ -10,6 +10,8 @@ public enum Route: String, CaseIterable, Sendable {
     case profileEvents = "/users/profile/{id}/events"
     /// `GET`, `HEAD`: the profiles of a list (`?ids=3@7,1,2`).
     case profiles = "/users/profiles"
+    /// `GET`: one event stream for the profiles of a list (`?ids=3@7,1,2`, up to 1,000).
+    case profilesEvents = "/users/profiles/events"
     /// The process answers.
     case health = "/healthz"
     /// PostgreSQL reachable and not draining (memcached and the change feed reported).
@@ -24,7 +26,7 @@ public enum Route: String, CaseIterable, Sendable {
     public var methods: [HTTPMethod] {
         switch self {
         case .profile: [.get, .head, .put]
-        case .profileEvents: [.get]
+        case .profileEvents, .profilesEvents: [.get]
         case .profiles: [.get, .head]
         case .health, .readiness, .metrics: [.get, .head]
         }
@@ -41,6 +43,7 @@ public enum Route: String, CaseIterable, Sendable {
         }
         switch path {
         case "/users/profiles": self = .profiles
+        case "/users/profiles/events": self = .profilesEvents
         case "/healthz": self = .health
         case "/readyz": self = .readiness
         case "/metrics": self = .metrics

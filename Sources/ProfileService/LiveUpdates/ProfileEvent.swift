@@ -21,6 +21,18 @@ enum ProfileEvent {
         return bytes
     }
 
+    /// The `deleted` event of a list's stream: the member `id` does not exist (any more). The
+    /// stream goes on; if the id is created again, its `profile` events follow.
+    ///
+    /// ```
+    /// event: deleted
+    /// data: {"id":42}
+    ///
+    /// ```
+    static func deleted(id: Int64) -> [UInt8] {
+        Array("event: deleted\ndata: {\"id\":\(id)}\n\n".utf8)
+    }
+
     /// The reconnection delay hint a stream starts with.
     static func retryHint(milliseconds: Int) -> [UInt8] {
         Array("retry: \(milliseconds)\n\n".utf8)

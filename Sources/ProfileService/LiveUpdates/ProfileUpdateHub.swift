@@ -106,14 +106,17 @@ public final class ProfileUpdateHub: Sendable {
     }
 
     /// Profile `id` reached `version` somewhere. Fetches and sends it to the id's streams unless
-    /// nobody here follows the id or a version as new was sent already. Version 0 (deleted) ends
-    /// the id's streams: their clients reconnect and get 404.
+    /// nobody here follows the id or a version as new was sent already. Version 0 (deleted) is
+    /// confirmed in PostgreSQL, then ends the id's streams of one profile (their clients reconnect
+    /// and get 404) and is a `deleted` event on the lists' streams, placed at the deleted row's
+    /// last version: an older fetch still under way cannot bring the profile back, a new
+    /// profile with that id can.
     public func publish(id: Int64, version: Int32) {
+        guard version >= 0, streams.isWatched(topic: id) else { return }
         if version == 0 {
-            streams.closeStreams(topic: id)
+            enqueueFetch(id: id, minVersion: 0, fromDatabase: true)
             return
         }
-        guard version > 0, streams.isWatched(topic: id) else { return }
         if let latest = streams.latestPosition(topic: id), latest >= Int64(version) { return }
         enqueueFetch(id: id, minVersion: version)
     }
@@ -128,9 +131,9 @@ public final class ProfileUpdateHub: Sendable {
     }
 
     /// Sends every followed profile's current version to its streams: after the change source was
-    /// lost and regained, so no stream stays behind silently. Streams already there get nothing.
-    /// The profiles are read from PostgreSQL: what was missed
-    /// may not have reached memcached either.
+    /// lost and regained, so no stream stays behind silently. Streams already there get nothing;
+    /// a profile deleted meanwhile ends its streams as a deletion does. The profiles are read
+    /// from PostgreSQL: what was missed may not have reached memcached either.
     public func resynchronize() {
         let topics = streams.watchedTopics
         for id in topics {
@@ -184,6 +187,11 @@ public final class ProfileUpdateHub: Sendable {
             let found: (version: Int32, json: [UInt8])?
             if fromDatabase {
                 found = try worker.store.profile(id: id).map { ($0.version, $0.jsonBytes) }
+                if found == nil {
+                    // Deleted (or never there): its streams learn it at the row's last version.
+                    let lastVersion = try worker.store.deletedVersion(id: id) ?? 0
+                    streams.closeStreams(topic: id, position: Int64(lastVersion), bytes: ProfileEvent.deleted(id: id))
+                }
             } else {
                 found = try worker.repository.read(id: id, minVersion: minVersion > 0 ? minVersion : nil)
                     .map { ($0.version, $0.json) }

@@ -16,6 +16,8 @@ public struct ProfileListRequest: Equatable, Sendable {
 
     /// The most ids one list may name (repetitions included).
     public static let maximumIDs = 100
+    /// The most ids one list's event stream may name (`GET /users/profiles/events`).
+    public static let maximumStreamIDs = 1_000
 
     public private(set) var members: [Member]
 
@@ -26,13 +28,15 @@ public struct ProfileListRequest: Equatable, Sendable {
 
     /// Parses the value of `ids` (already percent-decoded), byte by byte: a list of 100 is parsed
     /// on every request, and `Character` iteration was a tenth of a cached list's CPU.
-    public init(ids text: String) throws(InvalidList) {
+    public init(ids text: String, maximumIDs: Int = Self.maximumIDs) throws(InvalidList) {
         var text = text
-        let parsed = text.withUTF8 { bytes in Result { () throws(InvalidList) in try Self.parse(bytes) } }
+        let parsed = text.withUTF8 { bytes in
+            Result { () throws(InvalidList) in try Self.parse(bytes, maximumIDs: maximumIDs) }
+        }
         self.members = try parsed.get()
     }
 
-    private static func parse(_ bytes: UnsafeBufferPointer<UInt8>) throws(InvalidList) -> [Member] {
+    private static func parse(_ bytes: UnsafeBufferPointer<UInt8>, maximumIDs: Int) throws(InvalidList) -> [Member] {
         guard !bytes.isEmpty else { throw InvalidList(description: "ids must name at least one profile id") }
         let entries = bytes.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false)
         guard entries.count <= maximumIDs else {

@@ -17,7 +17,7 @@ import Synchronization
 /// | `profile_cache_events_total` | `event` (see ``CacheStatistics/Event``) |
 /// | `profile_database_errors_total` | `kind` |
 /// | `http_open_connections`, `http_queued_requests`, `http_busy_workers` (gauges) | |
-/// | `sse_subscribers` (gauge), `sse_events_sent_total`, `sse_subscribers_cut_slow_total`, `sse_subscribers_refused_total` | |
+/// | `sse_subscribers`, `sse_subscriptions` (gauges: streams, and profiles they follow together), `sse_events_sent_total`, `sse_subscribers_cut_slow_total`, `sse_subscribers_refused_total` | |
 /// | `sse_subscribers_refused_per_client_total` (429), `sse_subscribers_ended_total` (lifetime or token expiry) | |
 /// | `http_requests_refused_before_body_total` | profile writes refused on their head, body unread |
 /// | `http_idle_connections_closed_for_room_total` | idle keep-alive connections closed at the connection limit |
@@ -46,6 +46,7 @@ public final class ServiceMetrics: Sendable {
     private let queuedRequests = Gauge(label: "http_queued_requests")
     private let busyWorkers = Gauge(label: "http_busy_workers")
     private let streamSubscribers = Gauge(label: "sse_subscribers")
+    private let streamSubscriptions = Gauge(label: "sse_subscriptions")
     private let streamEventsSent = Counter(label: "sse_events_sent_total")
     private let streamsCutAsSlow = Counter(label: "sse_subscribers_cut_slow_total")
     private let streamsRefused = Counter(label: "sse_subscribers_refused_total")
@@ -117,7 +118,10 @@ public final class ServiceMetrics: Sendable {
         queuedRequests.record(statistics.queuedRequests)
         busyWorkers.record(statistics.busyWorkers)
         let streams = statistics.eventStreams
-        if let streams { streamSubscribers.record(streams.subscribers) }
+        if let streams {
+            streamSubscribers.record(streams.subscribers)
+            streamSubscriptions.record(streams.subscriptions)
+        }
         let counted: [(Counter, Int)] = [
             (streamEventsSent, streams?.eventsSent ?? 0), (streamsCutAsSlow, streams?.subscribersCutAsSlow ?? 0),
             (streamsRefused, streams?.subscribersRefused ?? 0),

@@ -9,7 +9,7 @@ public final class PostgresProfileStore: ProfileStore {
 
     /// The statements this store uses; declare them on the connection that you pass in.
     public static let statements: [PostgresStatement] = [
-        Statements.select, Statements.selectMany, Statements.update, Statements.insert,
+        Statements.select, Statements.selectMany, Statements.update, Statements.insert, Statements.deletedVersion,
     ]
 
     public init(connection: PostgresConnection, logger: Logger) {
@@ -30,6 +30,11 @@ public final class PostgresProfileStore: ProfileStore {
         static let selectMany = PostgresStatement(
             name: "profile_select_many",
             sql: "SELECT \(columns) FROM user_profiles WHERE id = ANY($1::bigint[])",
+            isIdempotent: true)
+        /// A deleted row's last version, which the tombstone keeps (migrations/0003_version_rules.sql).
+        static let deletedVersion = PostgresStatement(
+            name: "profile_deleted_version",
+            sql: "SELECT version FROM user_profile_tombstones WHERE id = $1",
             isIdempotent: true)
         /// The optimistic update: it changes the row only if nobody changed it since `version`.
         static let update = PostgresStatement(
@@ -57,6 +62,10 @@ public final class PostgresProfileStore: ProfileStore {
         let array = "{" + ids.map(String.init).joined(separator: ",") + "}"
         let rows = try run { try connection.execute(Statements.selectMany, [array]).rows.map(Self.decode) }
         return Dictionary(rows.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+    }
+
+    public func deletedVersion(id: Int64) throws(ProfileStoreError) -> Int32? {
+        try run { try connection.execute(Statements.deletedVersion, [id]).rows.first.map { try $0.decode("version", as: Int32.self) } }
     }
 
     public func updateDisplayName(id: Int64, to displayName: String, expectedVersion: Int32)

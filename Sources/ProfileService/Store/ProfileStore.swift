@@ -6,6 +6,9 @@ public protocol ProfileStore {
     func profile(id: Int64) throws(ProfileStoreError) -> Profile?
     /// The profiles with these ids that exist, by id: one query (a list's misses, §2.7).
     func profiles(ids: [Int64]) throws(ProfileStoreError) -> [Int64: Profile]
+    /// The version a deleted profile had last (its tombstone, migrations/0003), or `nil` when
+    /// the id was never deleted: the place of a deletion among the id's versions (§4).
+    func deletedVersion(id: Int64) throws(ProfileStoreError) -> Int32?
     /// Sets the display name if the stored version is `expectedVersion`, bumping the version.
     func updateDisplayName(id: Int64, to displayName: String, expectedVersion: Int32) throws(ProfileStoreError)
         -> ProfileUpdateOutcome
