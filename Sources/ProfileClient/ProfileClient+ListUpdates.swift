@@ -31,7 +31,8 @@ extension ProfileClient {
     /// - A slow consumer gets the newest list. The stream ends when the consumer's task is
     ///   cancelled or the client is released, and throws a ``ProfileClientError`` when the service
     ///   refuses it for good: `validation` (400: an id is not a positive integer), `unauthorized`,
-    ///   `forbidden`, or `notFound` (404: a service without the endpoint).
+    ///   `forbidden`, `notFound` (404: a service without the endpoint), or `unexpectedStatus`
+    ///   (414: a proxy with a shorter request line than the service's).
     ///
     /// ``ProfileClientConfiguration/followsLiveUpdates`` does not apply: following is the point.
     public func observeList(ids: [Int64]) -> AsyncThrowingStream<ProfileList, any Error> {
@@ -76,7 +77,7 @@ extension ProfileClient {
         let asked = Set(ids)
         return await followEventStream(
             transport: transport, configuration: configuration, randomUnit: randomUnit,
-            finalStatuses: [400, 401, 403, 404],
+            finalStatuses: [400, 401, 403, 404, 414],
             makeRequest: {
                 // The resume point is the floors (the endpoint ignores Last-Event-ID): each id
                 // at the highest version held now, so the service sends only what is newer.

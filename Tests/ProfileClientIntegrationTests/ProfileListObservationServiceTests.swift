@@ -119,6 +119,25 @@ import TestSupport
         #expect(Self.neverWentBack(list.seen), "\(list.seen)")
     }
 
+    @Test func aLongListIsFollowedOverSeveralStreamsTheServiceAccepts() async throws {
+        let service = try ServiceProcess()
+        defer { service.terminate() }
+        let admin = try Self.admin(service)
+        let created = try await Self.createMembers(2, with: admin)
+        // Long ids: with their floors, a few hundred fill the service's 8 KiB request line, so
+        // 1,202 are followed with several streams (one over 8 KiB would be refused with 414).
+        let absent = (0..<1_200).map { _ in ProfileClientServiceTests.randomID() }
+        let ids = [created[0].id] + absent + [created[1].id]
+        let watcher = Self.watcher(service)
+        let list = ListRecorder(watcher.observeList(ids: ids))
+        #expect(
+            await list.wait { $0.last == ProfileList(profiles: created, missing: absent) },
+            "\(list.seen.last.map { ($0.profiles.count, $0.missing.count) } as Any), \(String(describing: list.error))")
+        let renamed = try await admin.updateDisplayName(id: created[1].id, to: "At the end", expectedVersion: 1)
+        #expect(await list.wait { $0.last?.profiles.last == renamed })
+        #expect(list.error == nil)
+    }
+
     @Test func profilectlWatchOfSeveralIDsWritesEachChangeIntoAPipeAtOnce() async throws {
         let service = try ServiceProcess()
         defer { service.terminate() }
