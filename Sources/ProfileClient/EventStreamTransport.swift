@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -13,9 +14,11 @@ enum EventStreamEnd: Sendable, Hashable {
 
 /// Opens event streams (`text/event-stream`); ``URLSessionEventStreamTransport`` in production.
 protocol EventStreamTransport: Sendable {
-    /// Opens `request` and calls `onEvent` for each event until the stream ends.
+    /// Opens `request` and calls `onEvents` until the stream ends, each time with every event the
+    /// body completed since the last call (never empty): a burst that arrived together, or while
+    /// the previous call ran, comes as one batch.
     /// - Throws: ``TransportError`` when the connection fails or is never made.
-    func stream(_ request: TransportRequest, onEvent: @escaping @Sendable (ServerSentEvent) async -> Void)
+    func stream(_ request: TransportRequest, onEvents: @escaping @Sendable ([ServerSentEvent]) async -> Void)
         async throws(TransportError) -> EventStreamEnd
 }
 
@@ -23,7 +26,7 @@ protocol EventStreamTransport: Sendable {
 /// arrives (FoundationNetworking's on Linux). `requestTimeout` is the longest silence allowed,
 /// so keep it above the service's heartbeat interval.
 final class URLSessionEventStreamTransport: EventStreamTransport {
-    func stream(_ request: TransportRequest, onEvent: @escaping @Sendable (ServerSentEvent) async -> Void)
+    func stream(_ request: TransportRequest, onEvents: @escaping @Sendable ([ServerSentEvent]) async -> Void)
         async throws(TransportError) -> EventStreamEnd
     {
         var urlRequest = URLRequest(url: request.url)
@@ -33,8 +36,8 @@ final class URLSessionEventStreamTransport: EventStreamTransport {
         urlRequest.timeoutInterval = Double(components.seconds) + Double(components.attoseconds) / 1e18
         for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
 
-        let (chunks, continuation) = AsyncStream<Chunk>.makeStream()
-        let delegate = StreamDelegate(continuation: continuation)
+        let inbox = Inbox()
+        let delegate = StreamDelegate(inbox: inbox)
         let configuration = URLSessionConfiguration.ephemeral
         configuration.urlCache = nil
         let session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
@@ -51,24 +54,26 @@ final class URLSessionEventStreamTransport: EventStreamTransport {
         var body = Data()
         var failure: TransportError?
         await withTaskCancellationHandler {
-            for await chunk in chunks {
-                switch chunk {
-                case .response(let code, let fields):
-                    status = code
-                    headers = fields
-                case .data(let data):
-                    if status == 200 {
-                        for event in parser.feed(data) { await onEvent(event) }
-                    } else {
-                        body.append(data)
+            for await _ in inbox.arrivals {
+                // Everything buffered since the last turn, so a burst is handed on as one batch.
+                var events: [ServerSentEvent] = []
+                var finished = false
+                for chunk in inbox.takeAll() {
+                    switch chunk {
+                    case .response(let code, let fields):
+                        status = code
+                        headers = fields
+                    case .data(let data):
+                        if status == 200 { events += parser.feed(data) } else { body.append(data) }
+                    case .finished(let error):
+                        if let error, status == 0 || status == 200, (error as? URLError)?.code != .cancelled {
+                            failure = URLSessionTransport.classify(error)
+                        }
+                        finished = true
                     }
-                case .finished(let error):
-                    if let error, status == 0 || status == 200 {
-                        if (error as? URLError)?.code == .cancelled { return }
-                        failure = URLSessionTransport.classify(error)
-                    }
-                    return
                 }
+                if !events.isEmpty { await onEvents(events) }
+                if finished { return }
             }
         } onCancel: {
             task.cancel()
@@ -87,12 +92,40 @@ final class URLSessionEventStreamTransport: EventStreamTransport {
         case finished((any Error)?)
     }
 
-    /// Forwards the task's callbacks to the stream.
-    private final class StreamDelegate: NSObject, URLSessionDataDelegate, Sendable {
-        let continuation: AsyncStream<Chunk>.Continuation
+    /// What the task delivered and the reader has not taken yet; `arrivals` wakes the reader
+    /// (one pending wake-up stands for any number of chunks).
+    private final class Inbox: Sendable {
+        let arrivals: AsyncStream<Void>
+        private let wake: AsyncStream<Void>.Continuation
+        private let chunks = Mutex<[Chunk]>([])
 
-        init(continuation: AsyncStream<Chunk>.Continuation) {
-            self.continuation = continuation
+        init() {
+            (arrivals, wake) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
+        }
+
+        func put(_ chunk: Chunk) {
+            chunks.withLock { $0.append(chunk) }
+            wake.yield()
+        }
+
+        func takeAll() -> [Chunk] {
+            chunks.withLock { chunks in
+                defer { chunks = [] }
+                return chunks
+            }
+        }
+
+        func finish() {
+            wake.finish()
+        }
+    }
+
+    /// Forwards the task's callbacks to the inbox.
+    private final class StreamDelegate: NSObject, URLSessionDataDelegate, Sendable {
+        let inbox: Inbox
+
+        init(inbox: Inbox) {
+            self.inbox = inbox
         }
 
         func urlSession(
@@ -104,17 +137,17 @@ final class URLSessionEventStreamTransport: EventStreamTransport {
             for name in ["content-type", "retry-after"] {
                 if let value = http?.value(forHTTPHeaderField: name) { headers[name] = value }
             }
-            continuation.yield(.response(status: http?.statusCode ?? 0, headers: headers))
+            inbox.put(.response(status: http?.statusCode ?? 0, headers: headers))
             completionHandler(.allow)
         }
 
         func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
-            continuation.yield(.data(data))
+            inbox.put(.data(data))
         }
 
         func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
-            continuation.yield(.finished(error))
-            continuation.finish()
+            inbox.put(.finished(error))
+            inbox.finish()
         }
     }
 }

@@ -1,7 +1,8 @@
 /// What one ``ProfileClient`` knows per profile id: the read-your-writes entries, the version
 /// tokens for `min_version`, the newest profile the service returned, and the optimistic
-/// updates in flight. Every change of the profile shown for an id is published to its observers
-/// from here, so they see changes in the order this actor made them.
+/// updates in flight, and which ids the service said do not exist. Every change of what is shown
+/// for an id is published from here to its observers and to every observed list holding it, so
+/// they see changes in the order this actor made them.
 actor LocalProfileCache {
     private struct Intent {
         var sequence: UInt64
@@ -18,22 +19,44 @@ actor LocalProfileCache {
         var confirmed: Profile?
         /// Updates in flight, oldest first.
         var intents: [Intent] = []
+        /// Set when the service said the profile does not exist (a `deleted` event): the highest
+        /// version known then. A profile at or below it is older than the deletion and is not
+        /// shown; a profile created again is above it (versions continue past a deleted id's last,
+        /// docs/design.md §2.5).
+        var deletedAbove: Int32?
 
         /// The latest intent wins; with none in flight, the newest confirmed profile.
         var shown: Profile? {
             intents.last(where: { $0.optimistic != nil })?.optimistic ?? confirmed
+        }
+
+        /// What lists show for the id; `nil` while nothing is known.
+        var member: ListMember? {
+            if let shown { return .profile(shown) }
+            return deletedAbove == nil ? nil : .missing
+        }
+
+        /// The highest committed version known (a deletion's included): a stream resumes above it.
+        var floor: Int32? {
+            let floor = max(confirmed?.version ?? 0, minimumVersion ?? 0, deletedAbove ?? 0)
+            return floor > 0 ? floor : nil
         }
     }
 
     private let window: Duration
     private let now: @Sendable () -> ContinuousClock.Instant
     private let observers: ProfileObservers
+    private let lists: ProfileListObservers
     private var records: [Int64: Record] = [:]
     private var nextSequence: UInt64 = 0
 
-    init(window: Duration, observers: ProfileObservers, now: @escaping @Sendable () -> ContinuousClock.Instant) {
+    init(
+        window: Duration, observers: ProfileObservers, lists: ProfileListObservers,
+        now: @escaping @Sendable () -> ContinuousClock.Instant
+    ) {
         self.window = window
         self.observers = observers
+        self.lists = lists
         self.now = now
     }
 
@@ -52,25 +75,44 @@ actor LocalProfileCache {
         records[id]?.minimumVersion
     }
 
+    /// The floor of each of `ids` the client knows one of: a multi-id stream resumes above it.
+    func floors(for ids: [Int64]) -> [Int64: Int32] {
+        var floors: [Int64: Int32] = [:]
+        for id in ids { floors[id] = records[id]?.floor }
+        return floors
+    }
+
+    /// Gives the observed lists what is known of `ids` now (a list that was just registered).
+    func publishMembers(of ids: [Int64]) {
+        var members: [Int64: ListMember] = [:]
+        for id in ids { members[id] = records[id]?.member }
+        lists.update(members)
+    }
+
     /// A profile the service returned to a read, or in a 409: never hidden by an older local entry.
     func didFetch(_ profile: Profile) {
         confirm(profile)
-        publish(id: profile.id, fallback: profile)
+        publish([profile.id])
     }
 
     /// A version the event stream announced (committed somewhere): shown like a fetch, and later
     /// reads of the id pass it as `min_version`, so they never answer older.
     func didReceiveEvent(_ profile: Profile) {
-        confirm(profile)
-        records[profile.id, default: Record()].minimumVersion = max(
-            records[profile.id]?.minimumVersion ?? 0, profile.version)
-        publish(id: profile.id, fallback: profile)
+        apply(.profile(profile))
+        publish([profile.id])
+    }
+
+    /// Events of a multi-id stream that arrived together: applied in one step, so each observed
+    /// list holding them changes once.
+    func didReceiveEvents(_ events: [ProfileStreamEvent]) {
+        for event in events { apply(event) }
+        publish(events.map(\.id))
     }
 
     /// A profile the service returned to this client's write: answers reads for the window.
     func didWrite(_ profile: Profile) {
         record(written: profile)
-        publish(id: profile.id, fallback: profile)
+        publish([profile.id])
     }
 
     /// Starts an optimistic update and shows it to observers at once.
@@ -84,7 +126,7 @@ actor LocalProfileCache {
             optimistic = base
         }
         records[id, default: Record()].intents.append(Intent(sequence: nextSequence, optimistic: optimistic))
-        publish(id: id, fallback: nil)
+        publish([id])
         return nextSequence
     }
 
@@ -108,7 +150,7 @@ actor LocalProfileCache {
         case .failed:
             break
         }
-        publish(id: id, fallback: nil)
+        publish([id])
     }
 
     // MARK: Private
@@ -123,8 +165,27 @@ actor LocalProfileCache {
         records[id]?.intents = intents
     }
 
+    private func apply(_ event: ProfileStreamEvent) {
+        switch event {
+        case .profile(let profile):
+            confirm(profile)
+            let minimum = max(records[profile.id]?.minimumVersion ?? 0, profile.version)
+            records[profile.id]?.minimumVersion = minimum
+        case .deleted(let id):
+            var record = records[id, default: Record()]
+            record.deletedAbove = record.floor ?? 0
+            record.confirmed = nil
+            record.written = nil
+            records[id] = record
+        }
+    }
+
     private func confirm(_ profile: Profile) {
         var record = records[profile.id, default: Record()]
+        if let deletedAbove = record.deletedAbove {
+            guard profile.version > deletedAbove else { return }  // older than the deletion
+            record.deletedAbove = nil
+        }
         if record.confirmed.map({ $0.version <= profile.version }) ?? true {
             record.confirmed = profile
         }
@@ -144,9 +205,18 @@ actor LocalProfileCache {
         records[profile.id] = record
     }
 
-    private func publish(id: Int64, fallback: Profile?) {
-        if let shown = records[id]?.shown ?? fallback {
-            observers.publish(shown)
+    /// Publishes what is shown for `ids` now: to each id's observers, and to the lists in one step.
+    private func publish(_ ids: [Int64]) {
+        var members: [Int64: ListMember] = [:]
+        for id in ids {
+            guard let record = records[id] else { continue }
+            if let shown = record.shown {
+                observers.publish(shown)
+            } else if record.deletedAbove != nil {
+                observers.forget(id)
+            }
+            members[id] = record.member
         }
+        lists.update(members)
     }
 }

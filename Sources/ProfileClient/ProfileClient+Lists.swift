@@ -1,7 +1,8 @@
 import Foundation
 
-/// The answer to ``ProfileClient/profiles(ids:)``: the profiles found, in the order asked (each
-/// once), and the ids no profile has.
+/// The answer to ``ProfileClient/profiles(ids:)``, and each value of
+/// ``ProfileClient/observeList(ids:)``: the profiles found, in the order asked (each once), and
+/// the ids no profile has.
 public struct ProfileList: Sendable, Hashable {
     public var profiles: [Profile]
     public var missing: [Int64]

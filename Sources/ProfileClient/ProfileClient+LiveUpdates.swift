@@ -4,9 +4,9 @@ import Synchronization
 extension ProfileClient {
     /// Follows `id`'s event stream until cancelled: each `profile` event goes through the local
     /// cache like a fetch (an older version never replaces a newer one) and becomes the id's
-    /// `min_version` for later reads. A stream the service ends after it lived (its lifetime, the
-    /// token's expiry) is reopened at once, a lost one after a jittered backoff, both with
-    /// `Last-Event-ID`, so nothing committed meanwhile is missed. A 404, 401 or 403 ends following; 503 waits for `Retry-After`.
+    /// `min_version` for later reads. Reconnects as ``followEventStream`` does, with
+    /// `Last-Event-ID`, so nothing committed meanwhile is missed. A 404, 401 or 403 ends following;
+    /// 503 waits for `Retry-After`.
     ///
     /// Static, so the following task does not keep the client alive: releasing the client
     /// cancels it.
@@ -17,45 +17,21 @@ extension ProfileClient {
         guard let url = URL(string: "/users/profile/\(id)/events", relativeTo: configuration.baseURL)?.absoluteURL
         else { return }
         let lastVersion = Mutex<Int32?>(nil)
-        var failures = 0
-        while !Task.isCancelled {
-            var headers = ["Accept": "text/event-stream"]
-            if let known = lastVersion.withLock({ $0 }) { headers["Last-Event-ID"] = String(known) }
-            if let provider = configuration.tokenProvider, let token = try? await provider() {
-                headers["Authorization"] = "Bearer \(token)"
-            }
-            // The longest silence allowed: well above the service's 15 s heartbeat.
-            let request = TransportRequest(method: "GET", url: url, headers: headers, body: nil, timeout: .seconds(45))
-            var retryAfter: Duration?
-            let opened = ContinuousClock.now
-            do {
-                let end = try await transport.stream(request) { [cache] event in
-                    guard event.event == "profile", let profile = try? Self.decodeProfile(Data(event.data.utf8)),
-                        profile.id == id
-                    else { return }
+        _ = await followEventStream(
+            transport: transport, configuration: configuration, randomUnit: randomUnit,
+            finalStatuses: [400, 401, 403, 404],
+            makeRequest: {
+                var headers = ["Accept": "text/event-stream"]
+                if let known = lastVersion.withLock({ $0 }) { headers["Last-Event-ID"] = String(known) }
+                return (url, headers)
+            },
+            onEvents: { [cache] events in
+                for event in events {
+                    guard case .profile(let profile)? = ProfileStreamEvent(event), profile.id == id else { continue }
                     lastVersion.withLock { $0 = max($0 ?? 0, profile.version) }
                     await cache.didReceiveEvent(profile)
                 }
-                switch end {
-                case .closed where ContinuousClock.now - opened >= .seconds(1):
-                    // The service ended a stream that lived (its lifetime, a token's expiry, a
-                    // drain): resume at once; Last-Event-ID brings whatever came meanwhile.
-                    failures = 0
-                    continue
-                case .closed:
-                    failures = 0
-                case .refused(let response):
-                    if [400, 401, 403, 404].contains(response.status) { return }
-                    retryAfter = response.headers["retry-after"].flatMap { RetryPolicy.parseRetryAfter($0) }
-                }
-            } catch {
-                if Task.isCancelled { return }
-            }
-            failures += 1
-            let backoff = RetryPolicy(maximumAttempts: .max, initialDelay: .milliseconds(250), maximumDelay: .seconds(30))
-            let wait = backoff.delay(afterAttempt: failures, retryAfter: retryAfter, randomUnit: randomUnit()) ?? .seconds(30)
-            do { try await Task.sleep(for: wait) } catch { return }
-        }
+            })
     }
 }
 

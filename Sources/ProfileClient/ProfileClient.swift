@@ -11,8 +11,9 @@ import Foundation
 /// - **Observation.** ``updates(for:)``: every fetch and write of an id through this instance
 ///   reaches every observer of it, and so does every change committed anywhere: while an id is
 ///   observed, the client follows its event stream (`/users/profile/{id}/events`), reconnecting
-///   with jittered backoff and `Last-Event-ID`. Share one instance across the app (inject it);
-///   there is no global one.
+///   with jittered backoff and `Last-Event-ID`. ``observeList(ids:)`` follows one stream for a
+///   whole list (`/users/profiles/events`) into the same store. Share one instance across the app
+///   (inject it); there is no global one.
 /// - **Retries.** Reads retry on 503, 504 and connection errors with jittered backoff, honouring
 ///   `Retry-After`; writes only when the request surely never reached the service.
 ///
@@ -26,6 +27,7 @@ public final class ProfileClient: Sendable {
     let transport: any HTTPTransport
     let cache: LocalProfileCache
     let observers: ProfileObservers
+    let listObservers: ProfileListObservers
     let randomUnit: @Sendable () -> Double
     /// Opens event streams; `nil` (in unit tests) follows none.
     let eventTransport: (any EventStreamTransport)?
@@ -47,8 +49,9 @@ public final class ProfileClient: Sendable {
         self.configuration = configuration
         self.transport = transport
         self.observers = ProfileObservers()
+        self.listObservers = ProfileListObservers()
         self.cache = LocalProfileCache(
-            window: configuration.readYourWritesWindow, observers: observers, now: now)
+            window: configuration.readYourWritesWindow, observers: observers, lists: listObservers, now: now)
         self.randomUnit = randomUnit
         self.eventTransport = eventTransport
     }
@@ -56,6 +59,7 @@ public final class ProfileClient: Sendable {
     deinit {
         liveSubscriptions.cancelAll()
         observers.finishAll()
+        listObservers.finishAll()  // their termination cancels the tasks following their streams
     }
 
     /// Where a read may be answered from.

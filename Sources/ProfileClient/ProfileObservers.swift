@@ -3,7 +3,7 @@ import Synchronization
 /// The ``ProfileClient/updates(for:)`` streams of one client, by profile id.
 ///
 /// `@unchecked`-free: all state sits in a `Mutex`. Yields happen outside the lock; publishing is
-/// serialized by ``LocalProfileCache``, the only caller of ``publish(_:)``.
+/// serialized by ``LocalProfileCache``, the only caller of ``publish(_:)`` and ``forget(_:)``.
 final class ProfileObservers: Sendable {
     private struct State {
         var continuations: [Int64: [UInt64: AsyncStream<Profile>.Continuation]] = [:]
@@ -42,6 +42,12 @@ final class ProfileObservers: Sendable {
             return state.continuations[profile.id].map { Array($0.values) } ?? []
         }
         for continuation in receivers { continuation.yield(profile) }
+    }
+
+    /// The id's profile no longer exists: a new observer does not start with it. (Observers that
+    /// have it keep it; an `AsyncStream<Profile>` has no value for "none".)
+    func forget(_ id: Int64) {
+        state.withLock { state in state.latest[id] = nil }
     }
 
     func finishAll() {

@@ -9,6 +9,7 @@ import ProfileClient
 /// profilectl get 42 7 19 | jq .display_name   # one list request
 /// profilectl put 42 --display-name "Ada Lovelace" --version 3
 /// profilectl watch 42                # each new version, live
+/// profilectl watch 42 7 19           # one stream for the list; {"deleted":7} when 7 goes
 /// ```
 @main
 struct ProfileCtl: AsyncParsableCommand {
@@ -133,18 +134,40 @@ extension ProfileCtl {
 
     struct Watch: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Print a profile, then each new version as it is committed (the service's event stream).")
+            abstract: "Print profiles, then each new version as it is committed (the service's event streams).",
+            discussion: """
+                Each line is one JSON object, written at once (also into a pipe).
+
+                One id: its profile, then each new version (the id's event stream).
+
+                Several ids: one event stream for the whole list (/users/profiles/events). First a \
+                line for each id in the order given, then a line for each change: the profile, or \
+                {"deleted":ID} when no profile has the id (deleted, or not created yet); a profile \
+                created again is printed as a profile. Only the newest version of a burst is printed.
+
+                  profilectl watch 1 2 3 | jq -c 'select(.deleted == null) | {id, display_name}'
+                """)
 
         @OptionGroup var connection: Connection
-        @Argument(help: "The profile id.") var id: Int64
-        @Option(help: "Stop after printing this many versions (0: never).") var count: Int = 0
+        @Argument(help: "The profile ids.") var ids: [Int64]
+        @Option(help: "Stop after printing this many lines (0: never).") var count: Int = 0
 
         func validate() throws {
+            guard !ids.isEmpty else { throw ValidationError("name at least one profile id") }
+            guard ids.allSatisfy({ $0 > 0 }) else { throw ValidationError("profile ids are positive integers") }
             guard count >= 0 else { throw ValidationError("--count must not be negative") }
         }
 
         func run() async throws {
             let client = connection.makeClient()
+            if Set(ids).count == 1 {
+                try await watchOne(ids[0], client: client)
+            } else {
+                try await watchList(client: client)
+            }
+        }
+
+        private func watchOne(_ id: Int64, client: ProfileClient) async throws {
             let updates = client.updates(for: id)
             do {
                 _ = try await client.fetch(id: id, policy: .reloadFromServer)
@@ -156,6 +179,32 @@ extension ProfileCtl {
                 ProfileCtl.print(profile)
                 printed += 1
                 if count > 0, printed >= count { return }
+            }
+        }
+
+        /// Prints what changed between consecutive lists, in the order of the ids given.
+        private func watchList(client: ProfileClient) async throws {
+            var printed: [Int64: Profile?] = [:]  // the last line of each id: a profile, or deleted (nil)
+            var lines = 0
+            do {
+                for try await list in client.observeList(ids: ids) {
+                    var now: [Int64: Profile?] = [:]
+                    for profile in list.profiles { now[profile.id] = profile }
+                    for id in list.missing { now[id] = .some(nil) }
+                    for id in ids {
+                        guard let current = now[id], printed[id] != current else { continue }
+                        printed[id] = current
+                        if let profile = current {
+                            ProfileCtl.print(profile)
+                        } else {
+                            FileHandle.standardOutput.write(Data("{\"deleted\":\(id)}\n".utf8))
+                        }
+                        lines += 1
+                        if count > 0, lines >= count { return }
+                    }
+                }
+            } catch let error as ProfileClientError {
+                throw ProfileCtl.fail(error)
             }
         }
     }

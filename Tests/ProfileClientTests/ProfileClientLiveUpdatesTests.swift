@@ -16,7 +16,7 @@ final class FakeEventTransport: EventStreamTransport {
 
     var requests: [TransportRequest] { log.withLock { $0 } }
 
-    func stream(_ request: TransportRequest, onEvent: @escaping @Sendable (ServerSentEvent) async -> Void)
+    func stream(_ request: TransportRequest, onEvents: @escaping @Sendable ([ServerSentEvent]) async -> Void)
         async throws(TransportError) -> EventStreamEnd
     {
         log.withLock { $0.append(request) }
@@ -25,7 +25,7 @@ final class FakeEventTransport: EventStreamTransport {
             try? await Task.sleep(for: .seconds(60))
             throw TransportError(kind: .other, description: "cancelled")
         }
-        for event in script { await onEvent(event) }
+        for event in script { await onEvents([event]) }
         return .closed  // the server closed it (a drain): the client reconnects
     }
 
@@ -155,7 +155,7 @@ final class LivedEventTransport: EventStreamTransport {
         return requests[1].at - ended
     }
 
-    func stream(_ request: TransportRequest, onEvent: @escaping @Sendable (ServerSentEvent) async -> Void)
+    func stream(_ request: TransportRequest, onEvents: @escaping @Sendable ([ServerSentEvent]) async -> Void)
         async throws(TransportError) -> EventStreamEnd
     {
         let index = log.withLock { log in
@@ -163,12 +163,12 @@ final class LivedEventTransport: EventStreamTransport {
             return log.count
         }
         if index == 1 {
-            await onEvent(first)
+            await onEvents([first])
             try? await Task.sleep(for: firstLifetime)
             firstEnded.withLock { $0 = ContinuousClock.now }
             return .closed
         }
-        await onEvent(then)
+        await onEvents([then])
         try? await Task.sleep(for: .seconds(60))
         throw TransportError(kind: .other, description: "cancelled")
     }
@@ -190,11 +190,11 @@ final class GatedEventTransport: EventStreamTransport {
         self.gate = gate
     }
 
-    func stream(_ request: TransportRequest, onEvent: @escaping @Sendable (ServerSentEvent) async -> Void)
+    func stream(_ request: TransportRequest, onEvents: @escaping @Sendable ([ServerSentEvent]) async -> Void)
         async throws(TransportError) -> EventStreamEnd
     {
         while !gate.isSet { try? await Task.sleep(for: .milliseconds(5)) }
-        return try await inner.stream(request, onEvent: onEvent)
+        return try await inner.stream(request, onEvents: onEvents)
     }
 }
 

@@ -1,0 +1,117 @@
+import Synchronization
+
+/// What a list shows for one of its ids.
+enum ListMember: Sendable, Hashable {
+    case profile(Profile)
+    /// The service said no profile has the id.
+    case missing
+}
+
+/// The ``ProfileClient/observeList(ids:)`` streams of one client: each list's ids in order and
+/// what the store shows for each.
+///
+/// ``update(_:)`` takes every change of one step of ``LocalProfileCache`` (a fetch, a write, a
+/// batch of stream events) at once, so a list yields at most one ``ProfileList`` per step, and
+/// only once every member is known. All state sits in a `Mutex`; yields happen outside it, and
+/// updates are serialized by the cache, their only caller.
+final class ProfileListObservers: Sendable {
+    typealias Continuation = AsyncThrowingStream<ProfileList, any Error>.Continuation
+
+    private struct List {
+        /// Distinct, in the order asked.
+        var ids: [Int64]
+        var members: [Int64: ListMember] = [:]
+        var continuation: Continuation
+        var lastYielded: ProfileList?
+
+        /// The list to show, once every member is known.
+        var value: ProfileList? {
+            guard members.count == ids.count else { return nil }
+            var list = ProfileList(profiles: [], missing: [])
+            for id in ids {
+                switch members[id] {
+                case .profile(let profile)?: list.profiles.append(profile)
+                case .missing?, nil: list.missing.append(id)
+                }
+            }
+            return list
+        }
+    }
+
+    private struct State {
+        var lists: [UInt64: List] = [:]
+        /// Which lists hold an id.
+        var listsByID: [Int64: Set<UInt64>] = [:]
+        var nextToken: UInt64 = 0
+    }
+
+    private let state = Mutex(State())
+
+    /// Adds a list of distinct `ids` whose values go to `continuation`; nothing is known of its
+    /// members until an update says (an empty list is complete at once).
+    /// - Returns: the token for ``remove(_:)`` and ``finish(_:throwing:)``.
+    func register(ids: [Int64], continuation: Continuation) -> UInt64 {
+        let token = state.withLock { state in
+            let token = state.nextToken
+            state.nextToken += 1
+            state.lists[token] = List(ids: ids, continuation: continuation)
+            for id in ids { state.listsByID[id, default: []].insert(token) }
+            return token
+        }
+        if ids.isEmpty { continuation.yield(ProfileList(profiles: [], missing: [])) }
+        return token
+    }
+
+    /// Gives each list holding a changed id one new value, if it is complete and not the one it
+    /// had.
+    func update(_ changes: [Int64: ListMember]) {
+        let yields: [(Continuation, ProfileList)] = state.withLock { state in
+            var touched = Set<UInt64>()
+            for (id, member) in changes {
+                for token in state.listsByID[id] ?? [] where state.lists[token]?.members[id] != member {
+                    state.lists[token]?.members[id] = member
+                    touched.insert(token)
+                }
+            }
+            var yields: [(Continuation, ProfileList)] = []
+            for token in touched {
+                guard let list = state.lists[token], let value = list.value, value != list.lastYielded else { continue }
+                state.lists[token]?.lastYielded = value
+                yields.append((list.continuation, value))
+            }
+            return yields
+        }
+        for (continuation, value) in yields { continuation.yield(value) }
+    }
+
+    /// Forgets a list (its consumer stopped).
+    func remove(_ token: UInt64) {
+        _ = take(token)
+    }
+
+    /// Ends a list's stream, with `error` when following it failed for good.
+    func finish(_ token: UInt64, throwing error: (any Error)?) {
+        take(token)?.finish(throwing: error)
+    }
+
+    func finishAll() {
+        let all = state.withLock { state in
+            defer { state = State(nextToken: state.nextToken) }
+            return state.lists.values.map(\.continuation)
+        }
+        for continuation in all { continuation.finish() }
+    }
+
+    /// Removes a list and returns its continuation, to be finished outside the lock (finishing
+    /// runs the stream's termination handler, which calls ``remove(_:)``).
+    private func take(_ token: UInt64) -> Continuation? {
+        state.withLock { state in
+            guard let list = state.lists.removeValue(forKey: token) else { return nil }
+            for id in list.ids {
+                state.listsByID[id]?.remove(token)
+                if state.listsByID[id]?.isEmpty == true { state.listsByID[id] = nil }
+            }
+            return list.continuation
+        }
+    }
+}
