@@ -24,7 +24,7 @@ public struct HTTPRequestParser: Sendable {
         public var maxBodyBytes: Int
 
         public init(
-            maxRequestLineBytes: Int = 8 * 1024, maxHeaderBytes: Int = 16 * 1024, maxHeaderCount: Int = 100,
+            maxRequestLineBytes: Int = 32 * 1024, maxHeaderBytes: Int = 16 * 1024, maxHeaderCount: Int = 100,
             maxBodyBytes: Int = 64 * 1024
         ) {
             self.maxRequestLineBytes = maxRequestLineBytes

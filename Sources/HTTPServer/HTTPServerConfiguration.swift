@@ -12,8 +12,9 @@ public struct HTTPServerConfiguration: Sendable {
     public var backlog: Int32 = 1024
     /// Open connections; further connections are accepted and closed at once.
     public var maxConnections: Int = 10_000
-    /// Longest request line (414).
-    public var maxRequestLineBytes: Int = 8 * 1024
+    /// Longest request line (414): room for a list's stream of 1,000 ids, each with a floor
+    /// (`GET /users/profiles/events?ids=…`, 31 KB at the longest).
+    public var maxRequestLineBytes: Int = 32 * 1024
     /// Largest header block (431); also bounds chunked trailers.
     public var maxHeaderBytes: Int = 16 * 1024
     /// Most header fields (431).

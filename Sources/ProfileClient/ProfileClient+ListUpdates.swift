@@ -3,9 +3,9 @@ import Foundation
 extension ProfileClient {
     /// The most ids one multi-id event stream follows (the service's bound).
     static let maximumIDsPerStream = 1_000
-    /// The most bytes of one stream's `ids=` value: the service refuses a request line over 8 KiB,
-    /// and every id may carry a floor of up to ten digits.
-    static let maximumStreamQueryBytes = 7_680
+    /// The most bytes of one stream's `ids=` value: the service refuses a request line over
+    /// 32 KiB, and every id may carry a floor of up to ten digits — 1,000 ids of any length fit.
+    static let maximumStreamQueryBytes = 32_000
 
     /// A live list of profiles: the profiles of `ids` in the order asked (each once) and the ids no
     /// profile has, as a new ``ProfileList`` whenever one of them changes.

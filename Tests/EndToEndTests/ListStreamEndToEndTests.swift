@@ -215,6 +215,13 @@ import Testing
         #expect(back.data.contains(#""id":\#(ids[1])"#) && back.id == "2", "created again above its last version (1): \(back)")
         #expect(!stream.isClosed)
 
+        // The longest list there is — 1,000 ids of 19 digits, each with a 10-digit floor — fits
+        // the request line (31 KB; the gateway's nginx takes 32k lines too).
+        let longest = (0..<1_000).map { "\(9_000_000_000_000_000_000 + Int64($0))@2147483647" }.joined(separator: ",")
+        let opened = try EventStreamTestClient(port: service.port, path: "/users/profiles/events?ids=\(longest)")
+        #expect(try opened.head().status == 200)
+        opened.close()
+
         let tooMany = try Curl.request(
             "\(service.baseURL)/users/profiles/events?ids=" + (1...1_001).map(String.init).joined(separator: ","))
         #expect(tooMany.status == 400)

@@ -124,8 +124,8 @@ import TestSupport
         defer { service.terminate() }
         let admin = try Self.admin(service)
         let created = try await Self.createMembers(2, with: admin)
-        // Long ids: with their floors, a few hundred fill the service's 8 KiB request line, so
-        // 1,202 are followed with several streams (one over 8 KiB would be refused with 414).
+        // Over the 1,000 ids one stream takes: 1,202 are followed with two streams, each of long
+        // ids within the service's 32 KiB request line.
         let absent = (0..<1_200).map { _ in ProfileClientServiceTests.randomID() }
         let ids = [created[0].id] + absent + [created[1].id]
         let watcher = Self.watcher(service)
