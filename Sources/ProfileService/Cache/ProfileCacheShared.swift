@@ -6,8 +6,6 @@ public final class ProfileCacheShared: Sendable {
     /// Skips memcached nodes that keep failing; wraps every worker's cache client.
     public let circuitBreaker: NodeCircuitBreaker
     let inFlight = InFlightReads()
-    /// Concurrent misses of different ids read with one query (docs/design.md §2.8).
-    let batchedReads: BatchedReads
     /// Readers that may wait for others' reads at once (docs/design.md §5).
     let coalescedWaitSlots: CoalescedWaitSlots
 
@@ -17,7 +15,6 @@ public final class ProfileCacheShared: Sendable {
     ) {
         self.configuration = configuration
         self.coalescedWaitSlots = CoalescedWaitSlots(limit: configuration.maximumCoalescedWaiters)
-        self.batchedReads = BatchedReads(statistics: statistics)
         self.hooks = hooks
         self.circuitBreaker = circuitBreaker
     }

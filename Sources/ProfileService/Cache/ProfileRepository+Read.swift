@@ -174,7 +174,7 @@ extension ProfileRepository {
         let profile: Profile?
         do {
             statistics.record(.databaseRead)
-            profile = try shared.batchedReads.row(id: id, store: store)
+            profile = try store.profile(id: id)
         } catch {
             outcome = .failed(error)
             // Deleting is always safe: at worst the next reader misses.
