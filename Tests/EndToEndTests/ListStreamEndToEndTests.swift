@@ -1,7 +1,4 @@
 import Foundation
-import Logging
-import MemcachedClient
-import PostgresClient
 import Synchronization
 import TestSupport
 import Testing
@@ -86,80 +83,17 @@ import Testing
         defer { _ = a.terminate(); _ = b.terminate() }
         let ids = (0..<20).map { _ in Self.newID() }
         for id in ids { try a.createProfile(id, usernamePrefix: "sl") }
-        let acknowledged = Mutex<[Int64: Int]>(Dictionary(uniqueKeysWithValues: ids.map { ($0, 1) }))
-        let running = Atomic<Bool>(true)
-        let writes = Atomic<Int>(0)
-        let sqlWrites = Atomic<Int>(0)
-
         let first = StreamFollower(port: b.port, ids: ids)
         #expect(Eventually.wait(timeout: .seconds(5), interval: .milliseconds(10)) { first.versions.count == ids.count })
-
-        let writers = (0..<4).map { writer in
-            TestThread {
-                guard let client = try? HTTPTestClient(port: a.port) else { return }
-                var round = 0
-                while running.load(ordering: .relaxed) {
-                    let id = ids[(writer * 5 + round) % ids.count]
-                    round += 1
-                    let expected = acknowledged.withLock { $0[id] ?? 1 }
-                    let body = #"{"display_name":"w\#(round)","version":\#(expected)}"#
-                    let token = ServiceProcess.bearer(String(id))["Authorization"] ?? ""
-                    guard
-                        (try? client.send(
-                            "PUT /users/profile/\(id) HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
-                                + "Authorization: \(token)\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)")) != nil,
-                        let response = try? client.readResponse()
-                    else { return }
-                    guard let json = try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any]
-                    else { continue }
-                    let answered = response.status == 200 ? json : json["current"] as? [String: Any]
-                    guard let version = answered?["version"] as? Int else { continue }
-                    acknowledged.withLock { $0[id] = max($0[id] ?? 1, version) }
-                    if response.status == 200 { writes.add(1, ordering: .relaxed) }
-                }
-            }
-        }
-        let sqlWriter = TestThread {
-            var logger = Logger(label: "list-stream-sql")
-            logger.logLevel = .critical
-            guard let configuration = try? PostgresConfiguration(url: TestEnvironment.databaseURL) else { return }
-            let connection = PostgresConnection(configuration: configuration, statements: [], logger: logger)
-            defer { connection.close() }
-            var round = 0
-            while running.load(ordering: .relaxed) {
-                let id = ids[(round * 3) % ids.count]
-                round += 1
-                guard
-                    let result = try? connection.simpleQuery(
-                        "UPDATE user_profiles SET display_name = 'sql \(round)' WHERE id = \(id) RETURNING version"),
-                    let version: Int32 = try? result.rows.first?.decode("version")
-                else { continue }
-                acknowledged.withLock { $0[id] = max($0[id] ?? 1, Int(version)) }
-                sqlWrites.add(1, ordering: .relaxed)
-                usleep(3_000)
-            }
-        }
-        let flusher = TestThread {
-            var logger = Logger(label: "list-stream-flusher")
-            logger.logLevel = .critical
-            guard let configuration = try? MemcachedConfiguration(servers: TestEnvironment.memcachedServerList),
-                let cache = try? MemcachedConnection(configuration: configuration, logger: logger)
-            else { return }
-            defer { cache.close() }
-            while running.load(ordering: .relaxed) {
-                for server in cache.servers { _ = cache.flush(server: server) }
-                usleep(5_000)
-            }
-        }
+        let load = WriteLoad(ids: ids, servicePort: a.port, sqlWriters: 1)
 
         Thread.sleep(forTimeInterval: 1.5)
         first.stop()
         let floors = first.versions
         let second = StreamFollower(port: b.port, ids: ids, floors: floors)
         Thread.sleep(forTimeInterval: 1.5)
-        running.store(false, ordering: .relaxed)
-        (writers + [sqlWriter, flusher]).forEach { $0.join() }
-        let final = acknowledged.withLock { $0 }
+        load.stop()
+        let final = load.acknowledged.withLock { $0 }
 
         let caughtUp = Eventually.wait(timeout: .seconds(10), interval: .milliseconds(20)) {
             let versions = second.versions
@@ -172,11 +106,12 @@ import Testing
             return seen < final[id] ?? 1 ? "\(id): \(seen) < \(final[id] ?? 1)" : nil
         }
         print(
-            "list stream under writers and flushes: \(writes.load(ordering: .relaxed)) writes through A, "
-                + "\(sqlWrites.load(ordering: .relaxed)) in SQL; B's streams got \(first.events) "
+            "list stream under writers and flushes: \(load.writes.load(ordering: .relaxed)) writes through A, "
+                + "\(load.sqlWrites.load(ordering: .relaxed)) in SQL; B's streams got \(first.events) "
                 + "+ \(second.events) events")
-        #expect(writes.load(ordering: .relaxed) > 50)
-        #expect(sqlWrites.load(ordering: .relaxed) > 50)
+        #expect(load.writes.load(ordering: .relaxed) > 50)
+        #expect(load.sqlWrites.load(ordering: .relaxed) > 50)
+        #expect(load.flushes.load(ordering: .relaxed) > 100)
         #expect(caughtUp, "every acknowledged version, or a newer one, reached the resumed stream: \(behind.prefix(5))")
         #expect(first.wentBack.isEmpty, "\(first.wentBack.prefix(5))")
         #expect(second.wentBack.isEmpty, "\(second.wentBack.prefix(5))")

@@ -1,7 +1,4 @@
 import Foundation
-import Logging
-import MemcachedClient
-import PostgresClient
 import Synchronization
 import TestSupport
 import Testing
@@ -95,67 +92,14 @@ import Testing
         defer { _ = service.terminate() }
         let ids = (0..<20).map { _ in Self.newID() }
         for id in ids { try service.createProfile(id, usernamePrefix: "lf") }
-        let acknowledged = Mutex<[Int64: Int]>(Dictionary(uniqueKeysWithValues: ids.map { ($0, 1) }))
-        let running = Atomic<Bool>(true)
+        let load = WriteLoad(ids: ids, servicePort: service.port)
         let violations = Mutex<[String]>([])
         let lists = Atomic<Int>(0)
-        let writes = Atomic<Int>(0)
-        let sqlWrites = Atomic<Int>(0)
-        let flushes = Atomic<Int>(0)
-
-        let writers = (0..<4).map { writer in
-            TestThread {
-                guard let client = try? HTTPTestClient(port: service.port) else { return }
-                var round = 0
-                while running.load(ordering: .relaxed) {
-                    let id = ids[(writer * 5 + round) % ids.count]
-                    round += 1
-                    let expected = acknowledged.withLock { $0[id] ?? 1 }
-                    let body = #"{"display_name":"w\#(round)","version":\#(expected)}"#
-                    let token = ServiceProcess.bearer(String(id))["Authorization"] ?? ""
-                    guard
-                        (try? client.send(
-                            "PUT /users/profile/\(id) HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
-                                + "Authorization: \(token)\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)")) != nil,
-                        let response = try? client.readResponse()
-                    else { return }
-                    guard let json = try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any]
-                    else { continue }
-                    // 200: the new profile; 409 (an SQL writer was first): the current one, committed too.
-                    let answered = response.status == 200 ? json : json["current"] as? [String: Any]
-                    guard let version = answered?["version"] as? Int else { continue }
-                    acknowledged.withLock { $0[id] = max($0[id] ?? 1, version) }
-                    if response.status == 200 { writes.add(1, ordering: .relaxed) }
-                }
-            }
-        }
-        let sqlWriters = (0..<2).map { writer in
-            TestThread {
-                var logger = Logger(label: "lists-sql")
-                logger.logLevel = .critical
-                guard let configuration = try? PostgresConfiguration(url: TestEnvironment.databaseURL) else { return }
-                let connection = PostgresConnection(configuration: configuration, statements: [], logger: logger)
-                defer { connection.close() }
-                var round = 0
-                while running.load(ordering: .relaxed) {
-                    let id = ids[(writer * 7 + round * 3) % ids.count]
-                    round += 1
-                    guard
-                        let result = try? connection.simpleQuery(
-                            "UPDATE user_profiles SET display_name = 'sql \(round)' WHERE id = \(id) RETURNING version"),
-                        let version: Int32 = try? result.rows.first?.decode("version")
-                    else { continue }
-                    acknowledged.withLock { $0[id] = max($0[id] ?? 1, Int(version)) }
-                    sqlWrites.add(1, ordering: .relaxed)
-                    usleep(2_000)
-                }
-            }
-        }
         let readers = (0..<4).map { _ in
             TestThread {
                 guard let client = try? HTTPTestClient(port: service.port) else { return }
-                while running.load(ordering: .relaxed) {
-                    let floors = acknowledged.withLock { $0 }
+                while load.isRunning {
+                    let floors = load.acknowledged.withLock { $0 }
                     let query = ids.map { "\($0)@\(floors[$0] ?? 1)" }.joined(separator: ",")
                     guard (try? client.send("GET /users/profiles?ids=\(query) HTTP/1.1\r\nHost: t\r\n\r\n")) != nil,
                         let response = try? client.readResponse()
@@ -175,31 +119,18 @@ import Testing
                 }
             }
         }
-        let flusher = TestThread {
-            var logger = Logger(label: "lists-flusher")
-            logger.logLevel = .critical
-            guard let configuration = try? MemcachedConfiguration(servers: TestEnvironment.memcachedServerList),
-                let cache = try? MemcachedConnection(configuration: configuration, logger: logger)
-            else { return }
-            defer { cache.close() }
-            while running.load(ordering: .relaxed) {
-                for server in cache.servers { _ = cache.flush(server: server) }
-                flushes.add(1, ordering: .relaxed)
-                usleep(5_000)
-            }
-        }
         Thread.sleep(forTimeInterval: 3)
-        running.store(false, ordering: .relaxed)
-        (writers + sqlWriters + readers + [flusher]).forEach { $0.join() }
+        load.stop()
+        readers.forEach { $0.join() }
 
         print(
             "lists under writers and flushes: \(lists.load(ordering: .relaxed)) lists of 20 read, "
-                + "\(writes.load(ordering: .relaxed)) writes through the service, \(sqlWrites.load(ordering: .relaxed)) in SQL, "
-                + "\(flushes.load(ordering: .relaxed)) flushes of every node")
+                + "\(load.writes.load(ordering: .relaxed)) writes through the service, "
+                + "\(load.sqlWrites.load(ordering: .relaxed)) in SQL, \(load.flushes.load(ordering: .relaxed)) flushes of every node")
         #expect(lists.load(ordering: .relaxed) > 50)
-        #expect(writes.load(ordering: .relaxed) > 50)
-        #expect(sqlWrites.load(ordering: .relaxed) > 50)
-        #expect(flushes.load(ordering: .relaxed) > 100)
+        #expect(load.writes.load(ordering: .relaxed) > 50)
+        #expect(load.sqlWrites.load(ordering: .relaxed) > 50)
+        #expect(load.flushes.load(ordering: .relaxed) > 100)
         #expect(violations.withLock { $0 }.isEmpty, "\(violations.withLock { $0.prefix(5) })")
     }
 }

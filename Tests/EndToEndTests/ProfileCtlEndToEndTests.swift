@@ -11,23 +11,10 @@ import TestSupport
         let id = Int64.random(in: 1_000_000_000...9_000_000_000_000_000)
         try service.createProfile(id, usernamePrefix: "ctl")
 
-        let watch = Process()
-        watch.executableURL = ServiceProcess.executable.deletingLastPathComponent().appendingPathComponent("profilectl")
-        watch.arguments = ["watch", String(id), "--url", service.baseURL, "--count", "2"]
-        let pipe = Pipe()
-        watch.standardOutput = pipe
-        watch.standardError = FileHandle.nullDevice
-        let output = Mutex("")
-        pipe.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            output.withLock { $0 += String(decoding: data, as: UTF8.self) }
-        }
-        try watch.run()
-        defer {
-            if watch.isRunning { watch.terminate() }
-            pipe.fileHandleForReading.readabilityHandler = nil
-        }
-        func lines() -> [String] { output.withLock { $0 }.split(separator: "\n").map(String.init) }
+        let watch = try PipedProcess(
+            ServiceProcess.executable.deletingLastPathComponent().appendingPathComponent("profilectl"),
+            arguments: ["watch", String(id), "--url", service.baseURL, "--count", "2"])
+        func lines() -> [String] { watch.lines }
 
         // The current version reaches the pipe while profilectl keeps watching, not when it exits.
         #expect(Eventually.wait(timeout: .seconds(10)) { lines().count >= 1 }, "nothing reached the pipe")
@@ -40,8 +27,7 @@ import TestSupport
         #expect(renamed.status == 200)
         #expect(Eventually.wait(timeout: .seconds(10)) { lines().count >= 2 }, "\(lines())")
         #expect(lines().last?.contains(#""version":2"#) == true)
-        watch.waitUntilExit()
-        #expect(watch.terminationStatus == 0)
+        #expect(watch.waitUntilExit() == 0)
     }
 
     @Test func getOfSeveralIDsPrintsOneLineEachInOrderAndReportsTheMissing() throws {

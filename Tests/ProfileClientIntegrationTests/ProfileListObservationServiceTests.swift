@@ -145,30 +145,13 @@ import TestSupport
         let created = try await Self.createMembers(2, with: admin)
         let absent = ProfileClientServiceTests.randomID()
 
-        let watch = Process()
-        watch.executableURL = ServiceProcess.executable.deletingLastPathComponent().appendingPathComponent("profilectl")
-        watch.arguments = ["watch"] + (created.map(\.id) + [absent]).map(String.init) + ["--url", service.baseURL, "--count", "5"]
-        let pipe = Pipe()
-        watch.standardOutput = pipe
-        watch.standardError = FileHandle.nullDevice
-        let output = Mutex("")
-        pipe.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            output.withLock { $0 += String(decoding: data, as: UTF8.self) }
-        }
-        try watch.run()
-        defer {
-            if watch.isRunning { watch.terminate() }
-            pipe.fileHandleForReading.readabilityHandler = nil
-        }
-        func lines() -> [[String: Any]] {
-            output.withLock { $0 }.split(separator: "\n").compactMap {
-                try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
-            }
-        }
+        let watch = try PipedProcess(
+            ServiceProcess.executable.deletingLastPathComponent().appendingPathComponent("profilectl"),
+            arguments: ["watch"] + (created.map(\.id) + [absent]).map(String.init) + ["--url", service.baseURL, "--count", "5"])
+        func lines() -> [[String: Any]] { watch.jsonLines }
 
         // The first lines reach the pipe while profilectl keeps watching: each id in order.
-        #expect(Eventually.wait(timeout: .seconds(10)) { lines().count >= 3 }, "\(output.withLock { $0 })")
+        #expect(Eventually.wait(timeout: .seconds(10)) { lines().count >= 3 }, "\(watch.lines)")
         #expect(watch.isRunning)
         #expect(lines().prefix(2).map { $0["id"] as? Int } == created.map { Int($0.id) })
         #expect(lines().dropFirst(2).first?["deleted"] as? Int == Int(absent))
@@ -181,7 +164,7 @@ import TestSupport
         #expect(Eventually.wait(timeout: Self.feedTimeout) { lines().count >= 5 }, "\(lines())")
         #expect(lines().last?["deleted"] as? Int == Int(created[0].id))
         #expect(Eventually.wait(timeout: .seconds(5)) { !watch.isRunning }, "--count 5 ends it")
-        #expect(watch.terminationStatus == 0)
+        #expect(watch.waitUntilExit() == 0)
     }
 }
 
