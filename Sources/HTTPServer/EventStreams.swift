@@ -201,17 +201,22 @@ public final class EventStreams: Sendable {
     /// - Returns: whether the event was queued for the streams.
     @discardableResult
     public func publish(topic: Int64, position: Int64, bytes: [UInt8]) -> Bool {
-        let event = Event(topic: topic, position: position, bytes: bytes)
+        send(Event(topic: topic, position: position, bytes: bytes))
+    }
+
+    /// Keeps `event` as its topic's latest and queues it for the loop, unless nobody watches the
+    /// topic or its latest event ranks at or after this one.
+    @discardableResult
+    private func send(_ event: Event) -> Bool {
         let accepted = topics.withLock { topics -> Bool in
-            guard var entry = topics[topic] else { return false }
+            guard var entry = topics[event.topic] else { return false }
             if let latest = entry.latest, latest.rank >= event.rank { return false }
             entry.latest = event
-            topics[topic] = entry
+            topics[event.topic] = entry
             return true
         }
-        guard accepted else { return false }
-        enqueue(event)
-        return true
+        if accepted { enqueue(event) }
+        return accepted
     }
 
     private func enqueue(_ event: Event) {
@@ -234,16 +239,7 @@ public final class EventStreams: Sendable {
     /// opening right now (it retained the topic and read the profile before it was deleted) is
     /// closed as soon as the loop registers it, instead of staying open on what is gone.
     public func closeStreams(topic: Int64, position: Int64 = .max, bytes: [UInt8] = []) {
-        let close = Event(topic: topic, position: position, bytes: bytes, closesStreams: true)
-        let watched = topics.withLock { topics -> Bool in
-            guard var entry = topics[topic] else { return false }
-            if let latest = entry.latest, latest.rank >= close.rank { return false }
-            entry.latest = close
-            topics[topic] = entry
-            return true
-        }
-        guard watched else { return }
-        enqueue(close)
+        send(Event(topic: topic, position: position, bytes: bytes, closesStreams: true))
     }
 
     public var statistics: Statistics {
