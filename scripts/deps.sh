@@ -300,12 +300,23 @@ start_standby() {
          ('max_connections', 'max_worker_processes', 'max_wal_senders', 'max_prepared_transactions',
           'max_locks_per_transaction')")
     log "starting postgres standby of 127.0.0.1:$pg_port on 127.0.0.1:$standby_port (recovery_min_apply_delay ${standby_delay}ms)"
-    if ! as_postgres "$(pg_bin pg_ctl)" -D "$standby_data" -l "$standby_log" -w -t 120 start -o \
-        "-c listen_addresses=127.0.0.1 -p $standby_port -c unix_socket_directories=$standby_dir \
-         -c hot_standby=on -c fsync=off -c shared_buffers=32MB $minimums" >/dev/null; then
+    # The port is in the kernel's ephemeral range: a closed client connection that used it as its
+    # own port (TIME-WAIT, up to 60 s) keeps the standby from binding it though nobody listens.
+    local logged attempt
+    for attempt in $(seq 1 8); do
+        logged=$(stat -c %s "$standby_log" 2>/dev/null || echo 0)
+        as_postgres "$(pg_bin pg_ctl)" -D "$standby_data" -l "$standby_log" -w -t 120 start -o \
+            "-c listen_addresses=127.0.0.1 -p $standby_port -c unix_socket_directories=$standby_dir \
+             -c hot_standby=on -c fsync=off -c shared_buffers=32MB $minimums" >/dev/null 2>&1 && break
+        if [ "$attempt" -lt 8 ] && tail -c +"$((logged + 1))" "$standby_log" | grep -q 'Address already in use' &&
+            ! port_in_use "$standby_port"; then
+            log "port $standby_port is still held by a closed connection (TIME-WAIT); trying again in 10 s"
+            sleep 10
+            continue
+        fi
         log "the standby did not start; see $standby_log"
         return 1
-    fi
+    done
     for i in $(seq 1 300); do
         [ "$(standby_sql "SELECT status FROM pg_stat_wal_receiver")" = streaming ] && return 0
         sleep 0.2
