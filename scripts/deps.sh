@@ -201,6 +201,10 @@ primary_system_id() {
     if answer=$(psql "$conninfo" -tAc IDENTIFY_SYSTEM 2>&1); then
         echo "${answer%%|*}"; return 0
     fi
+    if [[ $answer != *pg_hba.conf* ]]; then
+        log "cannot start the standby: a replication connection to 127.0.0.1:$pg_port failed: $answer"
+        return 1
+    fi
     if [ "$(pg_setting data_directory)" != "$pg_data" ]; then
         log "cannot start the standby: the primary on 127.0.0.1:$pg_port refuses replication connections: $answer"
         log "allow them in its pg_hba.conf: host replication all 127.0.0.1/32 trust"
@@ -308,11 +312,15 @@ start_standby() {
         as_postgres "$(pg_bin pg_ctl)" -D "$standby_data" -l "$standby_log" -w -t 120 start -o \
             "-c listen_addresses=127.0.0.1 -p $standby_port -c unix_socket_directories=$standby_dir \
              -c hot_standby=on -c fsync=off -c shared_buffers=32MB $minimums" >/dev/null 2>&1 && break
-        if [ "$attempt" -lt 8 ] && tail -c +"$((logged + 1))" "$standby_log" | grep -q 'Address already in use' &&
-            ! port_in_use "$standby_port"; then
-            log "port $standby_port is still held by a closed connection (TIME-WAIT); trying again in 10 s"
-            sleep 10
-            continue
+        if tail -c +"$((logged + 1))" "$standby_log" | grep -q 'Address already in use' && ! port_in_use "$standby_port"; then
+            if [ "$attempt" -lt 8 ]; then
+                log "port $standby_port is still held by a closed connection (TIME-WAIT); trying again in 10 s"
+                sleep 10
+                continue
+            fi
+            log "cannot start postgres standby: port $standby_port on 127.0.0.1 is held by a connection's own end, not a listener"
+            log "use another port: PROFILE_PG_STANDBY_PORT=<port> (now $standby_port)"
+            return 1
         fi
         log "the standby did not start; see $standby_log"
         return 1
