@@ -11,13 +11,22 @@
 #   scripts/deps.sh restart-memcached N | stop-memcached N | start-memcached N
 #   scripts/deps.sh stop-postgres | start-postgres
 #   scripts/deps.sh check-port PORT WHAT SETTING   exit 1, saying who holds it, if PORT is taken
+#   scripts/deps.sh start-standby   a streaming standby of that PostgreSQL (pg_basebackup -R, hot
+#                                   standby) on a port of its own; idempotent. Not part of `start`.
+#   scripts/deps.sh stop-standby    stop it, by pid (idempotent; `stop` stops it too)
+# While the standby runs, `env` also prints PROFILE_REPLICA_DATABASE_URLS (for issue 22's read
+# replicas) and `status` shows it (a stopped standby is reported, not counted as down). Its base
+# backup is kept in $PROFILE_STATE_DIR/standby and taken again when the primary was re-initialised
+# (another system identifier) or no longer has the WAL the standby needs.
 #
 # A port that is already taken (by a server of another checkout, say) stops `start` with a message
 # naming the port, the process holding it and the setting that moves this checkout's servers.
 #
 # Settings (environment): PROFILE_STATE_DIR (default ./.state), PROFILE_PG_PORT (55432),
 # PROFILE_MC_PORTS (21211,21212), PROFILE_MC_MEMORY_MB (64), PROFILE_PG_SLOT_WAL_KEEP (1GB:
-# PostgreSQL's max_slot_wal_keep_size; a test of the slot's invalidation sets it small).
+# PostgreSQL's max_slot_wal_keep_size; a test of the slot's invalidation sets it small),
+# PROFILE_PG_STANDBY_PORT (55442), PROFILE_PG_STANDBY_DELAY_MS (0: the standby's
+# recovery_min_apply_delay, applied by every start-standby, also to a running standby).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -26,8 +35,13 @@ pg_port=${PROFILE_PG_PORT:-55432}
 mc_ports=${PROFILE_MC_PORTS:-21211,21212}
 mc_memory=${PROFILE_MC_MEMORY_MB:-64}
 slot_wal_keep=${PROFILE_PG_SLOT_WAL_KEEP:-1GB}
+standby_port=${PROFILE_PG_STANDBY_PORT:-55442}
+standby_delay=${PROFILE_PG_STANDBY_DELAY_MS:-0}
 pg_data=$state/postgres/data
 pg_log=$state/postgres/postgres.log
+standby_dir=$state/standby
+standby_data=$standby_dir/data
+standby_log=$standby_dir/postgres.log
 pg_db=profiles
 pg_user=postgres
 
@@ -157,6 +171,179 @@ stop_postgres() {
     fi
 }
 
+# The streaming standby of start-standby and stop-standby: not started by `start`.
+
+standby_pidfile() { echo "$standby_data/postmaster.pid"; }
+
+standby_sql() {
+    psql -h 127.0.0.1 -p "$standby_port" -U "$pg_user" -d postgres -tAc "$1" 2>/dev/null || true
+}
+
+# The primary's system identifier, from a replication connection: that also proves the primary
+# accepts the replication connections pg_basebackup and the standby make. When it does not and the
+# cluster is this checkout's, a `host replication` line for 127.0.0.1 is added to its pg_hba.conf.
+primary_system_id() {
+    local conninfo="host=127.0.0.1 port=$pg_port user=$pg_user replication=true" answer hba i
+    if ! port_in_use "$pg_port"; then
+        log "cannot start the standby: no PostgreSQL on 127.0.0.1:$pg_port; run scripts/deps.sh start first"
+        return 1
+    fi
+    case $(pg_setting wal_level) in
+        replica | logical) ;;
+        *) log "cannot start the standby: the primary on 127.0.0.1:$pg_port runs with wal_level=$(pg_setting wal_level)"
+           log "restart it: scripts/deps.sh stop-postgres && scripts/deps.sh start-postgres"; return 1 ;;
+    esac
+    if [ "$(pg_setting max_wal_senders)" = 0 ]; then
+        log "cannot start the standby: the primary on 127.0.0.1:$pg_port runs with max_wal_senders=0"
+        log "restart it: scripts/deps.sh stop-postgres && scripts/deps.sh start-postgres"
+        return 1
+    fi
+    if answer=$(psql "$conninfo" -tAc IDENTIFY_SYSTEM 2>&1); then
+        echo "${answer%%|*}"; return 0
+    fi
+    if [[ $answer != *pg_hba.conf* ]]; then
+        log "cannot start the standby: a replication connection to 127.0.0.1:$pg_port failed: $answer"
+        return 1
+    fi
+    if [ "$(pg_setting data_directory)" != "$pg_data" ]; then
+        log "cannot start the standby: the primary on 127.0.0.1:$pg_port refuses replication connections: $answer"
+        log "allow them in its pg_hba.conf: host replication all 127.0.0.1/32 trust"
+        return 1
+    fi
+    hba=$(pg_setting hba_file)
+    log "allowing replication connections from 127.0.0.1 in $hba"
+    sed -i '1i host    replication     all             127.0.0.1/32            trust' "$hba"
+    psql -q -h 127.0.0.1 -p "$pg_port" -U "$pg_user" -d postgres -tAc "SELECT pg_reload_conf()" >/dev/null
+    for i in $(seq 1 50); do
+        answer=$(psql "$conninfo" -tAc IDENTIFY_SYSTEM 2>&1) && { echo "${answer%%|*}"; return 0; }
+        sleep 0.1
+    done
+    log "cannot start the standby: the primary still refuses replication connections: $answer"
+    return 1
+}
+
+standby_system_id() {
+    as_postgres "$(pg_bin pg_controldata)" -D "$standby_data" 2>/dev/null |
+        awk -F': *' '/^Database system identifier/ { print $2 }'
+}
+
+# Whether the primary still has the WAL the stopped standby needs to resume streaming: the newest
+# segment in the standby's pg_wal (streaming resumes at its start) is not older than the oldest the
+# primary keeps. Segment names compare as text once the timeline (8 digits) is cut off.
+standby_wal_available() {
+    local newest oldest
+    newest=$(ls "$standby_data/pg_wal" 2>/dev/null | grep -E '^[0-9A-F]{24}$' | sort | tail -n1)
+    oldest=$(psql -h 127.0.0.1 -p "$pg_port" -U "$pg_user" -d postgres -tAc \
+        "SELECT min(name) FROM pg_ls_waldir() WHERE name ~ '^[0-9A-F]{24}$'" 2>/dev/null || true)
+    [ -n "$newest" ] && [ -n "$oldest" ] && [[ ! ${newest:8} < ${oldest:8} ]]
+}
+
+# recovery_min_apply_delay lives in a file of its own, included by the standby's postgresql.conf,
+# so that a running standby takes a new value with a reload.
+write_standby_delay() {
+    echo "recovery_min_apply_delay = '${standby_delay}ms'" >"$standby_data/deps-standby.conf"
+    chown postgres: "$standby_data/deps-standby.conf"
+}
+
+start_standby() {
+    local systemid old delay minimums i
+    if ! [[ $standby_delay =~ ^[0-9]+$ ]]; then
+        log "PROFILE_PG_STANDBY_DELAY_MS must be a whole number of milliseconds (now $standby_delay)"
+        return 1
+    fi
+    systemid=$(primary_system_id) || return 1
+    mkdir -p "$standby_dir"
+    chmod 755 "$state" "$standby_dir"
+    chown postgres: "$standby_dir"
+    local d=$state
+    while [ "$d" != / ]; do chmod o+x "$d" 2>/dev/null || true; d=$(dirname "$d"); done
+    if pid_alive "$(standby_pidfile)"; then
+        old=$(standby_system_id)
+        if [ "$old" != "$systemid" ]; then
+            log "the primary was initialised again (system identifier $systemid, the standby's $old): a new base backup"
+            stop_standby
+            rm -rf "$standby_data"
+        else
+            delay=$(standby_sql "SELECT setting FROM pg_settings WHERE name = 'recovery_min_apply_delay'")
+            if [ "$delay" != "$standby_delay" ]; then
+                log "standby: recovery_min_apply_delay ${delay:-?}ms → ${standby_delay}ms"
+                write_standby_delay
+                standby_sql "SELECT pg_reload_conf()" >/dev/null
+                for i in $(seq 1 50); do
+                    [ "$(standby_sql "SELECT setting FROM pg_settings WHERE name = 'recovery_min_apply_delay'")" = "$standby_delay" ] && break
+                    sleep 0.1
+                done
+            fi
+            log "postgres standby already running (pid $(head -n1 "$(standby_pidfile)"), port $standby_port, recovery_min_apply_delay ${standby_delay}ms)"
+            return 0
+        fi
+    fi
+    if [ -f "$standby_data/PG_VERSION" ]; then
+        old=$(standby_system_id)
+        if [ "$old" != "$systemid" ]; then
+            log "the primary was initialised again (system identifier $systemid, the standby's ${old:-unknown}): a new base backup"
+            rm -rf "$standby_data"
+        elif ! standby_wal_available; then
+            log "the primary no longer has the WAL the standby needs: a new base backup"
+            rm -rf "$standby_data"
+        fi
+    fi
+    if [ ! -f "$standby_data/PG_VERSION" ]; then
+        rm -rf "$standby_data"
+        log "pg_basebackup of 127.0.0.1:$pg_port into $standby_data"
+        as_postgres "$(pg_bin pg_basebackup)" -d "host=127.0.0.1 port=$pg_port user=$pg_user application_name=deps-standby" \
+            -D "$standby_data" -R -X stream -c fast || { log "pg_basebackup failed"; return 1; }
+        echo "include_if_exists = 'deps-standby.conf'" >>"$standby_data/postgresql.conf"
+    fi
+    write_standby_delay
+    require_free_port "$standby_port" "postgres standby" "PROFILE_PG_STANDBY_PORT=<port> (now $standby_port)" \
+        "not by this checkout's standby (state: $state)"
+    # A hot standby refuses to run with less of these than its primary has.
+    minimums=$(psql -h 127.0.0.1 -p "$pg_port" -U "$pg_user" -d postgres -tAc \
+        "SELECT string_agg(format('-c %s=%s', name, setting), ' ') FROM pg_settings WHERE name IN
+         ('max_connections', 'max_worker_processes', 'max_wal_senders', 'max_prepared_transactions',
+          'max_locks_per_transaction')")
+    log "starting postgres standby of 127.0.0.1:$pg_port on 127.0.0.1:$standby_port (recovery_min_apply_delay ${standby_delay}ms)"
+    # The port is in the kernel's ephemeral range: a closed client connection that used it as its
+    # own port (TIME-WAIT, up to 60 s) keeps the standby from binding it though nobody listens.
+    local logged attempt
+    for attempt in $(seq 1 8); do
+        logged=$(stat -c %s "$standby_log" 2>/dev/null || echo 0)
+        as_postgres "$(pg_bin pg_ctl)" -D "$standby_data" -l "$standby_log" -w -t 120 start -o \
+            "-c listen_addresses=127.0.0.1 -p $standby_port -c unix_socket_directories=$standby_dir \
+             -c hot_standby=on -c fsync=off -c shared_buffers=32MB $minimums" >/dev/null 2>&1 && break
+        if tail -c +"$((logged + 1))" "$standby_log" | grep -q 'Address already in use' && ! port_in_use "$standby_port"; then
+            if [ "$attempt" -lt 8 ]; then
+                log "port $standby_port is still held by a closed connection (TIME-WAIT); trying again in 10 s"
+                sleep 10
+                continue
+            fi
+            log "cannot start postgres standby: port $standby_port on 127.0.0.1 is held by a connection's own end, not a listener"
+            log "use another port: PROFILE_PG_STANDBY_PORT=<port> (now $standby_port)"
+            return 1
+        fi
+        log "the standby did not start; see $standby_log"
+        return 1
+    done
+    for i in $(seq 1 300); do
+        [ "$(standby_sql "SELECT status FROM pg_stat_wal_receiver")" = streaming ] && return 0
+        sleep 0.2
+    done
+    log "the standby accepts connections but does not stream from 127.0.0.1:$pg_port; see $standby_log"
+    return 1
+}
+
+stop_standby() {
+    if pid_alive "$(standby_pidfile)"; then
+        local pid
+        pid=$(head -n1 "$(standby_pidfile)")
+        log "stopping postgres standby (pid $pid)"
+        kill -INT "$pid" # fast shutdown
+        for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+        kill -KILL "$pid" 2>/dev/null || true
+    fi
+}
+
 mc_port() { echo "$mc_ports" | cut -d, -f"$1"; }
 mc_pidfile() { echo "$state/memcached/$(mc_port "$1").pid"; }
 mc_count() { echo "$mc_ports" | tr ',' '\n' | grep -c .; }
@@ -213,6 +400,13 @@ status() {
             echo "memcached down  127.0.0.1:$(mc_port "$n")"; ok=1
         fi
     done
+    if [ -f "$standby_data/PG_VERSION" ]; then
+        if pid_alive "$(standby_pidfile)"; then
+            echo "standby   up    pid $(head -n1 "$(standby_pidfile)")  127.0.0.1:$standby_port  streaming from 127.0.0.1:$pg_port"
+        else
+            echo "standby   down  127.0.0.1:$standby_port  (optional: scripts/deps.sh start-standby)"
+        fi
+    fi
     return $ok
 }
 
@@ -222,6 +416,9 @@ print_env() {
     echo "export PROFILE_DATABASE_URL='postgres://$pg_user@127.0.0.1:$pg_port/$pg_db'"
     echo "export PROFILE_MEMCACHED='$servers'"
     echo "export PROFILE_STATE_DIR='$state'"
+    if pid_alive "$(standby_pidfile)"; then
+        echo "export PROFILE_REPLICA_DATABASE_URLS='postgres://$pg_user@127.0.0.1:$standby_port/$pg_db'"
+    fi
 }
 
 case "${1:-}" in
@@ -233,15 +430,18 @@ case "${1:-}" in
         ;;
     stop)
         for n in $(seq 1 "$(mc_count)"); do stop_memcached "$n"; done
+        stop_standby
         stop_postgres
         ;;
     status) status ;;
     env) print_env ;;
     start-postgres) start_postgres ;;
     stop-postgres) stop_postgres ;;
+    start-standby) start_standby ;;
+    stop-standby) stop_standby ;;
     start-memcached) start_memcached "${2:?node number}" ;;
     stop-memcached) stop_memcached "${2:?node number}" ;;
     restart-memcached) stop_memcached "${2:?node number}"; start_memcached "$2" ;;
     check-port) require_free_port "${2:?port}" "${3:?what}" "${4:?setting}" ;;
-    *) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    *) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

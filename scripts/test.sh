@@ -30,6 +30,8 @@ done
 
 # Which servers are down now: those this run starts, and so stops.
 down_before=$(scripts/deps.sh status 2>/dev/null | awk '$2 == "down" { print $1 " " NR - 1 }' || true)
+# The standby a test starts (StandbyTests) is stopped by that test; this catches a test that died.
+standby_up_before=$(scripts/deps.sh status 2>/dev/null | awk '$1 == "standby" && $2 == "up"' || true)
 
 # Every process this run starts inherits this marker, so a service a killed test left behind can
 # be found (and only those: never a server started elsewhere from the same binary).
@@ -56,6 +58,7 @@ cleanup() {
     if [ "$keep_servers" = 1 ]; then
         echo "test.sh: servers kept running (scripts/deps.sh status; scripts/deps.sh stop)" >&2
     else
+        [ -n "$standby_up_before" ] || scripts/deps.sh stop-standby
         while read -r kind number; do
             case $kind in
                 postgres) scripts/deps.sh stop-postgres ;;

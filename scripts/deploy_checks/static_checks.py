@@ -76,6 +76,19 @@ def compose_services_and_ports():
     assert migrate["command"][0] == "migrate", migrate["command"]
     assert migrate.get("restart", "no") == "no", "migrate is one-shot: restart must be \"no\""
     assert "healthcheck" not in migrate
+    # The streaming standby (issue 22): the primary's image, copied from it by pg_basebackup -R on
+    # its first start, a hot standby, reachable on the compose network only.
+    standby = services.get("postgres-standby")
+    assert standby, "missing service postgres-standby"
+    assert standby["image"] == services["postgres"]["image"], (standby["image"], services["postgres"]["image"])
+    script = " ".join(str(part) for part in (standby.get("entrypoint") or []) + (standby.get("command") or []))
+    assert re.search(r"pg_basebackup\b[^\n]*(\\\n[^\n]*)*\s-R\b", script), "postgres-standby is not made by pg_basebackup -R"
+    assert "host=postgres " in script or "-h postgres " in script, "pg_basebackup must copy the postgres service"
+    assert "hot_standby=on" in script, "postgres-standby must run with hot_standby=on"
+    hba = [m for m in services["postgres"].get("volumes") or [] if m.endswith(":/etc/postgresql/pg_hba.conf:ro")]
+    assert hba and "hba_file=/etc/postgresql/pg_hba.conf" in (services["postgres"].get("command") or []), hba
+    rules = [l.split() for l in read(hba[0].split(":")[0]).splitlines() if l.strip() and not l.startswith("#")]
+    assert any(r[:2] == ["host", "replication"] and r[3] == "all" for r in rules), "postgres refuses replication from the network"
 
 
 @checks("compose")
@@ -87,6 +100,7 @@ def compose_health_checks():
         test = hc["test"]
         return " ".join(test) if isinstance(test, list) else test
     assert "pg_isready" in test_of("postgres")
+    assert "pg_isready" in test_of("postgres-standby")
     for name in ("memcached-1", "memcached-2"):
         assert "11211" in test_of(name), test_of(name)
     for name in replicas(services):
@@ -102,6 +116,7 @@ def compose_dependencies_gated_on_health():
         assert isinstance(d, dict), f"{name}: depends_on must use conditions"
         return {k: v.get("condition") for k, v in d.items()}
     assert deps("migrate") == {"postgres": "service_healthy"}, deps("migrate")
+    assert deps("postgres-standby") == {"postgres": "service_healthy"}, deps("postgres-standby")
     for name in replicas(services):
         assert deps(name) == {
             "migrate": "service_completed_successfully",
