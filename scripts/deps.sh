@@ -160,16 +160,20 @@ start_postgres() {
     fi
 }
 
-stop_postgres() {
-    if pid_alive "$(pg_pidfile)"; then
+# Stops the PostgreSQL server of pid file $1 (named $2 in the message): a fast shutdown, killed
+# after 10 s.
+stop_cluster() {
+    if pid_alive "$1"; then
         local pid
-        pid=$(head -n1 "$(pg_pidfile)")
-        log "stopping postgres (pid $pid)"
+        pid=$(head -n1 "$1")
+        log "stopping $2 (pid $pid)"
         kill -INT "$pid" # fast shutdown
         for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
         kill -KILL "$pid" 2>/dev/null || true
     fi
 }
+
+stop_postgres() { stop_cluster "$(pg_pidfile)" postgres; }
 
 # The streaming standby of start-standby and stop-standby: not started by `start`.
 
@@ -333,16 +337,7 @@ start_standby() {
     return 1
 }
 
-stop_standby() {
-    if pid_alive "$(standby_pidfile)"; then
-        local pid
-        pid=$(head -n1 "$(standby_pidfile)")
-        log "stopping postgres standby (pid $pid)"
-        kill -INT "$pid" # fast shutdown
-        for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
-        kill -KILL "$pid" 2>/dev/null || true
-    fi
-}
+stop_standby() { stop_cluster "$(standby_pidfile)" "postgres standby"; }
 
 mc_port() { echo "$mc_ports" | cut -d, -f"$1"; }
 mc_pidfile() { echo "$state/memcached/$(mc_port "$1").pid"; }

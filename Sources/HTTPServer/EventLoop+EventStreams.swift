@@ -50,11 +50,11 @@ extension EventLoop {
         var sent = 0
         var ended = false
         for subscription in stream.subscriptions {
-            var list = streamTopics.removeValue(forKey: subscription.topic) ?? []
+            // Appended in place (the default-value subscript's modify: no copy of the list).
             var place = StreamState.Place(
-                position: EventStreams.Event.rank(position: subscription.position), index: list.count)
-            list.append(connection)
-            streamTopics[subscription.topic] = list
+                position: EventStreams.Event.rank(position: subscription.position),
+                index: streamTopics[subscription.topic]?.count ?? 0)
+            streamTopics[subscription.topic, default: []].append(connection)
             // An event published while the worker read the first state (the topic was retained first).
             if let latest = streams.latestEvent(topic: subscription.topic), latest.rank > place.position {
                 place.position = latest.rank

@@ -55,27 +55,17 @@ import TestSupport
     }
 
     /// Counts the store's reads: one by id, or many in one query.
-    final class CountingStore: ProfileStore {
-        let base: any ProfileStore
+    final class CountingStore: ForwardingProfileStore {
         var singleReads = 0
         var manyReads: [[Int64]] = []
-        init(_ base: any ProfileStore) { self.base = base }
-        func profile(id: Int64) throws(ProfileStoreError) -> Profile? {
+        override func profile(id: Int64) throws(ProfileStoreError) -> Profile? {
             singleReads += 1
             return try base.profile(id: id)
         }
-        func profiles(ids: [Int64]) throws(ProfileStoreError) -> [Int64: Profile] {
+        override func profiles(ids: [Int64]) throws(ProfileStoreError) -> [Int64: Profile] {
             manyReads.append(ids)
             return try base.profiles(ids: ids)
         }
-        func deletedVersion(id: Int64) throws(ProfileStoreError) -> Int32? { try base.deletedVersion(id: id) }
-        func updateDisplayName(id: Int64, to displayName: String, expectedVersion: Int32) throws(ProfileStoreError)
-            -> ProfileUpdateOutcome
-        { try base.updateDisplayName(id: id, to: displayName, expectedVersion: expectedVersion) }
-        func create(id: Int64, username: String, displayName: String) throws(ProfileStoreError) -> Profile {
-            try base.create(id: id, username: username, displayName: displayName)
-        }
-        func isHealthy() -> Bool { base.isHealthy() }
     }
 
     @Test func aColdListIsOneQueryAndEveryMissIsPopulatedUnderItsLease() throws {

@@ -101,22 +101,13 @@ import ProfileServiceTesting
 }
 
 /// A store whose updates commit and then report the connection lost (an injected fault).
-private final class CommitThenFailStore: ProfileStore {
-    let base: any ProfileStore
-    init(_ base: any ProfileStore) { self.base = base }
-
-    func profile(id: Int64) throws(ProfileStoreError) -> Profile? { try base.profile(id: id) }
-    func deletedVersion(id: Int64) throws(ProfileStoreError) -> Int32? { try base.deletedVersion(id: id) }
-    func updateDisplayName(id: Int64, to displayName: String, expectedVersion: Int32) throws(ProfileStoreError)
+private final class CommitThenFailStore: ForwardingProfileStore {
+    override func updateDisplayName(id: Int64, to displayName: String, expectedVersion: Int32) throws(ProfileStoreError)
         -> ProfileUpdateOutcome
     {
         _ = try base.updateDisplayName(id: id, to: displayName, expectedVersion: expectedVersion)
         throw .unavailable
     }
-    func create(id: Int64, username: String, displayName: String) throws(ProfileStoreError) -> Profile {
-        try base.create(id: id, username: username, displayName: displayName)
-    }
-    func isHealthy() -> Bool { base.isHealthy() }
 }
 
 struct TestFailure: Error, CustomStringConvertible {

@@ -17,17 +17,12 @@ extension PostgresServerTests {
             return received
         }
 
-        static func backendPID(_ connection: PostgresConnection) throws -> Int {
-            try #require(try connection.simpleQuery("SELECT pg_backend_pid() AS pid").rows.first)
-                .decode("pid", as: Int.self)
-        }
-
         @Test func deliversNotificationsInOrderWithPayloadAndSender() throws {
             let listener = try PostgresServerTests.connection()
             let sender = try PostgresServerTests.connection()
             defer { listener.close(); sender.close() }
             try listener.listen(on: "tests_channel")
-            let senderPID = try Self.backendPID(sender)
+            let senderPID = try PostgresServerTests.backendPID(sender)
             try sender.simpleQuery("NOTIFY tests_channel, '42:7'")
             try sender.simpleQuery("SELECT pg_notify('tests_channel', '43:1,44:0')")
             try sender.simpleQuery("NOTIFY other_channel, 'not for us'")
@@ -75,7 +70,7 @@ extension PostgresServerTests {
             let sender = try PostgresServerTests.connection()
             defer { listener.close(); sender.close() }
             try listener.listen(on: "tests_lost")
-            let pid = try Self.backendPID(listener)
+            let pid = try PostgresServerTests.backendPID(listener)
             try sender.simpleQuery("SELECT pg_terminate_backend(\(pid))")
 
             var lost: PostgresError?

@@ -9,12 +9,9 @@ extension PostgresServerTests {
     /// `PROFILE_STATE_DIR`), so it runs serialized with every other server test.
     @Suite struct PostgresRestartTests {
         @Test func callsFailFastWhileDownAndRecoverWithStatementsPreparedAgain() throws {
-            let table = Table("restart")
-            let connection = try PostgresServerTests.connection(statements: table.statements)
+            let (table, connection) = try PostgresServerTests.tableWithAlice("restart")
             defer { connection.close(); table.drop() }
-            try table.create(on: connection)
-            _ = try connection.execute(table.insert, [1, "alice", nil, 1, true])
-            let pidBefore = try backendPID(connection)
+            let pidBefore = try PostgresServerTests.backendPID(connection)
 
             #expect(try PostgresServerTests.deps("stop-postgres") == 0)
             var restarted = false
@@ -52,17 +49,14 @@ extension PostgresServerTests {
             let row = try #require(rows.first)
             #expect(try row.decode("username", as: String.self) == "alice")
             #expect(try connection.execute(table.updateBio, [1, "back"]).affectedRows == 1)
-            #expect(try backendPID(connection) != pidBefore)
+            #expect(try PostgresServerTests.backendPID(connection) != pidBefore)
             #expect(try preparedNames(connection) == ["insert_person", "select_person", "update_bio"])
             #expect(connection.checkHealth())
         }
 
         @Test func idleSessionAcrossARestartIsReplacedTransparentlyForReads() throws {
-            let table = Table("idle_restart")
-            let connection = try PostgresServerTests.connection(statements: table.statements)
+            let (table, connection) = try PostgresServerTests.tableWithAlice("idle_restart")
             defer { connection.close(); table.drop() }
-            try table.create(on: connection)
-            _ = try connection.execute(table.insert, [1, "alice", nil, 1, true])
 
             #expect(try PostgresServerTests.deps("stop-postgres") == 0)
             #expect(try PostgresServerTests.deps("start-postgres") == 0)
@@ -76,18 +70,15 @@ extension PostgresServerTests {
         /// out the session died while idle: the connection notices the server's goodbye on the
         /// socket and reconnects before sending it (issue 21: a PUT answered 503 after a restart).
         @Test func aWriteOnASessionThatDiedWhileIdleReconnectsFirst() throws {
-            let table = Table("idle_write")
-            let connection = try PostgresServerTests.connection(statements: table.statements)
+            let (table, connection) = try PostgresServerTests.tableWithAlice("idle_write")
             defer { connection.close(); table.drop() }
-            try table.create(on: connection)
-            _ = try connection.execute(table.insert, [1, "alice", nil, 1, true])
-            let pidBefore = try backendPID(connection)
+            let pidBefore = try PostgresServerTests.backendPID(connection)
 
             #expect(try PostgresServerTests.deps("stop-postgres") == 0)
             #expect(try PostgresServerTests.deps("start-postgres") == 0)
 
             #expect(try connection.execute(table.updateBio, [1, "after the restart"]).affectedRows == 1)
-            #expect(try backendPID(connection) != pidBefore)
+            #expect(try PostgresServerTests.backendPID(connection) != pidBefore)
         }
 
         /// A server that stops answering (SIGSTOP: the connections stay up) costs a statement its
@@ -137,11 +128,8 @@ extension PostgresServerTests {
         /// once; once one of them connects again, every other connects on its next call instead
         /// of failing until a backoff of its own runs out.
         @Test func connectionsSharingHealthComeBackTogether() throws {
-            let table = Table("shared_health")
-            let setup = try PostgresServerTests.connection(statements: table.statements)
+            let (table, setup) = try PostgresServerTests.tableWithAlice("shared_health")
             defer { setup.close(); table.drop() }
-            try table.create(on: setup)
-            _ = try setup.execute(table.insert, [1, "alice", nil, 1, true])
             let health = PostgresServerHealth()
             let connections = try (0..<4).map { _ in
                 PostgresConnection(
@@ -183,10 +171,6 @@ extension PostgresServerTests {
             }
         }
 
-        private func backendPID(_ connection: PostgresConnection) throws -> Int {
-            try #require(try connection.simpleQuery("SELECT pg_backend_pid() AS pid").rows.first)
-                .decode("pid", as: Int.self)
-        }
 
         private func preparedNames(_ connection: PostgresConnection) throws -> [String] {
             try connection.simpleQuery("SELECT name FROM pg_prepared_statements ORDER BY name")

@@ -30,6 +30,22 @@ import Glibc
             statements: statements, logger: logger)
     }
 
+    /// A connection with `table`'s statements and a new `Table(test)` holding one row (1, alice);
+    /// the caller closes the one and drops the other.
+    static func tableWithAlice(_ test: String) throws -> (Table, PostgresConnection) {
+        let table = Table(test)
+        let connection = try connection(statements: table.statements)
+        try table.create(on: connection)
+        _ = try connection.execute(table.insert, [1, "alice", nil, 1, true])
+        return (table, connection)
+    }
+
+    /// The server process of the connection's session.
+    static func backendPID(_ connection: PostgresConnection) throws -> Int {
+        try #require(try connection.simpleQuery("SELECT pg_backend_pid() AS pid").rows.first)
+            .decode("pid", as: Int.self)
+    }
+
     /// Errors only: tests create their tables after connecting, so eager prepares log warnings.
     static var logger: Logger {
         var logger = Logger(label: "PostgresClientTests")

@@ -60,22 +60,16 @@ import TestSupport
     }
 
     /// A store whose reads fail while `failures` last (an injected fault), else the in-memory one.
-    final class FlakyStore: ProfileStore {
-        let base = Backends.database.store()
+    final class FlakyStore: ForwardingProfileStore {
         let failures: Failures
-        init(failures: Failures) { self.failures = failures }
-        func profile(id: Int64) throws(ProfileStoreError) -> Profile? {
+        init(failures: Failures) {
+            self.failures = failures
+            super.init(Backends.database.store())
+        }
+        override func profile(id: Int64) throws(ProfileStoreError) -> Profile? {
             if failures.left.subtract(1, ordering: .relaxed).newValue >= 0 { throw .unavailable }
             return try base.profile(id: id)
         }
-        func deletedVersion(id: Int64) throws(ProfileStoreError) -> Int32? { try base.deletedVersion(id: id) }
-        func updateDisplayName(id: Int64, to displayName: String, expectedVersion: Int32) throws(ProfileStoreError)
-            -> ProfileUpdateOutcome
-        { try base.updateDisplayName(id: id, to: displayName, expectedVersion: expectedVersion) }
-        func create(id: Int64, username: String, displayName: String) throws(ProfileStoreError) -> Profile {
-            try base.create(id: id, username: username, displayName: displayName)
-        }
-        func isHealthy() -> Bool { base.isHealthy() }
     }
 
     /// A failed fetch is retried with backoff and delivers the highest version asked for, also one

@@ -1,0 +1,38 @@
+public import ProfileService
+
+/// A ``ProfileService/ProfileStore`` that hands every call to `base`: the starting point of a test
+/// double that changes one call (injects a fault, counts reads) and must keep up with the protocol
+/// without restating the rest.
+open class ForwardingProfileStore: ProfileStore {
+    public let base: any ProfileStore
+
+    public init(_ base: any ProfileStore) {
+        self.base = base
+    }
+
+    open func profile(id: Int64) throws(ProfileStoreError) -> Profile? {
+        try base.profile(id: id)
+    }
+
+    open func profiles(ids: [Int64]) throws(ProfileStoreError) -> [Int64: Profile] {
+        try base.profiles(ids: ids)
+    }
+
+    open func deletedVersion(id: Int64) throws(ProfileStoreError) -> Int32? {
+        try base.deletedVersion(id: id)
+    }
+
+    open func updateDisplayName(id: Int64, to displayName: String, expectedVersion: Int32)
+        throws(ProfileStoreError) -> ProfileUpdateOutcome
+    {
+        try base.updateDisplayName(id: id, to: displayName, expectedVersion: expectedVersion)
+    }
+
+    open func create(id: Int64, username: String, displayName: String) throws(ProfileStoreError) -> Profile {
+        try base.create(id: id, username: username, displayName: displayName)
+    }
+
+    open func isHealthy() -> Bool {
+        base.isHealthy()
+    }
+}
