@@ -121,7 +121,7 @@ let package = Package(
         .target(
             name: "ProfileServiceTesting",
             dependencies: [
-                "ProfileService", "ProfileAuth", "HTTP1", "HTTPServer", "MemcachedClient", "TestSupport",
+                "ProfileService", "ProfileAuth", "HTTP1", "HTTPServer", "MemcachedClient", "PostgresClient", "TestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
@@ -130,7 +130,7 @@ let package = Package(
         // Unit targets: no server needed.
         .testTarget(
             name: "CacheProtocolTests",
-            dependencies: ["ProfileServiceTesting", "ProfileService", "MemcachedClient", "TestSupport"],
+            dependencies: ["ProfileServiceTesting", "ProfileService", "MemcachedClient", "PostgresClient", "TestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "ServiceRuntimeTests", dependencies: ["ServiceRuntime"], swiftSettings: swiftSettings),

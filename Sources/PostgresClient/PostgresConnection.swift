@@ -52,6 +52,9 @@ public final class PostgresConnection {
     private let bulkhead: PostgresBulkhead?
     /// How many sessions were lost; tells a lost connection apart from a failed connect.
     private var lostConnections = 0
+    /// How many sessions this connection has opened: what one session showed (a standby's replay
+    /// position, say) holds for later calls only while this has not changed.
+    public private(set) var sessionsOpened = 0
     private var transaction = TransactionState.none
     private var isClosed = false
 
@@ -250,6 +253,7 @@ extension PostgresConnection {
             throw error
         }
         session = newSession
+        sessionsOpened += 1
         let newConnection = newSession.pointer
         preparedSQL = [:]
         health.recordConnected()

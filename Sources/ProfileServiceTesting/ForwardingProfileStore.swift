@@ -1,3 +1,4 @@
+public import PostgresClient
 public import ProfileService
 
 /// A ``ProfileService/ProfileStore`` that hands every call to `base`: the starting point of a test
@@ -34,5 +35,9 @@ open class ForwardingProfileStore: ProfileStore {
 
     open func isHealthy() -> Bool {
         base.isHealthy()
+    }
+
+    open func walPosition() throws(ProfileStoreError) -> LSN {
+        try base.walPosition()
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+public import PostgresClient
 public import ProfileService
 import Synchronization
 
@@ -12,6 +13,14 @@ public final class InMemoryDatabase: Sendable {
         var tombstones: [Int64: Int32] = [:]
         var reads = 0
         var unavailable = false
+        /// Every change in commit order, as a write-ahead log: its length is the position, and a
+        /// standby (``InMemoryStandby``) sees the rows as of a prefix of it.
+        var log: [(id: Int64, row: Profile?)] = []
+
+        mutating func commit(_ id: Int64, _ row: Profile?) {
+            if let row { rows[id] = row } else { rows[id] = nil }
+            log.append((id, row))
+        }
     }
 
     private let state = Mutex(State())
@@ -30,7 +39,10 @@ public final class InMemoryDatabase: Sendable {
     /// Deletes a row behind the service's back, as `DELETE` in SQL would (a tombstone keeps its version).
     public func delete(id: Int64) {
         state.withLock { state in
-            if let row = state.rows.removeValue(forKey: id) { state.tombstones[id] = row.version }
+            if let row = state.rows[id] {
+                state.tombstones[id] = row.version
+                state.commit(id, nil)
+            }
         }
     }
 
@@ -38,6 +50,16 @@ public final class InMemoryDatabase: Sendable {
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
         return formatter.string(from: Date())
+    }
+
+    /// The log's length: the position every commit so far lies at or below.
+    public var position: Int { state.withLock { $0.log.count } }
+
+    /// The row of `id` as of the first `position` changes: what a standby that replayed that far shows.
+    func row(id: Int64, asOf position: Int) -> Profile? {
+        state.withLock { state in
+            state.log[..<min(position, state.log.count)].last(where: { $0.id == id })?.row
+        }
     }
 
     fileprivate func withState<Result>(_ body: (inout State) throws(ProfileStoreError) -> Result) throws(ProfileStoreError) -> Result {
@@ -76,7 +98,7 @@ public final class InMemoryProfileStore: ProfileStore {
             let updated = Profile(
                 id: id, username: current.username, displayName: displayName, version: current.version + 1,
                 updatedAt: InMemoryDatabase.timestamp())
-            state.rows[id] = updated
+            state.commit(id, updated)
             return .updated(updated)
         }
     }
@@ -88,8 +110,14 @@ public final class InMemoryProfileStore: ProfileStore {
             let profile = Profile(
                 id: id, username: username, displayName: displayName, version: (state.tombstones[id] ?? 0) + 1,
                 updatedAt: InMemoryDatabase.timestamp())
-            state.rows[id] = profile
+            state.commit(id, profile)
             return profile
+        }
+    }
+
+    public func walPosition() throws(ProfileStoreError) -> LSN {
+        try database.withState { (state: inout InMemoryDatabase.State) throws(ProfileStoreError) -> LSN in
+            LSN(rawValue: UInt64(state.log.count))
         }
     }
 

@@ -27,6 +27,7 @@ extension ProfileServiceCommand {
         var port: Int = EnvironmentDefaults.int("PROFILE_PORT", 8080)
 
         @OptionGroup var database: DatabaseOptions
+        @OptionGroup var replica: ReplicaOptions
         @OptionGroup var auth: AuthOptions
 
         @Option(help: "memcached cluster as host:port,host:port. [PROFILE_MEMCACHED]")
@@ -181,7 +182,9 @@ extension ProfileServiceCommand {
             // The request workers' connections only: the hub's fetchers and the feed have their own threads.
             let databaseBulkhead = PostgresBulkhead(limit: databaseConcurrency > 0 ? databaseConcurrency : max(1, workers / 2))
             let feed = changeFeed(postgres: postgres, memcached: memcached, shared: shared, logger: logger)
-            let lifecycle = ServiceLifecycle(changeFeed: feed?.monitor ?? ChangeFeedMonitor(enabled: false))
+            let replicas = try replica.replicas()
+            let lifecycle = ServiceLifecycle(
+                changeFeed: feed?.monitor ?? ChangeFeedMonitor(enabled: false), replicas: replicas)
             let streams = EventStreams(configuration: liveUpdates.streamsConfiguration())
             let hub = ProfileUpdateHub(streams: streams, logger: logger)
             // The threads beside the server: the change feed, then the live updates' two fetch
@@ -192,17 +195,18 @@ extension ProfileServiceCommand {
                     postgres: postgres, databaseHealth: databaseHealth, memcached: memcached, shared: shared,
                     logger: logger)
             }
+            let monitor = replicas.map { ReplicaMonitor(replicas: $0, primary: postgres, logger: logger) }
             let background = ServiceGroup(
-                (feed.map { [$0] } ?? [])
+                (feed.map { [$0] } ?? []) + (monitor.map { [$0] } ?? [])
                     + [fetchers, ProfileChangeListener(configuration: postgres, hub: hub, logger: logger)])
             try background.start()
             let responder = ProfileResponder(
                 lifecycle: lifecycle, authorization: try auth.authorization(), observability: observability,
                 liveUpdates: hub, clientIdentity: ClientIdentity(trustedProxyHops: trustedProxyHops), logger: logger
-            ) { _ in
+            ) { index in
                 try ProfileWorker.connecting(
                     postgres: postgres, databaseHealth: databaseHealth, databaseBulkhead: databaseBulkhead,
-                    memcached: memcached, shared: shared, logger: logger)
+                    memcached: memcached, shared: shared, replicas: replicas, index: index, logger: logger)
             }
             let server = HTTPServer(
                 configuration: serverConfiguration(), responder: responder, logger: logger, eventStreams: streams)

@@ -16,7 +16,7 @@ public final class CacheStatistics: Sendable {
         case error
         /// A reader found another reader's lease and waited.
         case leaseWait
-        /// A profile read from PostgreSQL.
+        /// A profile read from PostgreSQL's primary.
         case databaseRead
         /// Coalesced: a read that shared another read's PostgreSQL result in this process.
         case coalesced
@@ -36,6 +36,16 @@ public final class CacheStatistics: Sendable {
         case writeThroughFailed
         /// One query that read several profiles (a list's misses); each is a `databaseRead` too.
         case databaseBatchRead
+        /// A profile read from a standby instead of the primary (docs/design.md §8).
+        case standbyRead
+        /// A standby had not replayed the read's position: the primary answered.
+        case standbyBehind
+        /// A standby's row did not meet the read's floor: the primary answered.
+        case standbyBelowFloor
+        /// No standby could be asked (none usable, each failed, no position in time).
+        case standbyUnavailable
+        /// The primary's WAL position read for standby reads (one serves every read that began before it).
+        case primaryPosition
     }
 
     private final class EventCounter: @unchecked Sendable {  // Metrics.Counter is a thread-safe class
@@ -96,6 +106,11 @@ extension CacheStatistics.Event {
         case .writeThroughDeleted: "write_through_deleted"
         case .writeThroughFailed: "write_through_failed"
         case .databaseBatchRead: "database_batch_read"
+        case .standbyRead: "standby_read"
+        case .standbyBehind: "standby_behind"
+        case .standbyBelowFloor: "standby_below_floor"
+        case .standbyUnavailable: "standby_unavailable"
+        case .primaryPosition: "primary_position"
         }
     }
 }

@@ -6,6 +6,8 @@ public final class ProfileCacheShared: Sendable {
     /// Skips memcached nodes that keep failing; wraps every worker's cache client.
     public let circuitBreaker: NodeCircuitBreaker
     let inFlight = InFlightReads()
+    /// The primary's WAL positions that standby reads are proved against (docs/design.md §8).
+    let primaryPositions = PrimaryPositions()
     /// Readers that may wait for others' reads at once (docs/design.md §5).
     let coalescedWaitSlots: CoalescedWaitSlots
 

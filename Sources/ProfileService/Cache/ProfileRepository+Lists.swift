@@ -16,7 +16,7 @@ extension ProfileRepository {
     public func read(_ list: ProfileListRequest) throws(ProfileStoreError) -> [Representation?] {
         try prefetching(ids: list.members.map(\.id), whileMissesAreCommon: true) { () throws(ProfileStoreError) -> [Representation?] in
             let missing = list.members.filter { if case .missing? = prefetched[$0.id] { true } else { false } }
-            let loaded = missing.count > 1 ? try loadMissing(missing.map(\.id)) : [:]
+            let loaded = missing.count > 1 ? try loadMissing(missing) : [:]
             var answers: [Representation?] = []
             answers.reserveCapacity(list.members.count)
             var hits = 0
@@ -47,7 +47,7 @@ extension ProfileRepository {
     /// this process is loading are left out (their read follows that one).
     ///
     /// - Returns: the answer of each member loaded here (`nil` inside: no such profile).
-    private func loadMissing(_ ids: [Int64]) throws(ProfileStoreError) -> [Int64: Representation?] {
+    private func loadMissing(_ members: [ProfileListRequest.Member]) throws(ProfileStoreError) -> [Int64: Representation?] {
         struct Leader {
             let id: Int64
             let key: String
@@ -56,8 +56,11 @@ extension ProfileRepository {
             var outcome = InFlightReads.Outcome.failed(.unavailable)
         }
         var leaders: [Leader] = []
-        for id in ids {
+        var floors: [Int64: Int32] = [:]
+        for member in members {
+            let id = member.id
             guard case .leader(let flight) = shared.inFlight.join(id) else { continue }
+            floors[id] = member.floor
             prefetched[id] = nil
             let key = configuration.key(for: id)
             leaders.append(Leader(id: id, key: key, flight: flight))
@@ -73,9 +76,8 @@ extension ProfileRepository {
         }
         let rows: [Int64: Profile]
         do {
-            statistics.record(.databaseRead, count: leaders.count)
-            statistics.record(.databaseBatchRead)
-            rows = try store.profiles(ids: leaders.map(\.id))
+            // After every lease: a standby's rows must be as new as any version cached before (§8).
+            rows = try readRows(ids: leaders.map(\.id), floors: floors, after: .now)
         } catch {
             for index in leaders.indices {
                 leaders[index].outcome = .failed(error)

@@ -61,7 +61,7 @@ extension ProfileRepository {
                 return nil
             case .bypass(let cachedVersion):
                 statistics.record(.bypass)
-                return try bypass(id: id, cachedVersion: cachedVersion, since: began)
+                return try bypass(id: id, cachedVersion: cachedVersion, floor: minVersion, since: began)
             case .populateOverOwnLease:
                 guard case .hit(let item) = found else { preconditionFailure("our lease without a hit") }
                 statistics.record(.miss)
@@ -83,10 +83,10 @@ extension ProfileRepository {
                 if memcachedFailed, case .failure(let error) = found {
                     statistics.record(.error)
                     logger.debug("cache read failed", metadata: ["error": "\(error)"])
-                    return try readDatabase(id: id, outcome: .error)
+                    return try readDatabase(id: id, floor: minVersion, outcome: .error, since: began)
                 }
                 statistics.record(.miss)
-                return try readDatabase(id: id, outcome: .miss)
+                return try readDatabase(id: id, floor: minVersion, outcome: .miss, since: began)
             }
         }
     }
@@ -173,8 +173,8 @@ extension ProfileRepository {
         flight?.markReadStarted()
         let profile: Profile?
         do {
-            statistics.record(.databaseRead)
-            profile = try store.profile(id: id)
+            // After the lease: a standby's row must be as new as any version cached before it (§8).
+            profile = try readRow(id: id, floor: minVersion, after: .now)
         } catch {
             outcome = .failed(error)
             // Deleting is always safe: at worst the next reader misses.
@@ -233,10 +233,10 @@ extension ProfileRepository {
                 // floor is above every version there is, and the current row is the answer (§2.1).
                 if readAfterJoin { return Representation(profile, outcome: .bypass) }
                 statistics.record(.bypass)
-                return try bypass(id: id, cachedVersion: profile.version, since: began)
+                return try bypass(id: id, cachedVersion: profile.version, floor: minVersion, since: began)
             }
         case .unusable:
-            return try readDatabase(id: id, outcome: .miss)
+            return try readDatabase(id: id, floor: minVersion, outcome: .miss, since: began)
         case .timedOut, .refused:
             throw gaveUpWaiting(wait)
         }
@@ -317,7 +317,7 @@ extension ProfileRepository {
     /// floor — no such version exists, say a client sent `min_version=2147483647` — the current
     /// row is the answer, and a flood of such requests costs one read per id at a time.
     private func bypass(
-        id: Int64, cachedVersion: Int32, since began: ContinuousClock.Instant
+        id: Int64, cachedVersion: Int32, floor: Int32?, since began: ContinuousClock.Instant
     ) throws(ProfileStoreError) -> Representation? {
         // A flight whose read began before this reader's cannot answer its floor, but the next one
         // it joins (or leads) can: it begins after the first ends.
@@ -328,7 +328,7 @@ extension ProfileRepository {
                 defer { shared.inFlight.finish(id, flight: flight, outcome: outcome) }
                 flight.markReadStarted()
                 do {
-                    let profile = try readPast(cachedVersion: cachedVersion, id: id)
+                    let profile = try readPast(cachedVersion: cachedVersion, floor: floor, id: id)
                     outcome = profile.map { .found($0, populated: false) } ?? .notFound
                     return profile.map { Representation($0, outcome: .bypass) }
                 } catch {
@@ -353,13 +353,12 @@ extension ProfileRepository {
                 }
             }
         }
-        return try readPast(cachedVersion: cachedVersion, id: id).map { Representation($0, outcome: .bypass) }
+        return try readPast(cachedVersion: cachedVersion, floor: floor, id: id).map { Representation($0, outcome: .bypass) }
     }
 
     /// Reads the row past a cached entry at `cachedVersion` and brings the entry up to it.
-    private func readPast(cachedVersion: Int32, id: Int64) throws(ProfileStoreError) -> Profile? {
-        statistics.record(.databaseRead)
-        guard let profile = try store.profile(id: id) else { return nil }
+    private func readPast(cachedVersion: Int32, floor: Int32?, id: Int64) throws(ProfileStoreError) -> Profile? {
+        guard let profile = try readRow(id: id, floor: floor, after: .now) else { return nil }
         if profile.version > cachedVersion { writeThrough(profile) }
         return profile
     }
@@ -371,8 +370,10 @@ extension ProfileRepository {
         return .unavailable
     }
 
-    private func readDatabase(id: Int64, outcome: CacheOutcome) throws(ProfileStoreError) -> Representation? {
-        statistics.record(.databaseRead)
-        return try store.profile(id: id).map { Representation($0, outcome: outcome) }
+    /// A read that populates nothing: the row as of a moment after the request arrived.
+    private func readDatabase(
+        id: Int64, floor: Int32?, outcome: CacheOutcome, since began: ContinuousClock.Instant
+    ) throws(ProfileStoreError) -> Representation? {
+        try readRow(id: id, floor: floor, after: began).map { Representation($0, outcome: outcome) }
     }
 }

@@ -35,6 +35,8 @@ public final class ProfileRepository {
     }
 
     let store: any ProfileStore
+    /// Reads rows for misses from standbys when they can prove they are new enough (docs/design.md §8).
+    let standby: (any StandbyReader)?
     /// The worker's memcached connection behind the shared circuit breaker (docs/design.md §5).
     let cache: CircuitBreakingCacheClient
     let shared: ProfileCacheShared
@@ -69,8 +71,12 @@ public final class ProfileRepository {
     var configuration: ProfileCacheConfiguration { shared.configuration }
     var statistics: CacheStatistics { shared.statistics }
 
-    public init(store: any ProfileStore, cache: any CacheClient, shared: ProfileCacheShared, logger: Logger) {
+    public init(
+        store: any ProfileStore, cache: any CacheClient, shared: ProfileCacheShared, logger: Logger,
+        standby: (any StandbyReader)? = nil
+    ) {
         self.store = store
+        self.standby = standby
         self.cache = cache as? CircuitBreakingCacheClient ?? CircuitBreakingCacheClient(cache, breaker: shared.circuitBreaker)
         self.shared = shared
         self.logger = logger

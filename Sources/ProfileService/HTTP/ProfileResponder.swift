@@ -136,9 +136,11 @@ public struct ProfileResponder: HTTPResponder {
     /// to PostgreSQL without it.
     /// The change feed is reported too, never required: the cache is still served while it is
     /// down, only repaired later (docs/design.md §3).
+    /// Standbys (docs/design.md §8) are reported, never required: without them the primary answers.
     private func readiness(worker: ProfileWorker) -> HTTPResponse {
         let memcached = worker.cacheReadiness().rawValue
-        let feed = Self.changeFeedJSON(lifecycle.changeFeed.current)
+        var feed = Self.changeFeedJSON(lifecycle.changeFeed.current)
+        if let replicas = lifecycle.replicas { feed += #","replicas":"# + Self.replicasJSON(replicas.statuses) }
         if lifecycle.isDraining {
             return Self.json(
                 .serviceUnavailable, #"{"status":"draining","memcached":"\#(memcached)","change_feed":\#(feed)}"#)
@@ -166,6 +168,25 @@ public struct ProfileResponder: HTTPResponder {
         }
         return #"{"state":"\#(status.state.rawValue)","lag_bytes":\#(status.lagBytes),"lag_seconds":\#(seconds),"#
             + #""pending_repairs":\#(status.pendingRepairs),"gaps_closed":\#(status.gapsClosed)\#(slot)\#(reason)}"#
+    }
+
+    static func replicasJSON(_ statuses: [ReadReplicas.Status]) -> String {
+        let items = statuses.map { status in
+            var text: [UInt8] = Array(#"{"name":""#.utf8)
+            HTTPResponse.appendJSONEscaped(status.name, to: &text)
+            text += Array(("\",\"state\":\"" + status.state.rawValue + "\"").utf8)
+            if let bytes = status.lagBytes { text += Array(#","lag_bytes":\#(bytes)"#.utf8) }
+            if let seconds = status.lagSeconds { text += Array(#","lag_seconds":\#((seconds * 1000).rounded() / 1000)"#.utf8) }
+            text += Array(#","reads_served":\#(status.readsServed)"#.utf8)
+            if let detail = status.detail {
+                text += Array(#","reason":""#.utf8)
+                HTTPResponse.appendJSONEscaped(detail, to: &text)
+                text.append(UInt8(ascii: "\""))
+            }
+            text.append(UInt8(ascii: "}"))
+            return String(decoding: text, as: UTF8.self)
+        }
+        return "[" + items.joined(separator: ",") + "]"
     }
 
     private func handle(_ body: () throws(Problem) -> HTTPResponse) -> HTTPResponse {

@@ -25,12 +25,12 @@ public final class ProfileWorker {
     ///   released, which the server does on the worker's own thread as it exits.
     public init(
         store: any ProfileStore, cache: any CacheClient, shared: ProfileCacheShared, logger: Logger,
-        closeConnections: @escaping () -> Void = {}
+        standby: (any StandbyReader)? = nil, closeConnections: @escaping () -> Void = {}
     ) {
         let guarded = CircuitBreakingCacheClient(cache, breaker: shared.circuitBreaker)
         self.store = store
         self.cache = guarded
-        self.repository = ProfileRepository(store: store, cache: guarded, shared: shared, logger: logger)
+        self.repository = ProfileRepository(store: store, cache: guarded, shared: shared, logger: logger, standby: standby)
         self.closeConnections = closeConnections
     }
 
@@ -72,9 +72,12 @@ public final class ProfileWorker {
     ///     connect decides for all (docs/design.md §5).
     ///   - databaseBulkhead: shared by the request workers, so that they cannot all wait on a
     ///     stalled database at once (docs/design.md §5.3).
+    ///   - replicas: standbys for the rows of misses (docs/design.md §8); the worker numbered
+    ///     `index` tries the standby `index` first, so the workers spread over them.
     public static func connecting(
         postgres: PostgresConfiguration, databaseHealth: PostgresServerHealth, databaseBulkhead: PostgresBulkhead? = nil,
-        memcached: MemcachedConfiguration, shared: ProfileCacheShared, logger: Logger
+        memcached: MemcachedConfiguration, shared: ProfileCacheShared, replicas: ReadReplicas? = nil, index: Int = 0,
+        logger: Logger
     ) throws -> ProfileWorker {
         let connection = PostgresConnection(
             configuration: postgres, statements: PostgresProfileStore.statements, health: databaseHealth,
@@ -87,9 +90,11 @@ public final class ProfileWorker {
             connection.close()
             throw error
         }
-        return ProfileWorker(store: store, cache: cache, shared: shared, logger: logger) {
+        let standby = replicas.flatMap { $0.standbys.isEmpty ? nil : PostgresStandbyReader(replicas: $0, first: index, logger: logger) }
+        return ProfileWorker(store: store, cache: cache, shared: shared, logger: logger, standby: standby) {
             cache.close()
             connection.close()
+            standby?.close()
         }
     }
 }

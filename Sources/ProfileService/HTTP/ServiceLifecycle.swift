@@ -6,8 +6,12 @@ public final class ServiceLifecycle: Sendable {
     /// The change feed's state, reported by `/readyz`.
     public let changeFeed: ChangeFeedMonitor
 
-    public init(changeFeed: ChangeFeedMonitor = ChangeFeedMonitor(enabled: false)) {
+    /// The standbys read for misses, reported by `/readyz` (docs/design.md §8); `nil` when none.
+    public let replicas: ReadReplicas?
+
+    public init(changeFeed: ChangeFeedMonitor = ChangeFeedMonitor(enabled: false), replicas: ReadReplicas? = nil) {
         self.changeFeed = changeFeed
+        self.replicas = replicas
     }
 
     /// True once a shutdown has begun: `/readyz` answers 503 so gateways stop sending traffic.

@@ -10,7 +10,11 @@ public final class PostgresProfileStore: ProfileStore {
     /// The statements this store uses; declare them on the connection that you pass in.
     public static let statements: [PostgresStatement] = [
         Statements.select, Statements.selectMany, Statements.update, Statements.insert, Statements.deletedVersion,
+        Statements.walPosition,
     ]
+
+    /// The statements a read-only session (a standby's) needs.
+    public static let readStatements: [PostgresStatement] = [Statements.select, Statements.selectMany]
 
     public init(connection: PostgresConnection, logger: Logger) {
         self.connection = connection
@@ -36,6 +40,10 @@ public final class PostgresProfileStore: ProfileStore {
             name: "profile_deleted_version",
             sql: "SELECT version FROM user_profile_tombstones WHERE id = $1",
             isIdempotent: true)
+        /// The insert position rather than the flushed one: a commit made with
+        /// `synchronous_commit = off` is visible (and may be cached) before it is flushed.
+        static let walPosition = PostgresStatement(
+            name: "wal_insert_position", sql: "SELECT pg_current_wal_insert_lsn()::text AS position", isIdempotent: true)
         /// The optimistic update: it changes the row only if nobody changed it since `version`.
         static let update = PostgresStatement(
             name: "profile_update",
@@ -66,6 +74,12 @@ public final class PostgresProfileStore: ProfileStore {
 
     public func deletedVersion(id: Int64) throws(ProfileStoreError) -> Int32? {
         try run { try connection.execute(Statements.deletedVersion, [id]).rows.first.map { try $0.decode("version", as: Int32.self) } }
+    }
+
+    public func walPosition() throws(ProfileStoreError) -> LSN {
+        let text = try run { try connection.execute(Statements.walPosition, []).rows.first?.decode("position", as: String.self) }
+        guard let text, let position = LSN(text) else { throw .unexpected("pg_current_wal_insert_lsn() returned \(text ?? "no row")") }
+        return position
     }
 
     public func updateDisplayName(id: Int64, to displayName: String, expectedVersion: Int32)

@@ -1,3 +1,5 @@
+public import PostgresClient
+
 /// The source of truth for profiles (PostgreSQL in production).
 ///
 /// One value per worker thread: implementations hold a connection that is not thread-safe.
@@ -16,6 +18,10 @@ public protocol ProfileStore {
     func create(id: Int64, username: String, displayName: String) throws(ProfileStoreError) -> Profile
     /// Whether the store answers now (readiness).
     func isHealthy() -> Bool
+    /// The end of the primary's write-ahead log now (`pg_current_wal_insert_lsn()`): every commit
+    /// acknowledged before the call lies at or below it. A standby that has replayed it has every
+    /// such commit (docs/design.md §8).
+    func walPosition() throws(ProfileStoreError) -> LSN
 }
 
 extension ProfileStore {
