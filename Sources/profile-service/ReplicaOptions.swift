@@ -26,6 +26,13 @@ struct ReplicaOptions: ParsableArguments {
 
     @Option(
         help: """
+            Milliseconds a miss waits for a standby a little behind to replay the position it needs \
+            (polled every 0.5 ms), then the primary answers; 0 never waits. [PROFILE_REPLICA_CATCH_UP_MS]
+            """)
+    var replicaCatchUpMs: Int = EnvironmentDefaults.int("PROFILE_REPLICA_CATCH_UP_MS", 5)
+
+    @Option(
+        help: """
             Milliseconds a standby has for a read or a check (statement timeout; a standby that does \
             not answer at all is given up 250 ms later); then the primary answers. \
             [PROFILE_REPLICA_TIMEOUT_MS]
@@ -40,6 +47,9 @@ struct ReplicaOptions: ParsableArguments {
         guard replicaMaxLagBytes >= 0 else { throw ValidationError("--replica-max-lag-bytes must be 0 or more") }
         guard (10...600_000).contains(replicaCheckIntervalMs) else {
             throw ValidationError("--replica-check-interval-ms must be 10…600000, got \(replicaCheckIntervalMs)")
+        }
+        guard (0...1000).contains(replicaCatchUpMs) else {
+            throw ValidationError("--replica-catch-up-ms must be 0…1000, got \(replicaCatchUpMs)")
         }
         guard (10...60_000).contains(replicaTimeoutMs) else {
             throw ValidationError("--replica-timeout-ms must be 10…60000, got \(replicaTimeoutMs)")
@@ -65,6 +75,7 @@ struct ReplicaOptions: ParsableArguments {
         configuration.maximumLag = .milliseconds(Int64(replicaMaxLagS * 1000))
         configuration.maximumLagBytes = UInt64(replicaMaxLagBytes)
         configuration.checkInterval = .milliseconds(replicaCheckIntervalMs)
+        configuration.catchUpWait = .milliseconds(replicaCatchUpMs)
         return ReadReplicas(configuration: configuration)
     }
 }

@@ -1,5 +1,6 @@
 public import Logging
 public import PostgresClient
+import ServiceRuntime
 
 /// One worker's reads from the standbys of ``ReadReplicas``: a connection to each, used only
 /// on the worker's thread (docs/design.md §8).
@@ -98,13 +99,7 @@ public final class PostgresStandbyReader: StandbyReader {
             }
             var replayed = sessions[index].replayed.flatMap { $0.session == session ? $0.position : nil }
             if replayed.map({ $0 < position }) ?? true {
-                let text = try connection.execute(Self.replayPosition, []).rows.first?.decodeIfPresent("replayed", as: String.self)
-                guard let text, let position = LSN(text) else {
-                    standby.recordNotStandby("pg_last_wal_replay_lsn() is NULL: not in recovery")
-                    return .unavailable
-                }
-                replayed = position
-                sessions[index].replayed = (session, position)
+                replayed = try catchUp(index, session: session, to: position)
             }
             guard let replayed, replayed >= position else {
                 standby.recordBehind()
@@ -119,6 +114,30 @@ public final class PostgresStandbyReader: StandbyReader {
             return .unavailable
         }
     }
+
+    /// The standby's replay position, read again every ``pollInterval`` until it reaches `position`
+    /// or the catch-up wait runs out: a healthy standby is a few milliseconds behind a primary
+    /// that is being written, and without the wait every miss would find it behind. A standby
+    /// whose last check found it later than the wait is asked once, not waited for.
+    private func catchUp(_ index: Int, session: Int, to position: LSN) throws -> LSN? {
+        let standby = sessions[index].standby
+        let wait = replicas.configuration.catchUpWait
+        let deadline = ContinuousClock.now + wait
+        let worthWaiting = (standby.currentLagSeconds ?? 0) * 1000 < Double(wait.milliseconds)
+        while true {
+            let text = try sessions[index].connection.execute(Self.replayPosition, []).rows.first?
+                .decodeIfPresent("replayed", as: String.self)
+            guard let text, let replayed = LSN(text) else {
+                standby.recordNotStandby("pg_last_wal_replay_lsn() is NULL: not in recovery")
+                return nil
+            }
+            sessions[index].replayed = (session, replayed)
+            if replayed >= position || !worthWaiting || ContinuousClock.now + Self.pollInterval > deadline { return replayed }
+            sleepThread(for: Self.pollInterval)
+        }
+    }
+
+    private static let pollInterval = Duration.microseconds(500)
 
     private func isStandbyOfPrimary(_ connection: PostgresConnection, standby: ReadReplicas.Standby) throws -> Bool {
         guard let row = try connection.execute(Self.identity, []).rows.first else { return false }

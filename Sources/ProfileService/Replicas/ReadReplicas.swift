@@ -24,6 +24,9 @@ public final class ReadReplicas: Sendable {
         public var maximumLagBytes: UInt64 = 16 << 20
         /// How often each standby (and the primary's position) is checked.
         public var checkInterval: Duration = .seconds(1)
+        /// How long a read waits for a standby a little behind its position to replay it, before
+        /// the primary answers; 0 never waits.
+        public var catchUpWait: Duration = .milliseconds(5)
 
         public init(standbys: [PostgresConfiguration]) {
             self.standbys = standbys
@@ -40,6 +43,9 @@ public final class ReadReplicas: Sendable {
         case unreachable
         /// Answers, but not as a standby of this primary: promoted, or another cluster.
         case notStandby = "not_standby"
+        /// The primary commits with `synchronous_commit = off`: a commit is visible before it is
+        /// flushed, so no flushed position proves a standby has it (docs/design.md §8).
+        case unprovable
     }
 
     /// One standby as `/readyz` reports it.
@@ -73,10 +79,14 @@ public final class ReadReplicas: Sendable {
     public struct PrimarySample: Sendable, Equatable {
         public var systemIdentifier: String
         public var position: LSN
+        /// Whether its commits are flushed before they become visible (`synchronous_commit` is
+        /// not `off`): what a flushed position proves rests on it.
+        public var flushesCommits: Bool
 
-        public init(systemIdentifier: String, position: LSN) {
+        public init(systemIdentifier: String, position: LSN, flushesCommits: Bool = true) {
             self.systemIdentifier = systemIdentifier
             self.position = position
+            self.flushesCommits = flushesCommits
         }
     }
 
@@ -115,6 +125,9 @@ public final class ReadReplicas: Sendable {
 
         /// Whether reads may go to it now (no lock: read on every miss).
         public var isUsable: Bool { usable.load(ordering: .acquiring) }
+
+        /// Its lag at the last check, in seconds.
+        var currentLagSeconds: Double? { status.withLock { $0.lagSeconds } }
 
         public var currentStatus: Status {
             var current = status.withLock { $0 }
@@ -175,6 +188,9 @@ public final class ReadReplicas: Sendable {
     public static func state(
         of check: Check, primary: PrimarySample, maximumLag: Duration, maximumLagBytes: UInt64
     ) -> (state: State, detail: String?, lagBytes: UInt64?, lagSeconds: Double?) {
+        guard primary.flushesCommits else {
+            return (.unprovable, "the primary runs with synchronous_commit = off: commits are visible before they are flushed", nil, nil)
+        }
         guard check.systemIdentifier == primary.systemIdentifier else {
             return (.notStandby, "system identifier \(check.systemIdentifier), the primary's is \(primary.systemIdentifier)", nil, nil)
         }

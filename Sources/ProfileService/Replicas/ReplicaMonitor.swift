@@ -8,8 +8,8 @@ import Synchronization
 /// ``ReadReplicas/Configuration/checkInterval``, and sets each one's state (docs/design.md §8).
 ///
 /// A round reads each standby (identity, recovery, replay position, age of the last replayed
-/// commit), then the primary's identity and WAL position — after the standbys, so the byte lag
-/// is never understated. Each check is one statement on a connection of its own, bounded by the
+/// commit), then the primary's identity, flushed WAL position and `synchronous_commit` — after
+/// the standbys, so the byte lag is never understated. Each check is one statement on a connection of its own, bounded by the
 /// standby's statement timeout and response deadline; a standby that does not answer is
 /// `unreachable` until a later round finds it back. When the primary cannot be read, no standby
 /// is judged that round (their lag is unknown) and every state stays as it was; reads then go to
@@ -26,7 +26,11 @@ public final class ReplicaMonitor: BackgroundService {
         isIdempotent: true)
     private static let primaryCheck = PostgresStatement(
         name: "replica_check_primary",
-        sql: "SELECT system_identifier::text AS system, pg_current_wal_insert_lsn()::text AS position FROM pg_control_system()",
+        sql: """
+            SELECT system_identifier::text AS system, pg_current_wal_flush_lsn()::text AS position,
+                   current_setting('synchronous_commit') AS synchronous_commit
+            FROM pg_control_system()
+            """,
         isIdempotent: true)
 
     private let replicas: ReadReplicas
@@ -84,7 +88,9 @@ public final class ReplicaMonitor: BackgroundService {
             guard let row = try primary.execute(Self.primaryCheck, []).rows.first,
                 let position = LSN(try row.decode("position", as: String.self))
             else { return }
-            primarySample = ReadReplicas.PrimarySample(systemIdentifier: try row.decode("system"), position: position)
+            primarySample = ReadReplicas.PrimarySample(
+                systemIdentifier: try row.decode("system"), position: position,
+                flushesCommits: try row.decode("synchronous_commit", as: String.self) != "off")
         } catch {
             logger.debug("replica check: the primary did not answer", metadata: ["error": "\(error)"])
             return

@@ -40,10 +40,11 @@ public final class PostgresProfileStore: ProfileStore {
             name: "profile_deleted_version",
             sql: "SELECT version FROM user_profile_tombstones WHERE id = $1",
             isIdempotent: true)
-        /// The insert position rather than the flushed one: a commit made with
-        /// `synchronous_commit = off` is visible (and may be cached) before it is flushed.
+        /// The flushed position, not the insert position: records that no commit has flushed yet
+        /// (pruning by reads, say) sit in a partial WAL page until the next commit, and a standby
+        /// cannot replay what it has not been sent (docs/design.md §8).
         static let walPosition = PostgresStatement(
-            name: "wal_insert_position", sql: "SELECT pg_current_wal_insert_lsn()::text AS position", isIdempotent: true)
+            name: "wal_flush_position", sql: "SELECT pg_current_wal_flush_lsn()::text AS position", isIdempotent: true)
         /// The optimistic update: it changes the row only if nobody changed it since `version`.
         static let update = PostgresStatement(
             name: "profile_update",
@@ -78,7 +79,7 @@ public final class PostgresProfileStore: ProfileStore {
 
     public func walPosition() throws(ProfileStoreError) -> LSN {
         let text = try run { try connection.execute(Statements.walPosition, []).rows.first?.decode("position", as: String.self) }
-        guard let text, let position = LSN(text) else { throw .unexpected("pg_current_wal_insert_lsn() returned \(text ?? "no row")") }
+        guard let text, let position = LSN(text) else { throw .unexpected("pg_current_wal_flush_lsn() returned \(text ?? "no row")") }
         return position
     }
 

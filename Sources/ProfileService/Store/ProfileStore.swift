@@ -18,9 +18,10 @@ public protocol ProfileStore {
     func create(id: Int64, username: String, displayName: String) throws(ProfileStoreError) -> Profile
     /// Whether the store answers now (readiness).
     func isHealthy() -> Bool
-    /// The end of the primary's write-ahead log now (`pg_current_wal_insert_lsn()`): every commit
-    /// acknowledged before the call lies at or below it. A standby that has replayed it has every
-    /// such commit (docs/design.md §8).
+    /// How far the primary's write-ahead log is flushed now (`pg_current_wal_flush_lsn()`). A
+    /// commit made with `synchronous_commit` on is flushed before it becomes visible, so every
+    /// such commit visible before the call lies at or below it, and a standby that has replayed
+    /// it has them all (docs/design.md §8).
     func walPosition() throws(ProfileStoreError) -> LSN
 }
 

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Read replicas side by side in one run (docs/design.md §8): one instance reading misses from the
+# standby of `scripts/deps.sh start-standby`, one without, under the same memcached flush storm.
+#
+#   scripts/bench-replicas.sh [ROUNDS (3)] [DURATION (10s)]
+#
+# Release build, defaults but --no-access-log, on the servers of scripts/deps.sh plus an unmeasured
+# instance that consumes the change feed. Workloads (wrk -t2 -c64, order alternating by round):
+# get_db (GETs of 10,000 ids, memcached flushed every 2 ms) and mixed_db (the same with 10 % PUTs).
+# For each it prints requests/s, p99 and, from the instance's /metrics, the rows read for misses by
+# the primary and by the standby, and the primary's WAL positions the proofs took
+# (primary_position): "primary share" is primary rows / all rows read for misses.
+# BENCH_WORKLOADS="get_db" runs only those; PROFILE_PG_STANDBY_DELAY_MS makes the standby late.
+# Ports: 18094 (with the standby), 18095 (without), 18093 (feed).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+rounds=${1:-3}
+duration=${2:-10s}
+workloads=${BENCH_WORKLOADS:-get_db mixed_db}
+command -v wrk >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null
+scripts/deps.sh start >/dev/null
+scripts/deps.sh start-standby >/dev/null
+eval "$(scripts/deps.sh env)"
+standby_url=${PROFILE_REPLICA_DATABASE_URLS:?the standby did not start}
+unset PROFILE_REPLICA_DATABASE_URLS  # only the instance given --replica-database-url reads it
+out=.build/bench-replicas
+mkdir -p "$out"
+swift build -c release --product profile-service >/dev/null
+.build/release/profile-service migrate --migrations-directory migrations >/dev/null 2>&1
+psql -q "$PROFILE_DATABASE_URL" <<'SQL'
+SET session_replication_role = replica;
+INSERT INTO user_profiles (id, username, display_name, version)
+SELECT i, 'user' || i, 'User ' || i, 1 FROM generate_series(1, 10000) AS i
+ON CONFLICT (id) DO UPDATE SET display_name = EXCLUDED.display_name, version = 1, updated_at = now();
+SQL
+secret=$out/jwt-secret
+[ -f "$secret" ] || head -c 32 /dev/urandom | base64 >"$secret"
+token=$(.build/release/profile-service token --sub 1 --scope profiles:admin --ttl 7200 --jwt-secret-file "$secret")
+pids=()
+cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; }
+trap cleanup EXIT
+start() { # port [args…]
+    local port=$1; shift
+    .build/release/profile-service serve --port "$port" --jwt-secret-file "$secret" --no-access-log "$@" \
+        >>"$out/service-$port.log" 2>&1 &
+    pids+=($!)
+    for _ in $(seq 1 100); do curl -fs "127.0.0.1:$port/readyz" >/dev/null && return; sleep 0.1; done
+    echo "bench-replicas: the service on $port did not become ready" >&2; exit 1
+}
+start 18093
+sleep 1
+start 18094 --no-change-feed --replica-database-url "$standby_url"
+start 18095 --no-change-feed
+for _ in $(seq 1 50); do curl -fs 127.0.0.1:18094/readyz | grep -q '"state":"up"' && break; sleep 0.1; done
+counter() { # port event
+    curl -fs "127.0.0.1:$1/metrics" | awk -v e="$2" '$1 == "profile_cache_events_total{event=\"" e "\"}" {print $2 + 0}'
+}
+declare -A rps p99 primary standby positions
+run() { # name port workload
+    local name=$1 port=$2 workload=$3 args=() flusher result before_db before_sb before_pos
+    case $workload in
+        get_db) args=(0.0 10000) ;;
+        mixed_db) args=(0.1 10000) ;;
+    esac
+    python3 scripts/bench/memcached_flush.py "${PROFILE_MEMCACHED}" 0.002 3600 2>/dev/null &
+    flusher=$!
+    before_db=$(counter "$port" database_read); before_sb=$(counter "$port" standby_read)
+    before_pos=$(counter "$port" primary_position)
+    result=$(BENCH_TOKEN=$token wrk -t2 -c64 -d"$duration" --latency -s scripts/bench/mixed.lua "http://127.0.0.1:$port" -- "${args[@]}")
+    kill "$flusher" 2>/dev/null
+    local db=$(($(counter "$port" database_read) - before_db)) sb=$(($(counter "$port" standby_read) - before_sb))
+    local pos=$(($(counter "$port" primary_position) - before_pos))
+    rps[$name,$workload]+="$(awk '/Requests\/sec/ {print $2}' <<<"$result") "
+    p99[$name,$workload]+="$(awk '$1 == "99%" {v = $2 + 0; if ($2 ~ /us$/) v /= 1000; else if ($2 ~ /[0-9]s$/) v *= 1000; print v}' <<<"$result") "
+    primary[$name,$workload]=$((${primary[$name,$workload]:-0} + db))
+    standby[$name,$workload]=$((${standby[$name,$workload]:-0} + sb))
+    positions[$name,$workload]=$((${positions[$name,$workload]:-0} + pos))
+    echo "bench-replicas: $workload $name $(awk '/Requests\/sec/ {print $2}' <<<"$result") req/s," \
+        "p99 $(awk '$1 == "99%" {print $2}' <<<"$result"), miss rows: primary $db standby $sb, positions $pos," \
+        "non-2xx $(awk '/Non-2xx/ {print $5}' <<<"$result")" >&2
+}
+for round in $(seq 1 "$rounds"); do
+    for workload in $workloads; do
+        if [ $((round % 2)) = 1 ]; then run standby 18094 "$workload"; run primary 18095 "$workload"
+        else run primary 18095 "$workload"; run standby 18094 "$workload"; fi
+    done
+done
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+share() { awk -v p="$1" -v s="$2" 'BEGIN {if (p + s == 0) print "—"; else printf "%.1f %%", 100 * p / (p + s)}'; }
+echo "| workload | with standby req/s | p99 | primary share of miss rows | positions per 100 miss rows | without req/s | p99 | ratio |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+for workload in $workloads; do
+    with=$(median <<<"${rps[standby,$workload]}"); without=$(median <<<"${rps[primary,$workload]}")
+    rows=$((${primary[standby,$workload]} + ${standby[standby,$workload]}))
+    echo "| $workload | $with | $(median <<<"${p99[standby,$workload]}") ms | $(share "${primary[standby,$workload]}" "${standby[standby,$workload]}") |" \
+        "$(awk -v p="${positions[standby,$workload]}" -v r="$rows" 'BEGIN {if (r == 0) print "—"; else printf "%.1f", 100 * p / r}') |" \
+        "$without | $(median <<<"${p99[primary,$workload]}") ms | $(awk -v a="$with" -v b="$without" 'BEGIN {printf "%.2f×", a / b}') |"
+done
