@@ -32,6 +32,11 @@ public final class InMemoryBackends {
         ProfileRepository(store: store, cache: cache ?? self.cache, shared: shared, logger: Self.logger)
     }
 
+    /// A repository that reads the rows of misses from `standby` when it may (docs/design.md §8).
+    public func repository(_ shared: ProfileCacheShared, standby: any StandbyReader) -> ProfileRepository {
+        ProfileRepository(store: store, cache: cache, shared: shared, logger: Self.logger, standby: standby)
+    }
+
     /// A new profile at version 1 with an id no other test uses, and no cache entry.
     public func seed() throws -> Profile {
         let id = Int64.random(in: 1_000_000_000...9_000_000_000_000_000)

@@ -56,7 +56,7 @@ public final class InMemoryDatabase: Sendable {
     public var position: Int { state.withLock { $0.log.count } }
 
     /// The row of `id` as of the first `position` changes: what a standby that replayed that far shows.
-    func row(id: Int64, asOf position: Int) -> Profile? {
+    public func row(id: Int64, asOf position: Int) -> Profile? {
         state.withLock { state in
             state.log[..<min(position, state.log.count)].last(where: { $0.id == id })?.row
         }
