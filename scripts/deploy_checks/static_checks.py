@@ -89,6 +89,11 @@ def compose_services_and_ports():
     assert hba and "hba_file=/etc/postgresql/pg_hba.conf" in (services["postgres"].get("command") or []), hba
     rules = [l.split() for l in read(hba[0].split(":")[0]).splitlines() if l.strip() and not l.startswith("#")]
     assert any(r[:2] == ["host", "replication"] and r[3] == "all" for r in rules), "postgres refuses replication from the network"
+    # The replicas read misses from it, and do not wait for it: without it they read postgres.
+    for name in reps:
+        urls = str((services[name].get("environment") or {}).get("PROFILE_REPLICA_DATABASE_URLS", ""))
+        assert "@postgres-standby:5432/" in urls, f"{name} does not read the standby: {urls!r}"
+        assert "postgres-standby" not in (services[name].get("depends_on") or {}), f"{name} must start without the standby"
 
 
 @checks("compose")
