@@ -27,12 +27,7 @@ echo "bench-ab: building $(git -C "$out/src" log --oneline -1 | cut -c1-60) and 
 (cd "$out/src" && swift build -c release --product profile-service --scratch-path "$PWD/../build" >/dev/null)
 swift build -c release --product profile-service >/dev/null
 .build/release/profile-service migrate --migrations-directory migrations >/dev/null 2>&1
-psql -q "$PROFILE_DATABASE_URL" <<'SQL'
-SET session_replication_role = replica;
-INSERT INTO user_profiles (id, username, display_name, version)
-SELECT i, 'user' || i, 'User ' || i, 1 FROM generate_series(1, 10000) AS i
-ON CONFLICT (id) DO UPDATE SET display_name = EXCLUDED.display_name, version = 1, updated_at = now();
-SQL
+psql -q "$PROFILE_DATABASE_URL" -f scripts/bench/seed_profiles.sql
 secret=$out/jwt-secret
 [ -f "$secret" ] || head -c 32 /dev/urandom | base64 >"$secret"
 token=$(.build/release/profile-service token --sub 1 --scope profiles:admin --ttl 7200 --jwt-secret-file "$secret")

@@ -26,12 +26,7 @@ command -v wrk >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -
 echo "bench-lists: building profile-service (release)" >&2
 swift build -c release --product profile-service >/dev/null
 .build/release/profile-service migrate --migrations-directory migrations 2>/dev/null
-psql -q "$PROFILE_DATABASE_URL" <<'SQL'
-SET session_replication_role = replica;  -- the seed resets versions to 1, past the version rules
-INSERT INTO user_profiles (id, username, display_name, version)
-SELECT i, 'user' || i, 'User ' || i, 1 FROM generate_series(1, 10000) AS i
-ON CONFLICT (id) DO UPDATE SET display_name = EXCLUDED.display_name, version = 1, updated_at = now();
-SQL
+psql -q "$PROFILE_DATABASE_URL" -f scripts/bench/seed_profiles.sql
 
 head -c 32 /dev/urandom | base64 >"$out/lists-jwt-secret"
 .build/release/profile-service serve --port "$port" --database-url "$PROFILE_DATABASE_URL" \

@@ -32,11 +32,7 @@ echo "bench-sse: building profile-service (release)" >&2
 [ -n "${PROFILE_SERVICE_BIN:-}" ] || swift build -c release --product profile-service >/dev/null
 bin=${PROFILE_SERVICE_BIN:-.build/release/profile-service}
 $bin migrate --migrations-directory migrations 2>/dev/null
-psql -q "$PROFILE_DATABASE_URL" <<'SQL'
-INSERT INTO user_profiles (id, username, display_name, version)
-SELECT i, 'user' || i, 'User ' || i, 1 FROM generate_series(1, 10000) AS i
-ON CONFLICT (id) DO UPDATE SET display_name = EXCLUDED.display_name, version = 1, updated_at = now();
-SQL
+psql -q "$PROFILE_DATABASE_URL" -f scripts/bench/seed_profiles.sql
 head -c 32 /dev/urandom | base64 > "$out/jwt-secret"
 token=$($bin token --sub 0 --scope profiles:admin --ttl 3600 --jwt-secret-file "$out/jwt-secret")
 

@@ -63,12 +63,7 @@ psql -q "$PROFILE_DATABASE_URL" -tAc "SELECT 1 FROM pg_database WHERE datname = 
     psql -q "$PROFILE_DATABASE_URL" -c "CREATE DATABASE profiles_go"
 .build/release/profile-service migrate --migrations-directory migrations --database-url "$go_database_url" 2>/dev/null
 for url in "$PROFILE_DATABASE_URL" "$go_database_url"; do
-    psql -q "$url" <<'SQL'
-SET session_replication_role = replica;  -- the seed resets versions to 1, past the version rules
-INSERT INTO user_profiles (id, username, display_name, version)
-SELECT i, 'user' || i, 'User ' || i, 1 FROM generate_series(1, 10000) AS i
-ON CONFLICT (id) DO UPDATE SET display_name = EXCLUDED.display_name, version = 1, updated_at = now();
-SQL
+    psql -q "$url" -f scripts/bench/seed_profiles.sql
 done
 
 pids=()

@@ -149,6 +149,11 @@ import TestSupport
             (["serve", "--jwt-secret-file", ServiceProcess.jwtSecretFile, "--jwt-algorithm", "none"], [:]),
             (["serve", "--auth", "none", "--jwt-secret-file", ServiceProcess.jwtSecretFile], [:]),
             (["serve"], ["PROFILE_AUTH": "off"]),
+            (["serve", "--replica-database-url", "not a url"], [:]),
+            (["serve"], ["PROFILE_REPLICA_DATABASE_URLS": "postgres://127.0.0.1:1/profiles,host"]),
+            (["serve", "--replica-catch-up-ms", "-1"], [:]),
+            (["serve", "--replica-max-lag-s", "0"], [:]),
+            (["serve", "--replica-check-interval-ms", "5"], [:]),
         ] {
             let result = try ServiceProcess.run(arguments, environment: environment)
             #expect(result.status == 2, "\(arguments) \(environment): \(result.standardError)")
@@ -158,10 +163,10 @@ import TestSupport
 
     @Test func helpDocumentsEveryFlagWithItsVariable() throws {
         let help = try ServiceProcess.run(["serve", "--help"]).standardOutput
-        for flag in ["--host", "--port", "--database-url", "--memcached", "--workers", "--cache-ttl-s"] {
+        for flag in ["--host", "--port", "--database-url", "--memcached", "--workers", "--cache-ttl-s", "--replica-database-url"] {
             #expect(help.contains(flag), "missing \(flag)")
         }
-        for variable in ["PROFILE_HOST", "PROFILE_PORT", "PROFILE_DATABASE_URL", "PROFILE_MEMCACHED"] {
+        for variable in ["PROFILE_HOST", "PROFILE_PORT", "PROFILE_DATABASE_URL", "PROFILE_MEMCACHED", "PROFILE_REPLICA_DATABASE_URLS"] {
             #expect(help.contains(variable), "missing \(variable)")
         }
         #expect(help.contains("(default: 8080)"))
