@@ -14,6 +14,9 @@ final class WriteLoad: Sendable {
     let writes = Atomic<Int>(0)
     let sqlWrites = Atomic<Int>(0)
     let flushes = Atomic<Int>(0)
+    /// While set, the writers idle and the flusher goes on: quiet spells in which a late standby
+    /// catches up with the primary (ReplicaEndToEndTests).
+    let paused = Atomic<Bool>(false)
     private let running = Atomic<Bool>(true)
     private let threads: Mutex<[TestThread]> = Mutex([])
 
@@ -39,9 +42,20 @@ final class WriteLoad: Sendable {
     }
 
     private func writeThroughService(_ ids: [Int64], port: Int, writer: Int) {
-        guard let client = try? HTTPTestClient(port: port) else { return }
+        var connection: HTTPTestClient?
         var round = 0
         while isRunning {
+            if paused.load(ordering: .relaxed) {
+                usleep(5_000)
+                continue
+            }
+            // After a failed request, a new connection: the instance may have been killed and
+            // started again on its port (ReplicaEndToEndTests' crash drill).
+            guard let client = connection ?? (try? HTTPTestClient(port: port)) else {
+                usleep(10_000)
+                continue
+            }
+            connection = client
             let id = ids[(writer * 5 + round) % ids.count]
             round += 1
             let expected = acknowledged.withLock { $0[id] ?? 1 }
@@ -52,7 +66,10 @@ final class WriteLoad: Sendable {
                     "PUT /users/profile/\(id) HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
                         + "Authorization: \(token)\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)")) != nil,
                 let response = try? client.readResponse()
-            else { return }
+            else {
+                connection = nil
+                continue
+            }
             guard let json = try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any] else { continue }
             let answered = response.status == 200 ? json : json["current"] as? [String: Any]
             guard let version = answered?["version"] as? Int else { continue }
@@ -69,6 +86,10 @@ final class WriteLoad: Sendable {
         defer { connection.close() }
         var round = 0
         while isRunning {
+            if paused.load(ordering: .relaxed) {
+                usleep(5_000)
+                continue
+            }
             let id = ids[(writer * 7 + round * 3) % ids.count]
             round += 1
             guard
