@@ -10,7 +10,7 @@ import Synchronization
 /// A read that needs a position joins the sample under way if that sample began after the
 /// read did; otherwise it waits for that sample to end and joins or leads the next. The leader
 /// samples with its own primary connection, so under a flush storm one `SELECT
-/// pg_current_wal_insert_lsn()` answers every miss that arrived while the previous one ran.
+/// pg_current_wal_flush_lsn()` answers every miss that arrived while the previous one ran.
 final class PrimaryPositions: Sendable {
     private struct Sample {
         var position: LSN
