@@ -103,7 +103,9 @@ public final class PostgresStandbyReader: StandbyReader {
             }
             var replayed = sessions[index].replayed.flatMap { $0.session == session ? $0.position : nil }
             if replayed.map({ $0 < position }) ?? true {
-                replayed = try catchUp(index, session: session, to: position)
+                // No position at all: not in recovery (promoted), marked by catchUp.
+                guard let caughtUp = try catchUp(index, session: session, to: position) else { return .unavailable }
+                replayed = caughtUp
             }
             guard let replayed, replayed >= position else {
                 standby.recordBehind()
