@@ -26,25 +26,11 @@ if [ -d "$out/src" ]; then git -C "$out/src" checkout -q --detach "$rev"; else g
 echo "bench-ab: building $(git -C "$out/src" log --oneline -1 | cut -c1-60) and this checkout (release)" >&2
 (cd "$out/src" && swift build -c release --product profile-service --scratch-path "$PWD/../build" >/dev/null)
 swift build -c release --product profile-service >/dev/null
-.build/release/profile-service migrate --migrations-directory migrations >/dev/null 2>&1
-psql -q "$PROFILE_DATABASE_URL" -f scripts/bench/seed_profiles.sql
-secret=$out/jwt-secret
-[ -f "$secret" ] || head -c 32 /dev/urandom | base64 >"$secret"
-token=$(.build/release/profile-service token --sub 1 --scope profiles:admin --ttl 7200 --jwt-secret-file "$secret")
-pids=()
-cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; }
-trap cleanup EXIT
-start() { # binary port [args…]
-    local binary=$1 port=$2; shift 2
-    "$binary" serve --port "$port" --jwt-secret-file "$secret" --no-access-log "$@" >>"$out/service-$port.log" 2>&1 &
-    pids+=($!)
-    for _ in $(seq 1 100); do curl -fs "127.0.0.1:$port/readyz" >/dev/null && return; sleep 0.1; done
-    echo "bench-ab: the service on $port did not become ready" >&2; exit 1
-}
-start .build/release/profile-service 18093
+source scripts/bench/side_by_side.sh
+bench_start .build/release/profile-service 18093
 sleep 1
-start .build/release/profile-service 18091
-start "$out/build/release/profile-service" 18092
+bench_start .build/release/profile-service 18091
+bench_start "$out/build/release/profile-service" 18092
 declare -A rps p99
 run() { # name port workload
     local name=$1 port=$2 workload=$3 script args=() flusher= result

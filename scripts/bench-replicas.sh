@@ -28,26 +28,11 @@ unset PROFILE_REPLICA_DATABASE_URLS  # only the instance given --replica-databas
 out=.build/bench-replicas
 mkdir -p "$out"
 swift build -c release --product profile-service >/dev/null
-.build/release/profile-service migrate --migrations-directory migrations >/dev/null 2>&1
-psql -q "$PROFILE_DATABASE_URL" -f scripts/bench/seed_profiles.sql
-secret=$out/jwt-secret
-[ -f "$secret" ] || head -c 32 /dev/urandom | base64 >"$secret"
-token=$(.build/release/profile-service token --sub 1 --scope profiles:admin --ttl 7200 --jwt-secret-file "$secret")
-pids=()
-cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; }
-trap cleanup EXIT
-start() { # port [args…]
-    local port=$1; shift
-    .build/release/profile-service serve --port "$port" --jwt-secret-file "$secret" --no-access-log "$@" \
-        >>"$out/service-$port.log" 2>&1 &
-    pids+=($!)
-    for _ in $(seq 1 100); do curl -fs "127.0.0.1:$port/readyz" >/dev/null && return; sleep 0.1; done
-    echo "bench-replicas: the service on $port did not become ready" >&2; exit 1
-}
-start 18093
+source scripts/bench/side_by_side.sh
+bench_start .build/release/profile-service 18093
 sleep 1
-start 18094 --no-change-feed --replica-database-url "$standby_url"
-start 18095 --no-change-feed
+bench_start .build/release/profile-service 18094 --no-change-feed --replica-database-url "$standby_url"
+bench_start .build/release/profile-service 18095 --no-change-feed
 for _ in $(seq 1 50); do curl -fs 127.0.0.1:18094/readyz | grep -q '"state":"up"' && break; sleep 0.1; done
 primary_postmaster=$(head -1 "${PROFILE_STATE_DIR:-.state}/postgres/data/postmaster.pid")
 primary_cpu_ms() { # CPU time of the primary's postmaster and its children, in ms

@@ -54,11 +54,16 @@ struct ReplicaOptions: ParsableArguments {
         guard (10...60_000).contains(replicaTimeoutMs) else {
             throw ValidationError("--replica-timeout-ms must be 10…60000, got \(replicaTimeoutMs)")
         }
-        _ = try replicas()
+        _ = try configuration()
     }
 
     /// The standbys, or `nil` when none is configured.
     func replicas() throws -> ReadReplicas? {
+        try configuration().map(ReadReplicas.init)
+    }
+
+    /// The standbys' settings (parsed without making their metrics, for `validate()`).
+    private func configuration() throws -> ReadReplicas.Configuration? {
         guard !urls.isEmpty else { return nil }
         let standbys = try urls.enumerated().map { index, url in
             do {
@@ -76,6 +81,6 @@ struct ReplicaOptions: ParsableArguments {
         configuration.maximumLagBytes = UInt64(replicaMaxLagBytes)
         configuration.checkInterval = .milliseconds(replicaCheckIntervalMs)
         configuration.catchUpWait = .milliseconds(replicaCatchUpMs)
-        return ReadReplicas(configuration: configuration)
+        return configuration
     }
 }

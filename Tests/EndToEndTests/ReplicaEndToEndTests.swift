@@ -80,11 +80,11 @@ import TestSupport
         let tally = Readers.Tally(readers)
         print(
             "replicas, 300 ms-late standby: \(load.writes.load(ordering: .relaxed)) writes through A, "
-                + "\(load.sqlWrites.load(ordering: .relaxed)) in SQL, \(load.flushes.load(ordering: .relaxed)) flushes; "
+                + "\(load.sqlWrites.load(ordering: .relaxed)) in SQL, \(load.flushes) flushes; "
                 + "\(tally); rows of B's reads: \(onB); consistency checks of A and B: \(checks); \(stale.count) stale")
         #expect(load.writes.load(ordering: .relaxed) > 50)
         #expect(load.sqlWrites.load(ordering: .relaxed) > 50)
-        #expect(load.flushes.load(ordering: .relaxed) > 100)
+        #expect(load.flushes > 100)
         #expect(tally.answers > 1_000)
         #expect(tally.wentBack.isEmpty, "a reader saw a version older than one it had seen: \(tally.wentBack.prefix(5))")
         #expect(tally.belowFloor.isEmpty, "below the acknowledged version: \(tally.belowFloor.prefix(5))")
@@ -202,7 +202,7 @@ import TestSupport
 
         let before = try RowSources(port: service.port)
         let servedBefore = try #require(replicaStatus(service)?["reads_served"] as? Int)
-        let flusher = Flusher()
+        let flusher = MemcachedFlusher(every: .milliseconds(2))
         let readers = Readers(port: service.port, ids: ids, threads: 8)
         Thread.sleep(forTimeInterval: 3)
         readers.stop()
@@ -213,11 +213,11 @@ import TestSupport
         let tally = Readers.Tally([readers])
         let share = storm.standbyShare
         print(
-            "replicas, flush storm: \(tally), \(flusher.flushes.load(ordering: .relaxed)) flushes of every node; rows of "
+            "replicas, flush storm: \(tally), \(flusher.flushes) flushes of every node; rows of "
                 + "misses: \(storm); /readyz reads_served +\(served); standby share \(String(format: "%.1f", share * 100)) % "
                 + "(target ≥ 90 %)")
         #expect(served == storm.standby, "/readyz counts the rows the standby served as /metrics does")
-        #expect(flusher.flushes.load(ordering: .relaxed) > 300)
+        #expect(flusher.flushes > 300)
         #expect(storm.standby + storm.primary > 1_000, "the storm made misses")
         #expect(share >= 0.9, "\(storm)")
         #expect(tally.failures.isEmpty, "answers other than 200: \(tally.failures)")
@@ -228,107 +228,112 @@ import TestSupport
     /// reads move to the primary and `/readyz` shows the standby down; started again, it is `up`
     /// and answers misses again.
     @Test func killingTheStandbyUnderLoadFailsNoReadAndReadsComeBackWhenItReturns() throws {
-        try startStandby(applyDelayMS: 0)
-        defer { stopStandby() }
-        let (service, ids) = try readingService()
-        defer { _ = service.terminate() }
-        let flusher = Flusher()
-        let readers = Readers(port: service.port, ids: ids, threads: 4)
-        defer {
-            readers.stop()
-            flusher.stop()
-        }
-        Thread.sleep(forTimeInterval: 1)
+        try withReadsOnAStandby { outage in
+            kill(outage.standby.postmaster, SIGKILL)
+            Thread.sleep(forTimeInterval: 3)
+            let whileDown = try RowSources(port: outage.service.port) - outage.before
+            let stateWhileDown = replicaStatus(outage.service)?["state"] as? String
+            // Its children end when they notice the postmaster's death; one that lingers would keep
+            // the standby from starting on its shared memory again.
+            let lingering = waitForExit(outage.standby.children)
+            try #require(
+                try TestEnvironment.deps("start-standby", environment: ["PROFILE_PG_STANDBY_DELAY_MS": "0"]) == 0,
+                "the standby did not start again")
+            let (back, afterReturn, upsAgain) = try outage.comeBack()
 
-        let standby = try standbyProcesses()
-        let beforeKill = try RowSources(port: service.port)
-        let upsBeforeKill = monitorFoundUp(service)
-        kill(standby.postmaster, SIGKILL)
-        Thread.sleep(forTimeInterval: 3)
-        let whileDown = try RowSources(port: service.port) - beforeKill
-        let stateWhileDown = replicaStatus(service)?["state"] as? String
-        // Its children end when they notice the postmaster's death; one that lingers would keep
-        // the standby from starting on its shared memory again.
-        let lingering = waitForExit(standby.children)
-        try #require(
-            try TestEnvironment.deps("start-standby", environment: ["PROFILE_PG_STANDBY_DELAY_MS": "0"]) == 0,
-            "the standby did not start again")
-        let restarted = try RowSources(port: service.port)
-        let back = Eventually.wait(timeout: .seconds(30), interval: .milliseconds(50)) {
-            replicaStatus(service)?["state"] as? String == "up"
-                && ((try? RowSources(port: service.port)).map { $0.standby > restarted.standby } ?? false)
+            let tally = Readers.Tally([outage.readers])
+            print(
+                "replicas, standby SIGKILLed under load: \(tally); rows in the 3 s after the kill: \(whileDown), "
+                    + "/readyz: \(stateWhileDown ?? "-"); \(outage.standby.children.count) children of the postmaster, "
+                    + "\(lingering) still there 10 s after the kill; after the restart (until 2 s after it was back): "
+                    + "\(afterReturn); the monitor found it up again \(upsAgain) times")
+            #expect(tally.failures.isEmpty, "answers other than 200: \(tally.failures)")
+            #expect(tally.unanswered == 0, "requests without an answer")
+            #expect(whileDown.primary > 100, "reads moved to the primary")
+            #expect(stateWhileDown != nil && stateWhileDown != "up", "/readyz shows the standby not up")
+            #expect(back, "the standby is up again and answers misses within 30 s of its restart")
         }
-        // Two more checks of the monitor, so that its log shows whether the standby stayed up.
-        Thread.sleep(forTimeInterval: 2)
-        let afterReturn = try RowSources(port: service.port) - restarted
-        let upsAfterReturn = monitorFoundUp(service) - upsBeforeKill
-        readers.stop()
-        flusher.stop()
-
-        let tally = Readers.Tally([readers])
-        print(
-            "replicas, standby SIGKILLed under load: \(tally); rows in the 3 s after the kill: \(whileDown), "
-                + "/readyz: \(stateWhileDown ?? "-"); \(standby.children.count) children of the postmaster, "
-                + "\(lingering) still there 10 s after the kill; after the restart (until 2 s after it was back): "
-                + "\(afterReturn); the monitor found it up again \(upsAfterReturn) times")
-        #expect(tally.failures.isEmpty, "answers other than 200: \(tally.failures)")
-        #expect(tally.unanswered == 0, "requests without an answer")
-        #expect(whileDown.primary > 100, "reads moved to the primary")
-        #expect(stateWhileDown != nil && stateWhileDown != "up", "/readyz shows the standby not up")
-        #expect(back, "the standby is up again and answers misses within 30 s of its restart")
     }
 
     /// The same with the standby frozen (SIGSTOP of the postmaster and every process it started)
     /// for 3 s, then continued: no read fails, only some wait; reads come back to the standby.
     @Test func freezingTheStandbyUnderLoadFailsNoRead() throws {
+        try withReadsOnAStandby { outage in
+            var frozen: [pid_t] = []
+            defer { for pid in frozen { kill(pid, SIGCONT) } }
+            let frozenAt = ContinuousClock.now
+            for pid in [outage.standby.postmaster] + outage.standby.children {
+                try TestEnvironment.freeze(pid)
+                frozen.append(pid)
+            }
+            Thread.sleep(forTimeInterval: 3)
+            let whileFrozen = try RowSources(port: outage.service.port) - outage.before
+            let stateWhileFrozen = replicaStatus(outage.service)?["state"] as? String
+            for pid in frozen { kill(pid, SIGCONT) }
+            frozen = []
+            let continuedAt = ContinuousClock.now
+            let (back, _, upsAgain) = try outage.comeBack()
+
+            let tally = Readers.Tally(outage.readers)
+            let frozenLatency = outage.readers.latencies(between: frozenAt, and: continuedAt + .milliseconds(500))
+            print(
+                "replicas, standby frozen 3 s under load: \(tally); rows while frozen: \(whileFrozen), /readyz: "
+                    + "\(stateWhileFrozen ?? "-"); latency of reads sent while frozen (and 0.5 s after): \(frozenLatency); "
+                    + "the monitor found it up again \(upsAgain) times")
+            #expect(tally.failures.isEmpty, "answers other than 200: \(tally.failures)")
+            #expect(tally.unanswered == 0, "requests without an answer")
+            #expect(whileFrozen.primary > 100, "reads moved to the primary")
+            #expect(back, "the standby is up again and answers misses within 30 s of SIGCONT")
+        }
+    }
+
+    /// An instance reading from a standby with no apply delay, 4 readers and a flush storm on it,
+    /// running for a second before an outage of the standby that `body` makes.
+    struct StandbyOutage {
+        let service: ServiceProcess
+        let readers: Readers
+        let flusher: MemcachedFlusher
+        let standby: (postmaster: pid_t, children: [pid_t])
+        /// The instance's rows before the outage, and how often its monitor had found the standby up.
+        let before: RowSources
+        let upsBefore: Int
+        let test: ReplicaEndToEndTests
+
+        /// Waits (30 s at most) for the standby to be `up` and answer misses again, then two more
+        /// checks of the monitor, and stops the load. Returns whether it came back, the rows read
+        /// since it did, and how often the monitor found it up since the outage began.
+        func comeBack() throws -> (back: Bool, rows: RowSources, upsAgain: Int) {
+            let returned = try RowSources(port: service.port)
+            let back = Eventually.wait(timeout: .seconds(30), interval: .milliseconds(50)) {
+                test.replicaStatus(service)?["state"] as? String == "up"
+                    && ((try? RowSources(port: service.port)).map { $0.standby > returned.standby } ?? false)
+            }
+            // Two more checks, so that the monitor's log shows whether the standby stayed up.
+            Thread.sleep(forTimeInterval: 2)
+            let rows = try RowSources(port: service.port) - returned
+            let upsAgain = test.monitorFoundUp(service) - upsBefore
+            readers.stop()
+            flusher.stop()
+            return (back, rows, upsAgain)
+        }
+    }
+
+    private func withReadsOnAStandby(_ body: (StandbyOutage) throws -> Void) throws {
         try startStandby(applyDelayMS: 0)
         defer { stopStandby() }
         let (service, ids) = try readingService()
         defer { _ = service.terminate() }
-        let flusher = Flusher()
+        let flusher = MemcachedFlusher(every: .milliseconds(2))
         let readers = Readers(port: service.port, ids: ids, threads: 4)
         defer {
             readers.stop()
             flusher.stop()
         }
         Thread.sleep(forTimeInterval: 1)
-
-        let standby = try standbyProcesses()
-        let beforeFreeze = try RowSources(port: service.port)
-        let upsBeforeFreeze = monitorFoundUp(service)
-        var frozen: [pid_t] = []
-        defer { for pid in frozen { kill(pid, SIGCONT) } }
-        let frozenAt = ContinuousClock.now
-        for pid in [standby.postmaster] + standby.children {
-            try TestEnvironment.freeze(pid)
-            frozen.append(pid)
-        }
-        Thread.sleep(forTimeInterval: 3)
-        let whileFrozen = try RowSources(port: service.port) - beforeFreeze
-        let stateWhileFrozen = replicaStatus(service)?["state"] as? String
-        for pid in frozen { kill(pid, SIGCONT) }
-        frozen = []
-        let continuedAt = ContinuousClock.now
-        let continued = try RowSources(port: service.port)
-        let back = Eventually.wait(timeout: .seconds(30), interval: .milliseconds(50)) {
-            replicaStatus(service)?["state"] as? String == "up"
-                && ((try? RowSources(port: service.port)).map { $0.standby > continued.standby } ?? false)
-        }
-        Thread.sleep(forTimeInterval: 2)
-        let upsAfterThaw = monitorFoundUp(service) - upsBeforeFreeze
-        readers.stop()
-        flusher.stop()
-
-        let tally = Readers.Tally(readers)
-        let frozenLatency = readers.latencies(between: frozenAt, and: continuedAt + .milliseconds(500))
-        print(
-            "replicas, standby frozen 3 s under load: \(tally); rows while frozen: \(whileFrozen), /readyz: "
-                + "\(stateWhileFrozen ?? "-"); latency of reads sent while frozen (and 0.5 s after): \(frozenLatency); "
-                + "the monitor found it up again \(upsAfterThaw) times")
-        #expect(tally.failures.isEmpty, "answers other than 200: \(tally.failures)")
-        #expect(tally.unanswered == 0, "requests without an answer")
-        #expect(whileFrozen.primary > 100, "reads moved to the primary")
-        #expect(back, "the standby is up again and answers misses within 30 s of SIGCONT")
+        try body(
+            StandbyOutage(
+                service: service, readers: readers, flusher: flusher, standby: try standbyProcesses(),
+                before: try RowSources(port: service.port), upsBefore: monitorFoundUp(service), test: self))
     }
 
     // MARK: - Servers
@@ -410,14 +415,14 @@ import TestSupport
     }
 
     /// The standby as `/readyz` reports it.
-    private func replicaStatus(_ instance: ServiceProcess) -> [String: Any]? {
+    func replicaStatus(_ instance: ServiceProcess) -> [String: Any]? {
         ((try? Curl.request("\(instance.baseURL)/readyz"))?.json?["replicas"] as? [[String: Any]])?.first
     }
 
     /// How often the instance's replica monitor logged that it found the standby `up` after
     /// another state: more than once after an outage means a read marked it out again between two
     /// checks.
-    private func monitorFoundUp(_ instance: ServiceProcess) -> Int {
+    func monitorFoundUp(_ instance: ServiceProcess) -> Int {
         instance.log.split(separator: "\n")
             .filter { $0.contains("msg=\"replica state changed\"") && $0.contains("state=up") }.count
     }
@@ -626,37 +631,6 @@ extension ReplicaEndToEndTests {
             }
         }
 
-        func stop() {
-            guard running.exchange(false, ordering: .relaxed) else { return }
-            thread.withLock { $0 }?.join()
-        }
-    }
-
-    /// Empties every memcached node every 2 ms until ``stop()``: nearly every read misses.
-    final class Flusher: Sendable {
-        let flushes = Atomic<Int>(0)
-        private let running = Atomic<Bool>(true)
-        private let thread = Mutex<TestThread?>(nil)
-
-        init() {
-            thread.withLock {
-                $0 = TestThread { [self] in
-                    var logger = Logger(label: "replica-flusher")
-                    logger.logLevel = .critical
-                    guard let configuration = try? MemcachedConfiguration(servers: TestEnvironment.memcachedServerList),
-                        let cache = try? MemcachedConnection(configuration: configuration, logger: logger)
-                    else { return }
-                    defer { cache.close() }
-                    while running.load(ordering: .relaxed) {
-                        for server in cache.servers { _ = cache.flush(server: server) }
-                        flushes.add(1, ordering: .relaxed)
-                        usleep(2_000)
-                    }
-                }
-            }
-        }
-
-        /// Stops flushing (again: nothing).
         func stop() {
             guard running.exchange(false, ordering: .relaxed) else { return }
             thread.withLock { $0 }?.join()

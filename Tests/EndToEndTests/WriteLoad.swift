@@ -13,7 +13,7 @@ final class WriteLoad: Sendable {
     let acknowledged: Mutex<[Int64: Int]>
     let writes = Atomic<Int>(0)
     let sqlWrites = Atomic<Int>(0)
-    let flushes = Atomic<Int>(0)
+    private let flusher: MemcachedFlusher
     /// While set, the writers idle and the flusher goes on: quiet spells in which a late standby
     /// catches up with the primary (ReplicaEndToEndTests).
     let paused = Atomic<Bool>(false)
@@ -22,19 +22,23 @@ final class WriteLoad: Sendable {
 
     init(ids: [Int64], servicePort: Int, serviceWriters: Int = 4, sqlWriters: Int = 2) {
         acknowledged = Mutex(Dictionary(uniqueKeysWithValues: ids.map { ($0, 1) }))
+        flusher = MemcachedFlusher(every: .milliseconds(5))
         let started =
             (0..<serviceWriters).map { writer in TestThread { self.writeThroughService(ids, port: servicePort, writer: writer) } }
             + (0..<sqlWriters).map { writer in TestThread { self.writeInSQL(ids, writer: writer) } }
-            + [TestThread { self.flushEveryNode() }]
         threads.withLock { $0 = started }
     }
 
     var isRunning: Bool { running.load(ordering: .relaxed) }
 
+    /// Flushes of every memcached node so far.
+    var flushes: Int { flusher.flushes }
+
     /// Stops every writer and the flusher, and waits for them.
     func stop() {
         running.store(false, ordering: .relaxed)
         threads.withLock { $0 }.forEach { $0.join() }
+        flusher.stop()
     }
 
     private func acknowledge(_ id: Int64, version: Int) {
@@ -100,20 +104,6 @@ final class WriteLoad: Sendable {
             acknowledge(id, version: Int(version))
             sqlWrites.add(1, ordering: .relaxed)
             usleep(2_000)
-        }
-    }
-
-    private func flushEveryNode() {
-        var logger = Logger(label: "write-load-flusher")
-        logger.logLevel = .critical
-        guard let configuration = try? MemcachedConfiguration(servers: TestEnvironment.memcachedServerList),
-            let cache = try? MemcachedConnection(configuration: configuration, logger: logger)
-        else { return }
-        defer { cache.close() }
-        while isRunning {
-            for server in cache.servers { _ = cache.flush(server: server) }
-            flushes.add(1, ordering: .relaxed)
-            usleep(5_000)
         }
     }
 }

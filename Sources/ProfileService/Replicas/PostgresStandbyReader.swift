@@ -90,10 +90,6 @@ public final class PostgresStandbyReader: StandbyReader {
     ) -> StandbyAnswer<Value> {
         let standby = sessions[index].standby
         let connection = sessions[index].connection
-        // While the workers' shared health is down (after an outage, until one of them connects
-        // again), a failure is the fail-fast of its backoff, not news: it must not undo the
-        // monitor's finding that the standby is back.
-        let wasDown = standby.health.isDown
         do {
             try connection.connect()
             let session = connection.sessionsOpened
@@ -116,7 +112,7 @@ public final class PostgresStandbyReader: StandbyReader {
             guard connection.sessionsOpened == session else { return .behind }
             return .read(value)
         } catch {
-            if !wasDown { standby.recordFailure("\(error)") }
+            standby.recordFailure("\(error)")
             return .unavailable
         }
     }

@@ -66,8 +66,11 @@ public final class ReplicaMonitor: BackgroundService {
 
     private func run() {
         let primaryConnection = PostgresConnection(configuration: primary, statements: [Self.primaryCheck], logger: logger)
+        // On each standby's shared health: a check that connects is what lets the workers connect
+        // again after an outage, so a standby is never `up` while the workers still back off.
         let standbyConnections = replicas.standbys.map {
-            PostgresConnection(configuration: $0.configuration, statements: [Self.standbyCheck], logger: logger)
+            PostgresConnection(
+                configuration: $0.configuration, statements: [Self.standbyCheck], health: $0.health, logger: logger)
         }
         defer {
             primaryConnection.close()
