@@ -41,6 +41,10 @@ import TestSupport
         #expect(harness.backends.cache.set(key, value: CacheEntry.encode(profile)) == .stored)
 
         #expect(Eventually.wait(timeout: .seconds(5), interval: .milliseconds(20)) { feed.consistency.count(.violation) == 1 })
-        #expect(harness.backends.cachedVersion(profile.id, shared: harness.shared) != 1, "the violation was repaired")
+        // Counted before it is repaired (the observer logs and refreshes after recording): wait for the repair.
+        #expect(
+            Eventually.wait(timeout: .seconds(5), interval: .milliseconds(2)) {
+                harness.backends.cachedVersion(profile.id, shared: harness.shared) != 1
+            }, "the violation was repaired")
     }
 }
