@@ -196,6 +196,12 @@ public final class PostgresConnection {
         return result.rows.first?.values.first == "1"
     }
 
+    /// Lets another thread use the connection from now on; call it on the owning thread when
+    /// handing the connection over (``PostgresConnectionPool`` does as each borrow ends).
+    public func releaseOwnerThread() {
+        ownerThread.release()
+    }
+
     /// Closes the session (`PQfinish`). Later calls fail with
     /// ``PostgresError/Kind/connectionUnavailable``. Calling it twice is harmless.
     public func close() {

@@ -46,6 +46,13 @@ public struct OwnerThread {
         }
     }
 
+    /// Gives the resource up: the next ``check()`` records its caller as the owner. Call it on
+    /// the owner thread when handing the resource to another thread (a pool does, on return).
+    public mutating func release() {
+        check()
+        owner = nil
+    }
+
     /// Whether the calling thread may use the resource: no thread has yet, or it is the owner.
     /// Records nothing.
     public var isCurrentThreadAllowed: Bool {

@@ -53,15 +53,24 @@ extension ProfileServiceCommand {
         @Option(help: "Cache entry lifetime in seconds (±10% jitter). [PROFILE_CACHE_TTL_S]")
         var cacheTtlS: Int = EnvironmentDefaults.int("PROFILE_CACHE_TTL_S", 300)
 
-        @Option(help: "Worker threads; each owns one PostgreSQL and one memcached connection. [PROFILE_WORKERS]")
-        var workers: Int = EnvironmentDefaults.int("PROFILE_WORKERS", 16)
+        @Option(
+            help: """
+                Worker threads: requests answered at once. Each waits on memcached and PostgreSQL \
+                round trips and owns a memcached connection to each node; PostgreSQL connections \
+                come from --database-connections. [PROFILE_WORKERS]
+                """)
+        var workers: Int = EnvironmentDefaults.int("PROFILE_WORKERS", 64)
 
         @Option(
             help: """
-                Workers that may wait on PostgreSQL at once; 0 is half the workers. Beyond it a request \
-                waits for a place only while PostgreSQL makes progress, else 503 at once, so cached \
-                reads never wait behind a stalled database. [PROFILE_DATABASE_CONCURRENCY]
+                PostgreSQL connections the workers share, at most (and as many to each read \
+                replica); each statement borrows one. With all of them busy a request waits for one \
+                only while PostgreSQL makes progress, else 503 at once, so cached reads never wait \
+                behind a stalled database. [PROFILE_DATABASE_CONNECTIONS]
                 """)
+        var databaseConnections: Int = EnvironmentDefaults.int("PROFILE_DATABASE_CONNECTIONS", 16)
+
+        @Option(help: .hidden)
         var databaseConcurrency: Int = EnvironmentDefaults.int("PROFILE_DATABASE_CONCURRENCY", 0)
 
         @Option(help: "Requests that may wait for a worker; beyond that 503 at once. [PROFILE_QUEUE_CAPACITY]")
@@ -121,7 +130,8 @@ extension ProfileServiceCommand {
             try EnvironmentDefaults.validate()
             try require(port, in: 0...65_535, "--port")
             try require(workers, in: 1...1024, "--workers")
-            try require(databaseConcurrency, in: 0...workers, "--database-concurrency")
+            try require(databaseConnections, in: 1...1024, "--database-connections")
+            try require(databaseConcurrency, in: 0...1024, "--database-concurrency")
             guard (0...1).contains(consistencySampleRate) else {
                 throw ValidationError("--consistency-sample-rate must be 0…1, got \(consistencySampleRate)")
             }
@@ -179,10 +189,17 @@ extension ProfileServiceCommand {
             let shared = ProfileCacheShared(
                 configuration: cache, circuitBreaker: NodeCircuitBreaker(openDuration: .seconds(memcachedRetryS)))
             let databaseHealth = PostgresServerHealth()
-            // The request workers' connections only: the hub's fetchers and the feed have their own threads.
-            let databaseBulkhead = PostgresBulkhead(limit: databaseConcurrency > 0 ? databaseConcurrency : max(1, workers / 2))
-            let feed = changeFeed(postgres: postgres, memcached: memcached, shared: shared, logger: logger)
             let replicas = try replica.replicas()
+            if databaseConcurrency > 0 {
+                logger.warning(
+                    "--database-concurrency is deprecated: it sets --database-connections",
+                    metadata: ["connections": "\(databaseConcurrency)"])
+            }
+            // The request workers' connections only: the hub's fetchers and the feed have their own.
+            let databases = DatabasePools(
+                postgres: postgres, connections: databaseConcurrency > 0 ? databaseConcurrency : databaseConnections,
+                health: databaseHealth, replicas: replicas, logger: logger)
+            let feed = changeFeed(postgres: postgres, memcached: memcached, shared: shared, logger: logger)
             let lifecycle = ServiceLifecycle(
                 changeFeed: feed?.monitor ?? ChangeFeedMonitor(enabled: false), replicas: replicas)
             let streams = EventStreams(configuration: liveUpdates.streamsConfiguration())
@@ -203,10 +220,8 @@ extension ProfileServiceCommand {
             let responder = ProfileResponder(
                 lifecycle: lifecycle, authorization: try auth.authorization(), observability: observability,
                 liveUpdates: hub, clientIdentity: ClientIdentity(trustedProxyHops: trustedProxyHops), logger: logger
-            ) { index in
-                try ProfileWorker.connecting(
-                    postgres: postgres, databaseHealth: databaseHealth, databaseBulkhead: databaseBulkhead,
-                    memcached: memcached, shared: shared, replicas: replicas, index: index, logger: logger)
+            ) { _ in
+                try ProfileWorker.connecting(databases: databases, memcached: memcached, shared: shared, logger: logger)
             }
             let server = HTTPServer(
                 configuration: serverConfiguration(), responder: responder, logger: logger, eventStreams: streams)
@@ -227,6 +242,7 @@ extension ProfileServiceCommand {
                 }
             }
             server.waitUntilStopped()
+            databases.close()
             // The feed last: stopping releases the slot, and another instance takes over within a second.
             let late = background.stop(within: .seconds(5))
             if !late.isEmpty { logger.warning("stopped without waiting for", metadata: ["services": "\(late)"]) }

@@ -3,8 +3,9 @@ public import Logging
 public import MemcachedClient
 public import PostgresClient
 
-/// What one worker thread owns: its PostgreSQL connection, its memcached handle, and the
-/// repository over both. Created on the worker's thread and used only there.
+/// What one worker thread owns: its memcached handle, its store (over PostgreSQL connections
+/// it owns or borrows), and the repository over both. Created on the worker's thread and used
+/// only there.
 public final class ProfileWorker {
     public let store: any ProfileStore
     public let repository: ProfileRepository
@@ -64,40 +65,49 @@ public final class ProfileWorker {
         return answered == 0 ? .down : .degraded
     }
 
-    /// A worker over real connections. Connects to PostgreSQL lazily, so a worker can start
-    /// while the database is still down (cached reads are served meanwhile).
-    ///
-    /// - Parameters:
-    ///   - databaseHealth: shared by every worker, so that one worker's failed or successful
-    ///     connect decides for all (docs/design.md §5).
-    ///   - databaseBulkhead: shared by the request workers, so that they cannot all wait on a
-    ///     stalled database at once (docs/design.md §5.3).
-    ///   - replicas: standbys for the rows of misses (docs/design.md §8); the worker numbered
-    ///     `index` tries the standby `index` first, so the workers spread over them.
+    /// A worker over real servers: a memcached connection of its own, and PostgreSQL connections
+    /// borrowed from `databases` per statement (docs/design.md §9). Connects to PostgreSQL
+    /// lazily, so a worker can start while the database is still down (cached reads are served
+    /// meanwhile).
     public static func connecting(
-        postgres: PostgresConfiguration, databaseHealth: PostgresServerHealth, databaseBulkhead: PostgresBulkhead? = nil,
-        memcached: MemcachedConfiguration, shared: ProfileCacheShared, replicas: ReadReplicas? = nil, index: Int = 0,
-        logger: Logger
+        databases: DatabasePools, memcached: MemcachedConfiguration, shared: ProfileCacheShared, logger: Logger
     ) throws -> ProfileWorker {
-        let connection = PostgresConnection(
-            configuration: postgres, statements: PostgresProfileStore.statements, health: databaseHealth,
-            bulkhead: databaseBulkhead, logger: logger)
-        let store = PostgresProfileStore(connection: connection, logger: logger)
+        try connecting(databases: databases, memcached: memcached, shared: shared, logger: logger) {}
+    }
+
+    /// A worker with one PostgreSQL connection of its own, closed with it: for a thread beside
+    /// the request workers (the live updates' fetchers, the consistency observer).
+    ///
+    /// - Parameter databaseHealth: shared by every connection to the server, so that one
+    ///   connection's failed or successful connect decides for all (docs/design.md §5).
+    public static func connecting(
+        postgres: PostgresConfiguration, databaseHealth: PostgresServerHealth, memcached: MemcachedConfiguration,
+        shared: ProfileCacheShared, logger: Logger
+    ) throws -> ProfileWorker {
+        let databases = DatabasePools(postgres: postgres, connections: 1, health: databaseHealth, logger: logger)
+        return try connecting(databases: databases, memcached: memcached, shared: shared, logger: logger) {
+            databases.close()
+        }
+    }
+
+    private static func connecting(
+        databases: DatabasePools, memcached: MemcachedConfiguration, shared: ProfileCacheShared, logger: Logger,
+        closeDatabases: @escaping () -> Void
+    ) throws -> ProfileWorker {
         let cache: MemcachedConnection
         do {
             cache = try MemcachedConnection(configuration: memcached, logger: logger)
         } catch {
-            connection.close()
+            closeDatabases()
             throw error
         }
-        let standby = replicas.flatMap { $0.standbys.isEmpty ? nil : PostgresStandbyReader(replicas: $0, first: index, logger: logger) }
-        return ProfileWorker(store: store, cache: cache, shared: shared, logger: logger, standby: standby) {
+        let store = PostgresProfileStore(pool: databases.primary, logger: logger)
+        return ProfileWorker(store: store, cache: cache, shared: shared, logger: logger, standby: databases.standbys) {
             cache.close()
-            connection.close()
-            standby?.close()
+            closeDatabases()
         }
     }
 }
 
-@available(*, unavailable, message: "owns one worker thread's connections")
+@available(*, unavailable, message: "owns one worker thread's memcached connection")
 extension ProfileWorker: Sendable {}

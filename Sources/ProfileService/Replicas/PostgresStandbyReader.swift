@@ -2,8 +2,8 @@ public import Logging
 public import PostgresClient
 import ServiceRuntime
 
-/// One worker's reads from the standbys of ``ReadReplicas``: a connection to each, used only
-/// on the worker's thread (docs/design.md §8).
+/// Reads from the standbys of ``ReadReplicas``: a connection to each, used by one thread at a
+/// time (docs/design.md §8); the workers borrow them from a ``PooledStandbyReader``.
 ///
 /// A read goes to the usable standbys in turn (each worker starts at a different one) and is
 /// answered by the first that proves it has replayed the position: its replay position, read on
@@ -52,6 +52,11 @@ public final class PostgresStandbyReader: StandbyReader {
     /// Closes every connection, on the worker's thread.
     public func close() {
         for session in sessions { session.connection.close() }
+    }
+
+    /// Lets another thread use the reader from now on (``PooledStandbyReader`` lends it).
+    public func releaseOwnerThread() {
+        for session in sessions { session.connection.releaseOwnerThread() }
     }
 
     public var hasUsableStandby: Bool { sessions.contains { $0.standby.isUsable } }

@@ -2,10 +2,19 @@ public import Logging
 import Metrics
 public import PostgresClient
 
-/// ``ProfileStore`` over one ``PostgresConnection``: optimistic updates in one statement.
+/// ``ProfileStore`` over PostgreSQL: optimistic updates in one statement.
+///
+/// Its statements run on a connection of its own (a thread that talks to PostgreSQL all the
+/// time: the change feed, a standby's reader) or on one borrowed from a pool for each statement
+/// (the request workers, which mostly wait on memcached: docs/design.md §9).
 public final class PostgresProfileStore: ProfileStore {
-    private let connection: PostgresConnection
+    private let source: Source
     private let logger: Logger
+
+    private enum Source {
+        case connection(PostgresConnection)
+        case pool(PostgresConnectionPool)
+    }
 
     /// The statements this store uses; declare them on the connection that you pass in.
     public static let statements: [PostgresStatement] = [
@@ -16,8 +25,15 @@ public final class PostgresProfileStore: ProfileStore {
     /// The statements a read-only session (a standby's) needs.
     public static let readStatements: [PostgresStatement] = [Statements.select, Statements.selectMany]
 
+    /// A store whose statements run on `connection`, which the caller's thread owns.
     public init(connection: PostgresConnection, logger: Logger) {
-        self.connection = connection
+        self.source = .connection(connection)
+        self.logger = logger
+    }
+
+    /// A store whose statements each borrow a connection of `pool`.
+    public init(pool: PostgresConnectionPool, logger: Logger) {
+        self.source = .pool(pool)
         self.logger = logger
     }
 
@@ -63,22 +79,22 @@ public final class PostgresProfileStore: ProfileStore {
     }
 
     public func profile(id: Int64) throws(ProfileStoreError) -> Profile? {
-        try run { try connection.execute(Statements.select, [id]).rows.first.map(Self.decode) }
+        try run { try execute(Statements.select, [id]).rows.first.map(Self.decode) }
     }
 
     public func profiles(ids: [Int64]) throws(ProfileStoreError) -> [Int64: Profile] {
         guard !ids.isEmpty else { return [:] }
         let array = "{" + ids.map(String.init).joined(separator: ",") + "}"
-        let rows = try run { try connection.execute(Statements.selectMany, [array]).rows.map(Self.decode) }
+        let rows = try run { try execute(Statements.selectMany, [array]).rows.map(Self.decode) }
         return Dictionary(rows.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
     }
 
     public func deletedVersion(id: Int64) throws(ProfileStoreError) -> Int32? {
-        try run { try connection.execute(Statements.deletedVersion, [id]).rows.first.map { try $0.decode("version", as: Int32.self) } }
+        try run { try execute(Statements.deletedVersion, [id]).rows.first.map { try $0.decode("version", as: Int32.self) } }
     }
 
     public func walPosition() throws(ProfileStoreError) -> LSN {
-        let text = try run { try connection.execute(Statements.walPosition, []).rows.first?.decode("position", as: String.self) }
+        let text = try run { try execute(Statements.walPosition, []).rows.first?.decode("position", as: String.self) }
         guard let text, let position = LSN(text) else { throw .unexpected("pg_current_wal_flush_lsn() returned \(text ?? "no row")") }
         return position
     }
@@ -87,7 +103,7 @@ public final class PostgresProfileStore: ProfileStore {
         throws(ProfileStoreError) -> ProfileUpdateOutcome
     {
         if let updated = try run({
-            try connection.execute(Statements.update, [id, expectedVersion, displayName]).rows.first.map(Self.decode)
+            try execute(Statements.update, [id, expectedVersion, displayName]).rows.first.map(Self.decode)
         }) {
             return .updated(updated)
         }
@@ -98,7 +114,7 @@ public final class PostgresProfileStore: ProfileStore {
 
     public func create(id: Int64, username: String, displayName: String) throws(ProfileStoreError) -> Profile {
         do {
-            guard let row = try connection.execute(Statements.insert, [id, username, displayName]).rows.first else {
+            guard let row = try execute(Statements.insert, [id, username, displayName]).rows.first else {
                 throw ProfileStoreError.unexpected("INSERT … RETURNING returned no row")
             }
             return try Self.decode(row)
@@ -111,7 +127,19 @@ public final class PostgresProfileStore: ProfileStore {
     }
 
     public func isHealthy() -> Bool {
-        connection.checkHealth()
+        switch source {
+        case .connection(let connection): connection.checkHealth()
+        case .pool(let pool): (try? pool.withConnection { $0.checkHealth() }) ?? false
+        }
+    }
+
+    private func execute(_ statement: PostgresStatement, _ parameters: [(any PostgresEncodable)?]) throws
+        -> PostgresQueryResult
+    {
+        switch source {
+        case .connection(let connection): try connection.execute(statement, parameters)
+        case .pool(let pool): try pool.withConnection { try $0.execute(statement, parameters) }
+        }
     }
 
     private static func decode(_ row: PostgresRow) throws -> Profile {
@@ -144,5 +172,5 @@ public final class PostgresProfileStore: ProfileStore {
     }
 }
 
-@available(*, unavailable, message: "owns a PostgresConnection, which belongs to one thread")
+@available(*, unavailable, message: "may own a PostgresConnection, which belongs to one thread")
 extension PostgresProfileStore: Sendable {}
