@@ -6,13 +6,15 @@ usage: measure_rtt.py [--configured-ms X] [--memcached DIRECT PROXIED]... [--pos
 
 memcached: `version` request/answer over one TCP connection each, 300 times, the direct and the
 proxied connection taking turns (so both see the same moments of a busy machine).
-PostgreSQL: `SELECT 1` in one psql session each (\\timing on, 100 queries piped to psql -X -q),
-timed by psql itself. The first few answers of each are left out (connection warm-up).
+PostgreSQL: `SELECT 1` in one psql session each (\\timing on, 100 queries piped to psql -X -q, the
+two sessions taking turns too), timed by psql itself. The first few answers of each are left out
+(connection warm-up).
 Prints one line per server and, last, one line of JSON. Standard library only.
 """
 import argparse
 import json
 import re
+import signal
 import socket
 import statistics
 import subprocess
@@ -65,19 +67,38 @@ def measure_memcached(direct, proxied):
     return {f"{name}_ms": summary(values) for name, values in samples.items()}
 
 
-def select_one_timings(url):
-    script = "\\timing on\n" + "SELECT 1;\n" * (PG_COUNT + WARM_UP)
-    done = subprocess.run(["psql", "-X", "-q", "-At", url], input=script, capture_output=True, text=True, timeout=120)
-    if done.returncode != 0:
-        raise ConnectionError(f"psql {url}: {done.stderr.strip()}")
-    timings = [float(t) for t in re.findall(r"^Time: ([\d.]+) ms", done.stdout, re.MULTILINE)]
-    if len(timings) < PG_COUNT:
-        raise ConnectionError(f"psql {url}: {len(timings)} timings in its output")
-    return timings[WARM_UP:]
+def psql_session(url):
+    session = subprocess.Popen(["psql", "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", url], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
+    session.stdin.write("\\timing on\n")
+    return session
+
+
+def timed_select_one(session, url):
+    """psql's own timing of one SELECT 1 (it answers each query as it comes, even through a pipe)."""
+    session.stdin.write("SELECT 1;\n")
+    session.stdin.flush()
+    for line in session.stdout:
+        timing = re.match(r"Time: ([\d.]+) ms", line)
+        if timing:
+            return float(timing.group(1))
+    raise ConnectionError(f"psql {url}: {session.stderr.read().strip() or 'no answer'}")
 
 
 def measure_postgres(direct, proxied):
-    return {"direct_ms": summary(select_one_timings(direct)), "proxy_ms": summary(select_one_timings(proxied))}
+    sessions = {"direct": (psql_session(direct), direct), "proxy": (psql_session(proxied), proxied)}
+    samples = {"direct": [], "proxy": []}
+    try:
+        for i in range(PG_COUNT + WARM_UP):
+            for name, (session, url) in sessions.items():
+                elapsed = timed_select_one(session, url)
+                if i >= WARM_UP:
+                    samples[name].append(elapsed)
+    finally:
+        for session, _ in sessions.values():
+            session.stdin.close()
+            session.wait(timeout=10)
+    return {f"{name}_ms": summary(values) for name, values in samples.items()}
 
 
 def added(result):
@@ -87,6 +108,7 @@ def added(result):
 
 
 def main():
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `| head` ends it quietly
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--configured-ms", type=float, help="the round trip the proxy was given")
     parser.add_argument("--memcached", nargs=2, action="append", default=[], metavar=("DIRECT", "PROXIED"))
