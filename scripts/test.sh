@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: installs and starts PostgreSQL and two memcached
-# nodes on loopback (scripts/deps.sh), builds, migrates, and runs every test target.
+# nodes on loopback (scripts/deps.sh), builds, migrates, checks the documentation
+# (scripts/check-docs.py), and runs every test target.
 # Tests that need a server fail (never skip) when it is missing. Then scripts/check-deploy.py
 # checks the deployment files and openapi.yaml, and scripts/contract-test.sh runs the
 # property-based contract tester (schemathesis) against a real instance; the run fails if any
@@ -12,7 +13,7 @@
 #
 #   scripts/test.sh                   every test
 #   scripts/test.sh --filter NAME     only tests matching NAME (passed to swift test); skips the
-#                                     deploy checks and the contract test
+#                                     docs and deploy checks and the contract test
 #   scripts/test.sh --keep-servers    leave PostgreSQL and memcached running afterwards
 #                                     (or PROFILE_KEEP_SERVERS=1)
 set -euo pipefail
@@ -89,6 +90,11 @@ if [ ${#swift_test_arguments[@]} -gt 0 ]; then
     swift test --skip-build --no-parallel "${swift_test_arguments[@]}"
     exit 0
 fi
+
+# The documentation, against the binary built above and the sources (scripts/check-docs.py):
+# links and anchors, the configuration reference against `--help`, the metrics reference, the
+# commands the documents show, no project history outside CHANGELOG.md. No server; seconds.
+python3 scripts/check-docs.py --binary "$root/.build/debug/profile-service"
 # Phase 1, the unit targets: no server, in parallel, seconds. Phase 2, the integration targets
 # (*IntegrationTests, EndToEndTests) and HTTPServerTests (loopback sockets and timings that want a
 # quiet machine): serial, since some tests stop and restart the shared PostgreSQL and memcached.
