@@ -11,6 +11,13 @@
 # round: get_hit (every read a hit), get_db (memcached flushed every 2 ms) and put_100 (versions
 # reset to 1 first). Prints each round and the medians (requests/s, p99) with the ratio.
 # BENCH_WORKLOADS="get_db put_100" runs only those. Ports: 18091 (checkout), 18092 (REV), 18093 (feed).
+# BENCH_SKIP_BUILD=1 uses the existing release binaries (.build/release and .build-ab/build/release;
+# the latter must be a build of REV): no swift build.
+# BENCH_SERVE_ARGS="--flag value …" is appended to every serve command line (both revisions must
+# know the flags).
+# BENCH_RTT_MS=1 (0.2 allowed; default 0: direct) puts that round trip between every instance and
+# PostgreSQL / memcached (one delay proxy, see scripts/bench/side_by_side.sh); the round trip it
+# really adds is measured first and printed above the table.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 rev=${1:?usage: scripts/bench-ab.sh REV [ROUNDS] [DURATION]}
@@ -22,10 +29,23 @@ scripts/deps.sh start >/dev/null
 eval "$(scripts/deps.sh env)"
 out=.build-ab
 mkdir -p "$out"
-if [ -d "$out/src" ]; then git -C "$out/src" checkout -q --detach "$rev"; else git worktree add -q --detach "$out/src" "$rev"; fi
-echo "bench-ab: building $(git -C "$out/src" log --oneline -1 | cut -c1-60) and this checkout (release)" >&2
-(cd "$out/src" && swift build -c release --product profile-service --scratch-path "$PWD/../build" >/dev/null)
-swift build -c release --product profile-service >/dev/null
+rev_commit=$(git rev-parse --verify "$rev^{commit}")
+if [ "${BENCH_SKIP_BUILD:-0}" = 1 ]; then
+    # The commit the binary in $out/build was built from: recorded by the build below (else the worktree's).
+    built=$(cat "$out/built-rev" 2>/dev/null || git -C "$out/src" rev-parse HEAD 2>/dev/null || true)
+    if [ ! -x "$out/build/release/profile-service" ] || [ "$built" != "$rev_commit" ] || [ ! -x .build/release/profile-service ]; then
+        echo "bench-ab: BENCH_SKIP_BUILD=1, but there is no release build of this checkout or of $rev (${rev_commit:0:10}) in $out/build (it holds ${built:0:10}); run once without it" >&2
+        exit 1
+    fi
+    echo "bench-ab: the existing release builds of $(git log --oneline -1 "$rev_commit" | cut -c1-60) and this checkout (BENCH_SKIP_BUILD=1)" >&2
+else
+    if [ -d "$out/src" ]; then git -C "$out/src" checkout -q --detach "$rev"; else git worktree add -q --detach "$out/src" "$rev"; fi
+    echo "bench-ab: building $(git -C "$out/src" log --oneline -1 | cut -c1-60) and this checkout (release)" >&2
+    (cd "$out/src" && swift build -c release --product profile-service --scratch-path "$PWD/../build" >/dev/null)
+    echo "$rev_commit" >"$out/built-rev"
+    swift build -c release --product profile-service >/dev/null
+fi
+bench_rtt_supported=1 # side_by_side.sh puts every instance behind the delay proxy (BENCH_RTT_MS)
 source scripts/bench/side_by_side.sh
 bench_start .build/release/profile-service 18093
 sleep 1
@@ -57,6 +77,7 @@ for round in $(seq 1 "$rounds"); do
     done
 done
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+if [ -n "$bench_rtt_note" ]; then echo "$bench_rtt_note"; echo; fi
 echo "| workload | this checkout req/s | p99 | $rev req/s | p99 | ratio |"
 echo "| --- | ---: | ---: | ---: | ---: | ---: |"
 for workload in $workloads; do
