@@ -311,6 +311,54 @@ public final class MemcachedConnection {
         return result
     }
 
+    /// ``addAndGet(_:value:flags:expiration:)`` for several keys in one round trip per node:
+    /// every `add` is sent with `noreply`, then one multi-get reads every key back. Whether an add
+    /// won shows in the value read back. Any failure closes the connections, as there.
+    ///
+    /// - Returns: the items found by key (a key not among them is a miss).
+    public func addAndGet(many stores: [MemcachedStore], flags: UInt32 = 0) -> Result<[String: MemcachedItem], MemcachedError> {
+        storeAndGet(stores) { handle, key, keyLength, value, valueLength, store in
+            memcached_add(handle, key, keyLength, value, valueLength, store.expiration, flags)
+        }
+    }
+
+    /// `cas` of several values, each over the CAS unique it names, then one multi-get of every
+    /// key, in one round trip per node: every `cas` is sent with `noreply`, so whether one landed
+    /// shows only in the value read back (the value stored, or another). Any failure closes the
+    /// connections, as ``addAndGet(_:value:flags:expiration:)`` does.
+    ///
+    /// - Returns: the items found by key after the stores (a key not among them is a miss).
+    public func casAndGet(many stores: [MemcachedStore], flags: UInt32 = 0) -> Result<[String: MemcachedItem], MemcachedError> {
+        storeAndGet(stores) { handle, key, keyLength, value, valueLength, store in
+            memcached_cas(handle, key, keyLength, value, valueLength, store.expiration, flags, store.cas)
+        }
+    }
+
+    private func storeAndGet(
+        _ stores: [MemcachedStore],
+        _ call: (UnsafeMutablePointer<memcached_st>, UnsafePointer<CChar>?, Int, UnsafePointer<CChar>?, Int, MemcachedStore)
+            -> memcached_return_t
+    ) -> Result<[String: MemcachedItem], MemcachedError> {
+        let handle = ownedHandle()
+        for store in stores { if let error = Self.validate(store.key) { return .failure(error) } }
+        memcached_behavior_set(handle, MEMCACHED_BEHAVIOR_NOREPLY, 1)
+        var failure: MemcachedError?
+        for request in stores {
+            if case .failure(let error) = store("store", request.key, request.value, { call($0, $1, $2, $3, $4, request) }) {
+                failure = error
+                break
+            }
+        }
+        memcached_behavior_set(handle, MEMCACHED_BEHAVIOR_NOREPLY, 0)
+        if let failure {
+            memcached_quit(handle)
+            return .failure(failure)
+        }
+        let result = get(many: stores.map(\.key))
+        if case .failure = result { memcached_quit(handle) }
+        return result
+    }
+
     /// Stores a value only if the key does not exist (`add`); ``MemcachedStoreResult/notStored``
     /// if it does (ASCII protocol: `MEMCACHED_NOTSTORED`).
     public func add(

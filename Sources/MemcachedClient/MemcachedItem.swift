@@ -16,3 +16,21 @@ public struct MemcachedItem: Sendable, Equatable {
         self.cas = cas
     }
 }
+
+/// One value of a pipelined store (``MemcachedConnection/addAndGet(many:flags:)``,
+/// ``MemcachedConnection/casAndGet(many:flags:)``).
+public struct MemcachedStore: Sendable, Equatable {
+    public var key: String
+    public var value: [UInt8]
+    /// Seconds to live (memcached relative TTL); 0 for no expiry.
+    public var expiration: Int
+    /// The CAS unique a `cas` stores over; unused by `add`.
+    public var cas: UInt64
+
+    public init(key: String, value: [UInt8], expiration: Int, cas: UInt64 = 0) {
+        self.key = key
+        self.value = value
+        self.expiration = expiration
+        self.cas = cas
+    }
+}

@@ -92,6 +92,28 @@ public enum CacheProtocolScenarios {
         #expect(race.shared.statistics.count(.populateLost) == 1)
         #expect(race.shared.statistics.count(.populateStored) == 1)
     }
+
+    /// The same race for reads loaded together (the batch lane's misses, docs/design.md §9): the
+    /// leases go down in one round trip, the rows come from one query, the populates go in one
+    /// round trip — and the late populate of the raced id still loses to the writer's version.
+    public static func aLoadTogethersLatePopulateDoesNotOverwriteTheWritersVersion<Backends: RepositoryBackends>(
+        _: Backends.Type
+    ) throws {
+        let race = try StaleSetRace<Backends>()
+        let others = try (0..<3).map { _ in try race.backends.seed() }
+        let read = race.run { repository, id in
+            let ids = [id] + others.map(\.id)
+            return repository.loadingTogether(ids.map { .init(id: $0) }) {
+                ids.map { (try? repository.read(id: $0))??.version }
+            }
+        }
+        #expect(read == [1, 1, 1, 1], "the reads began before the write: version 1 is a fair answer")
+        #expect(race.cachedVersion(race.written.id) == 2, "the late populate must not land")
+        for other in others { #expect(race.cachedVersion(other.id) == 1, "the others were populated") }
+        #expect(race.shared.statistics.count(.databaseBatchRead) == 1, "every miss in one query")
+        #expect(race.shared.statistics.count(.populateLost) == 1)
+        #expect(race.shared.statistics.count(.populateStored) == 3)
+    }
 }
 
 /// The stage of a stale-set race (docs/design.md §2.1): a profile at version 1, not cached, and a

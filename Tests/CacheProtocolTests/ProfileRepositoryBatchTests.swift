@@ -13,6 +13,10 @@ final class CountingCache: CacheClient {
     /// The keys of each multi-get.
     private(set) var multiGetKeys: [[String]] = []
     var multiGets: Int { multiGetKeys.count }
+    /// Pipelined stores with their read-back (leases, populates of loads), each one round trip.
+    private(set) var pipelinedStores = 0
+    /// `add`, `addAndGet` and `cas` of one key, each a round trip of its own.
+    private(set) var singleStores = 0
 
     init(_ base: any CacheClient) { self.base = base }
 
@@ -25,13 +29,24 @@ final class CountingCache: CacheClient {
         return base.get(many: keys)
     }
     func add(_ key: String, value: [UInt8], flags: UInt32, expiration: Int) -> MemcachedStoreResult {
-        base.add(key, value: value, flags: flags, expiration: expiration)
+        singleStores += 1
+        return base.add(key, value: value, flags: flags, expiration: expiration)
     }
     func addAndGet(_ key: String, value: [UInt8], flags: UInt32, expiration: Int) -> MemcachedGetResult {
-        base.addAndGet(key, value: value, flags: flags, expiration: expiration)
+        singleStores += 1
+        return base.addAndGet(key, value: value, flags: flags, expiration: expiration)
     }
     func cas(_ key: String, value: [UInt8], cas: UInt64, flags: UInt32, expiration: Int) -> MemcachedStoreResult {
-        base.cas(key, value: value, cas: cas, flags: flags, expiration: expiration)
+        singleStores += 1
+        return base.cas(key, value: value, cas: cas, flags: flags, expiration: expiration)
+    }
+    func addAndGet(many stores: [MemcachedStore], flags: UInt32) -> Result<[String: MemcachedItem], MemcachedError> {
+        pipelinedStores += 1
+        return base.addAndGet(many: stores, flags: flags)
+    }
+    func casAndGet(many stores: [MemcachedStore], flags: UInt32) -> Result<[String: MemcachedItem], MemcachedError> {
+        pipelinedStores += 1
+        return base.casAndGet(many: stores, flags: flags)
     }
     func delete(_ key: String) -> MemcachedDeleteResult { base.delete(key) }
     func server(forKey key: String) -> MemcachedServer? { base.server(forKey: key) }

@@ -54,6 +54,10 @@ import TestSupport
         try CacheProtocolScenarios.aListsLateLoadDoesNotOverwriteTheWritersVersion(InMemoryBackends.self)
     }
 
+    @Test func aLoadTogethersLatePopulateDoesNotOverwriteTheWritersVersion() throws {
+        try CacheProtocolScenarios.aLoadTogethersLatePopulateDoesNotOverwriteTheWritersVersion(InMemoryBackends.self)
+    }
+
     /// Counts the store's reads: one by id, or many in one query.
     final class CountingStore: ForwardingProfileStore {
         var singleReads = 0
@@ -102,7 +106,8 @@ import TestSupport
         let answers = try repository.read(ProfileListRequest(members: second.map { .init(id: $0.id) }))
         #expect(answers.map { $0?.version } == second.map { _ in 1 })
         #expect(counting.multiGets == 2 && store.manyReads.count == 2, "one multi-get and one query per list")
-        #expect(store.singleReads == 0 && counting.singleGets == 0)
+        #expect(counting.pipelinedStores == 4, "the leases in one round trip and the populates in one, per list")
+        #expect(store.singleReads == 0 && counting.singleGets == 0 && counting.singleStores == 0)
     }
 
     @Test func theDatabaseDownFailsTheListAndLeavesNoLease() throws {

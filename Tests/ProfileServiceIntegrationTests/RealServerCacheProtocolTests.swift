@@ -21,4 +21,8 @@ import Testing
     @Test func aListsLateLoadDoesNotOverwriteTheWritersVersion() throws {
         try CacheProtocolScenarios.aListsLateLoadDoesNotOverwriteTheWritersVersion(IntegrationBackends.self)
     }
+
+    @Test func aLoadTogethersLatePopulateDoesNotOverwriteTheWritersVersion() throws {
+        try CacheProtocolScenarios.aLoadTogethersLatePopulateDoesNotOverwriteTheWritersVersion(IntegrationBackends.self)
+    }
 }

@@ -13,6 +13,12 @@ public protocol CacheClient: AnyObject {
     /// ``MemcachedConnection/addAndGet(_:value:flags:expiration:)``, which does both in one round trip).
     func addAndGet(_ key: String, value: [UInt8], flags: UInt32, expiration: Int) -> MemcachedGetResult
     func cas(_ key: String, value: [UInt8], cas: UInt64, flags: UInt32, expiration: Int) -> MemcachedStoreResult
+    /// `add` of every value, then `get` of every key: the entries after the adds (see
+    /// ``MemcachedConnection/addAndGet(many:flags:)``, one round trip per node).
+    func addAndGet(many stores: [MemcachedStore], flags: UInt32) -> Result<[String: MemcachedItem], MemcachedError>
+    /// `cas` of every value over its CAS unique, then `get` of every key: the entries after the
+    /// stores, which alone tell whether each landed (see ``MemcachedConnection/casAndGet(many:flags:)``).
+    func casAndGet(many stores: [MemcachedStore], flags: UInt32) -> Result<[String: MemcachedItem], MemcachedError>
     func delete(_ key: String) -> MemcachedDeleteResult
     func server(forKey key: String) -> MemcachedServer?
     func flush(server: MemcachedServer) -> MemcachedError?
@@ -50,6 +56,20 @@ extension CacheClient {
             return .failure(error)
         }
         return get(key)
+    }
+
+    /// One round trip per store and one multi-get; clients that can pipeline
+    /// (``MemcachedConnection``) do it in one. A store's own answer is not read: the entries read
+    /// back say what happened.
+    public func addAndGet(many stores: [MemcachedStore], flags: UInt32) -> Result<[String: MemcachedItem], MemcachedError> {
+        for store in stores { _ = add(store.key, value: store.value, flags: flags, expiration: store.expiration) }
+        return get(many: stores.map(\.key))
+    }
+
+    /// One round trip per store and one multi-get; see ``addAndGet(many:flags:)``.
+    public func casAndGet(many stores: [MemcachedStore], flags: UInt32) -> Result<[String: MemcachedItem], MemcachedError> {
+        for store in stores { _ = cas(store.key, value: store.value, cas: store.cas, flags: flags, expiration: store.expiration) }
+        return get(many: stores.map(\.key))
     }
 }
 

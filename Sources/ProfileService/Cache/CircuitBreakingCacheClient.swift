@@ -105,15 +105,31 @@ final class CircuitBreakingCacheClient: CacheClient {
     /// request, it fails at once without I/O (callers then read key by key, each guarded). A
     /// failure is booked against the node the connection names, like any other operation's.
     func get(many keys: [String]) -> Result<[String: MemcachedItem], MemcachedError> {
+        guardedMany { base.get(many: keys) }
+    }
+
+    /// An operation on many keys, so maybe every node: only while no node is troubled (a read of
+    /// one then goes through the breaker key by key); a failure is booked against the node named.
+    private func guardedMany(
+        _ operation: () -> Result<[String: MemcachedItem], MemcachedError>
+    ) -> Result<[String: MemcachedItem], MemcachedError> {
         guard !breaker.hasTroubledNodes, failedThisRequest.isEmpty else { return .failure(Self.skipped) }
         catchUpWithRecoveries()
-        let result = base.get(many: keys)
+        let result = operation()
         if case .failure(let error) = result, let failed = error.node, error.code != .invalidKey {
             if failedThisRequest.isEmpty { firstFailure = .now }
             failedThisRequest.append(failed)
             breaker.recordFailure(failed)
         }
         return result
+    }
+
+    func addAndGet(many stores: [MemcachedStore], flags: UInt32) -> Result<[String: MemcachedItem], MemcachedError> {
+        guardedMany { base.addAndGet(many: stores, flags: flags) }
+    }
+
+    func casAndGet(many stores: [MemcachedStore], flags: UInt32) -> Result<[String: MemcachedItem], MemcachedError> {
+        guardedMany { base.casAndGet(many: stores, flags: flags) }
     }
 
     func add(_ key: String, value: [UInt8], flags: UInt32, expiration: Int) -> MemcachedStoreResult {

@@ -30,7 +30,7 @@ extension ProfileRepository {
                 {
                     // ReadStep's answerCached, without building the key and looking again.
                     prefetched[member.id] = nil
-                    readStrategy.record(miss: false)
+                    recordRead(miss: false)
                     hits += 1
                     answers.append(Representation(version: version, json: Array(json), cacheOutcome: .hit))
                 } else {
@@ -39,63 +39,5 @@ extension ProfileRepository {
             }
             return answers
         }
-    }
-
-    /// Loads members memcached had no entry for, as `load` loads one — each joins the reads in
-    /// flight in this process and puts its lease down before PostgreSQL is read, and populates
-    /// under that lease — but the leaders' rows come from one query. Members another reader of
-    /// this process is loading are left out (their read follows that one).
-    ///
-    /// - Returns: the answer of each member loaded here (`nil` inside: no such profile).
-    private func loadMissing(_ members: [ProfileListRequest.Member]) throws(ProfileStoreError) -> [Int64: Representation?] {
-        struct Leader {
-            let id: Int64
-            let key: String
-            let flight: InFlightReads.Flight
-            var leaseCAS: UInt64?
-            var outcome = InFlightReads.Outcome.failed(.unavailable)
-        }
-        var leaders: [Leader] = []
-        var floors: [Int64: Int32] = [:]
-        for member in members {
-            let id = member.id
-            guard case .leader(let flight) = shared.inFlight.join(id) else { continue }
-            floors[id] = member.floor
-            prefetched[id] = nil
-            let key = configuration.key(for: id)
-            leaders.append(Leader(id: id, key: key, flight: flight))
-        }
-        defer { for leader in leaders { shared.inFlight.finish(leader.id, flight: leader.flight, outcome: leader.outcome) } }
-        guard !leaders.isEmpty else { return [:] }
-
-        for index in leaders.indices {
-            readStrategy.record(miss: true)
-            statistics.record(.miss)
-            leaders[index].leaseCAS = takeLease(key: leaders[index].key, replacingCAS: nil)
-            leaders[index].flight.markReadStarted()
-        }
-        let rows: [Int64: Profile]
-        do {
-            // After every lease: a standby's rows must be as new as any version cached before (§8).
-            rows = try readRows(ids: leaders.map(\.id), floors: floors, after: .now)
-        } catch {
-            for index in leaders.indices {
-                leaders[index].outcome = .failed(error)
-                // Deleting is always safe: at worst the next reader misses.
-                if leaders[index].leaseCAS != nil { _ = cache.delete(leaders[index].key) }
-            }
-            throw error
-        }
-
-        var answers: [Int64: Representation?] = [:]
-        for index in leaders.indices {
-            let leader = leaders[index]
-            shared.hooks.afterDatabaseRead?(leader.id)
-            let row = rows[leader.id]
-            leaders[index].outcome = storeLoaded(
-                row, id: leader.id, key: leader.key, leaseCAS: leader.leaseCAS, flight: leader.flight)
-            answers[leader.id] = .some(row.map { Representation($0, outcome: .miss) })
-        }
-        return answers
     }
 }

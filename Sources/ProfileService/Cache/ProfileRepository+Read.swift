@@ -11,6 +11,8 @@ extension ProfileRepository {
     public func read(id: Int64, minVersion: Int32? = nil) throws(ProfileStoreError) -> Representation? {
         // A shared PostgreSQL read that began after this instant answers this read, floor included.
         let began = ContinuousClock.now
+        // Loaded with others for this request (``loadingTogether(_:_:)``), after it arrived.
+        if let answer = loaded.removeValue(forKey: id) { return answer }
         cache.beginRequest()
         let key = configuration.key(for: id)
         var waits = configuration.leaseWaits[...]
@@ -34,8 +36,8 @@ extension ProfileRepository {
             if firstLookup {
                 firstLookup = false
                 switch entry {
-                case .profile?, .absent?: readStrategy.record(miss: false)
-                case .lease?, nil: readStrategy.record(miss: true)
+                case .profile?, .absent?: recordRead(miss: false)
+                case .lease?, nil: recordRead(miss: true)
                 }
             }
             let lookup: ReadStep.Lookup
@@ -89,6 +91,11 @@ extension ProfileRepository {
                 return try readDatabase(id: id, floor: minVersion, outcome: .miss, since: began)
             }
         }
+    }
+
+    /// Counts a read's first lookup in this worker's strategy.
+    func recordRead(miss: Bool) {
+        readStrategy.record(miss: miss)
     }
 
     /// Whether this worker's reads gain from being batched: not while most of them miss.
@@ -147,6 +154,12 @@ extension ProfileRepository {
         case .failed?: true
         case .missing?, nil: false
         }
+    }
+
+    /// Whether the batch's multi-get found no entry at all for `id` (inside
+    /// ``prefetching(ids:_:)``): a read of it would load.
+    public func isMissingFromPrefetch(id: Int64) -> Bool {
+        if case .missing? = prefetched[id] { true } else { false }
     }
 
     /// A miss: coalesce with other readers of the id in this process, else populate under a lease.

@@ -48,6 +48,8 @@ public final class ProfileRepository {
     /// First lookups already made for the reads of a batch (``prefetching(ids:_:)``), each used
     /// once; empty outside a batch.
     var prefetched: [Int64: Prefetch] = [:]
+    /// Answers loaded together for the reads of ``loadingTogether(_:_:)``, each used once.
+    var loaded: [Int64: Representation?] = [:]
 
     enum Prefetch {
         /// A cached profile at `version`.

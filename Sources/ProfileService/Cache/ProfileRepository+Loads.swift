@@ -1,0 +1,166 @@
+import Logging
+import MemcachedClient
+
+/// Misses loaded together (docs/design.md §2.7, §9): every lease in one round trip, the rows in
+/// one query, every populate in one round trip — each id still under the rules of a single load
+/// (§2.1). A list's missing members load this way, and so do the misses of a batch of single
+/// reads that the batch lane hands on.
+extension ProfileRepository {
+    /// Runs `body` — the reads of requests for `members`, which memcached had no entry for — after
+    /// loading them together: a read of a loaded id inside `body` is answered from the load,
+    /// which began after the request arrived, so it answers any floor PostgreSQL can meet.
+    ///
+    /// - Throws: what `body` throws; a failed load is not thrown here but left to each read,
+    ///   which then reads alone (and meets the same failure, or not).
+    public func loadingTogether<Result, Failure: Error>(
+        _ members: [ProfileListRequest.Member], _ body: () throws(Failure) -> Result
+    ) throws(Failure) -> Result {
+        defer { loaded.removeAll(keepingCapacity: true) }
+        if members.count > 1, let answers = try? loadMissing(members) { loaded = answers }
+        return try body()
+    }
+
+    /// Loads members memcached had no entry for, as `load` loads one — each joins the reads in
+    /// flight in this process and puts its lease down before PostgreSQL is read, and populates
+    /// under that lease — but the leases go in one round trip, the leaders' rows come from one
+    /// query and the populates go in one round trip. Members another reader of this process is
+    /// loading are left out (their read follows that one).
+    ///
+    /// - Returns: the answer of each member loaded here (`nil` inside: no such profile).
+    func loadMissing(_ members: [ProfileListRequest.Member]) throws(ProfileStoreError) -> [Int64: Representation?] {
+        var leaders: [Load] = []
+        var floors: [Int64: Int32] = [:]
+        for member in members {
+            let id = member.id
+            guard case .leader(let flight) = shared.inFlight.join(id) else { continue }
+            floors[id] = member.floor
+            prefetched[id] = nil
+            leaders.append(Load(id: id, key: configuration.key(for: id), flight: flight))
+        }
+        defer { for leader in leaders { shared.inFlight.finish(leader.id, flight: leader.flight, outcome: leader.outcome) } }
+        guard !leaders.isEmpty else { return [:] }
+
+        let leases = takeLeases(keys: leaders.map(\.key))
+        for index in leaders.indices {
+            recordRead(miss: true)
+            statistics.record(.miss)
+            leaders[index].leaseCAS = leases[leaders[index].key]
+            leaders[index].flight.markReadStarted()
+        }
+        let rows: [Int64: Profile]
+        do {
+            // After every lease: a standby's rows must be as new as any version cached before (§8).
+            rows = try readRows(ids: leaders.map(\.id), floors: floors, after: .now)
+        } catch {
+            for index in leaders.indices {
+                leaders[index].outcome = .failed(error)
+                // Deleting is always safe: at worst the next reader misses.
+                if leaders[index].leaseCAS != nil { _ = cache.delete(leaders[index].key) }
+            }
+            throw error
+        }
+        for leader in leaders { shared.hooks.afterDatabaseRead?(leader.id) }
+        storeLoaded(&leaders, rows: rows)
+        var answers: [Int64: Representation?] = [:]
+        for leader in leaders {
+            answers[leader.id] = .some(rows[leader.id].map { Representation($0, outcome: .miss) })
+        }
+        return answers
+    }
+
+    /// One id of a load: its lease, and what its read came to for the followers of its flight.
+    struct Load {
+        let id: Int64
+        let key: String
+        let flight: InFlightReads.Flight
+        var leaseCAS: UInt64?
+        var outcome = InFlightReads.Outcome.failed(.unavailable)
+    }
+
+    /// Puts a lease on every key where there is no entry, in one round trip (`add`s pipelined
+    /// with one multi-get that reads them back), and returns the CAS values of the leases that
+    /// are this reader's. When the pipelined round trip fails (a node troubled or failing), one
+    /// lease at a time, each through the circuit breaker.
+    func takeLeases(keys: [String]) -> [String: UInt64] {
+        var leases: [String: UInt64] = [:]
+        guard keys.count > 1 else {
+            for key in keys { leases[key] = takeLease(key: key, replacingCAS: nil) }
+            return leases
+        }
+        let tokens = keys.map { _ in UInt64.random(in: 1...UInt64.max, using: &random) }
+        let stores = zip(keys, tokens).map { key, token in
+            MemcachedStore(key: key, value: CacheEntry.encodeLease(token: token), expiration: configuration.leaseTTLSeconds)
+        }
+        switch cache.addAndGet(many: stores, flags: 0) {
+        case .success(let items):
+            for (key, token) in zip(keys, tokens) {
+                // The lease read back is this reader's only if it carries its token.
+                if let item = items[key], CacheEntry(decoding: item.value) == .lease(token: token) { leases[key] = item.cas }
+            }
+        case .failure:
+            for key in keys { leases[key] = takeLease(key: key, replacingCAS: nil) }
+        }
+        return leases
+    }
+
+    /// ``storeLoaded(_:id:key:leaseCAS:flight:)`` for every load at once: the populates over the
+    /// loads' leases go in one round trip (`cas`es pipelined with one multi-get), and a populate
+    /// landed exactly when the entry read back is the value it stored — no other write can leave
+    /// those bytes there, since a version names one content (§2.5) and a populate of an older
+    /// row loses its `cas`. When the pipelined round trip fails, one populate at a time, as a
+    /// single load's (a `cas` that did land is then reported lost: its flight's followers read
+    /// for themselves, which is always safe).
+    private func storeLoaded(_ loads: inout [Load], rows: [Int64: Profile]) {
+        let leased = loads.indices.filter { loads[$0].leaseCAS != nil }
+        guard leased.count > 1 else {
+            for index in loads.indices {
+                let load = loads[index]
+                loads[index].outcome = storeLoaded(rows[load.id], id: load.id, key: load.key, leaseCAS: load.leaseCAS, flight: load.flight)
+            }
+            return
+        }
+        var stores: [MemcachedStore] = []
+        for index in loads.indices {
+            let load = loads[index]
+            guard let leaseCAS = load.leaseCAS else {
+                if rows[load.id] != nil { statistics.record(.populateSkipped) }
+                loads[index].outcome = rows[load.id].map { .found($0, populated: false) } ?? .notFound
+                continue
+            }
+            // Closed to new followers before the populate is sent (§2.1).
+            shared.inFlight.close(load.id, flight: load.flight)
+            let value = rows[load.id].map(CacheEntry.encode) ?? CacheEntry.encodedAbsent
+            stores.append(
+                MemcachedStore(key: load.key, value: value, expiration: configuration.jitteredTTLSeconds(using: &random), cas: leaseCAS))
+        }
+        let readBack: [String: MemcachedItem]
+        switch cache.casAndGet(many: stores, flags: 0) {
+        case .success(let items):
+            readBack = items
+        case .failure(let error):
+            statistics.record(.error)
+            logger.debug("cache populates failed", metadata: ["error": "\(error)"])
+            for index in leased {
+                let load = loads[index]
+                let row = rows[load.id]
+                let outcome = row.map { populate(key: load.key, profile: $0, leaseCAS: load.leaseCAS!) }
+                    ?? populateAbsent(key: load.key, leaseCAS: load.leaseCAS!)
+                statistics.record(outcome == .stored ? .populateStored : .populateLost)
+                if row != nil { shared.hooks.afterPopulate?(load.id) }
+                loads[index].outcome = row.map { .found($0, populated: outcome == .stored) } ?? .notFound
+            }
+            return
+        }
+        for (index, store) in zip(leased, stores) {
+            let load = loads[index]
+            let landed = readBack[store.key]?.value == store.value
+            statistics.record(landed ? .populateStored : .populateLost)
+            if let row = rows[load.id] {
+                shared.hooks.afterPopulate?(load.id)
+                loads[index].outcome = .found(row, populated: landed)
+            } else {
+                loads[index].outcome = .notFound
+            }
+        }
+    }
+}
