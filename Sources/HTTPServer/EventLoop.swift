@@ -355,17 +355,29 @@ final class EventLoop {
         let job = Job(
             fd: connection.fd, connectionID: connection.id, request: request, keepAlive: keepAlive,
             handoff: connection.handoff, mayWriteDirectly: !connection.hasPendingOutput)
-        guard core.queue.tryEnqueue(job) else {
+        // The batch lane first, when the responder wants it there; the other workers take it
+        // when the lane's queue is full.
+        let queued =
+            if let lane = core.batchQueue, core.prefersBatchLane(request), lane.tryEnqueue(job) {
+                true
+            } else {
+                core.queue.tryEnqueue(job)
+            }
+        guard queued else {
             connection.handoff.reclaim()
             let close = !keepAlive || core.draining.load(ordering: .relaxed)
-            let response = HTTPResponse.problem(
-                .serviceUnavailable, detail: "the server is at capacity; retry shortly", headers: ["Retry-After": "1"])
+            let response = Self.atCapacity
             let header = Self.connectionHeader(close: close, version: request.version)
             startResponse(
                 connection, encode(response, isHead: request.method == .head, connection: header), closeAfter: close,
                 now: now)
             return
         }
+    }
+
+    /// The answer to a request no worker can take: every queue is full.
+    static var atCapacity: HTTPResponse {
+        .problem(.serviceUnavailable, detail: "the server is at capacity; retry shortly", headers: ["Retry-After": "1"])
     }
 
     static func connectionHeader(close: Bool, version: HTTPVersion) -> HTTPResponseEncoder.ConnectionHeader {

@@ -93,9 +93,11 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
             throw error
         }
         let workerCount = max(configuration.workerCount, 1)
+        let batchWorkerCount = max(configuration.batchWorkerCount, 0)
         let core = ServerCore(
-            queueCapacity: configuration.queueCapacity, workerCount: workerCount, eventFD: eventFD,
-            eventStreams: eventStreams, screenHead: { [responder] head in responder.screen(head: head) })
+            queueCapacity: configuration.queueCapacity, workerCount: workerCount, batchWorkerCount: batchWorkerCount,
+            eventFD: eventFD, eventStreams: eventStreams, screenHead: { [responder] head in responder.screen(head: head) },
+            prefersBatchLane: { [responder] request in responder.prefersBatchLane(request) })
         func closeAll() {
             System.close(listenFD)
             System.close(epollFD)
@@ -107,23 +109,29 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
         let startup = WorkerStartup()
         var started = 0
         do {
-            for index in 0..<workerCount {
+            for index in 0..<workerCount + batchWorkerCount {
+                let inBatchLane = index >= workerCount
                 workers.enter()
-                try RuntimeThread.detach(name: "http-worker-\(index)") { [self] in
+                try RuntimeThread.detach(name: inBatchLane ? "http-batch-\(index - workerCount)" : "http-worker-\(index)") {
+                    [self] in
                     defer { workers.leave() }
-                    runWorker(index: index, core: core, startup: startup)
+                    if inBatchLane {
+                        runBatchWorker(index: index, laneIndex: index - workerCount, core: core, startup: startup)
+                    } else {
+                        runWorker(index: index, core: core, startup: startup)
+                    }
                 }
                 started += 1
             }
         } catch {
-            core.queue.stop()
+            core.stopQueues()
             workers.leave()
             workers.wait()
             closeAll()
             throw error
         }
-        if let failure = startup.waitForAll(workerCount) {
-            core.queue.stop()
+        if let failure = startup.waitForAll(workerCount + batchWorkerCount) {
+            core.stopQueues()
             workers.wait()
             closeAll()
             throw failure
@@ -138,7 +146,7 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
                 eventStreams?.attach(wakeFD: eventFD)
                 let abandoned = loop.run()
                 eventStreams?.attach(wakeFD: nil)
-                core.queue.stop()
+                core.stopQueues()
                 workers.wait()
                 // Only now can no worker write into these descriptors.
                 for fd in abandoned { System.close(fd) }
@@ -151,7 +159,7 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
             }
         } catch {
             loopThread.leave()
-            core.queue.stop()
+            core.stopQueues()
             workers.wait()
             closeAll()
             throw error
@@ -176,7 +184,11 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
         }
         while core.queue.dequeue(worker: index, limit: responder.batchLimit(worker: worker), into: &batch) {
             core.busyWorkers.add(1, ordering: .relaxed)
-            if batch.count == 1 {
+            if batch[0].group != 0 {
+                requests.removeAll(keepingCapacity: true)
+                for job in batch { requests.append(job.request) }
+                responder.respond(together: requests, worker: worker) { answer(batch[$0], $1) }
+            } else if batch.count == 1 {
                 answer(batch[0], responder.respond(to: batch[0].request, worker: worker))
             } else {
                 requests.removeAll(keepingCapacity: true)
@@ -186,6 +198,42 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
                 for job in core.queue.requeue(left.map { batch[$0] }) {
                     answer(job, responder.respond(to: job.request, worker: worker))
                 }
+            }
+            core.busyWorkers.subtract(1, ordering: .relaxed)
+        }
+    }
+
+    /// A worker of the batch lane: takes every queued request of the lane (up to the responder's
+    /// limit), answers what the batch can, and hands the rest to the other workers, to be answered
+    /// alone — it never answers one alone itself, so it never waits on anything but the batch's
+    /// shared round trip.
+    private func runBatchWorker(index: Int, laneIndex: Int, core: ServerCore, startup: WorkerStartup) {
+        guard let lane = core.batchQueue else { return startup.report(nil) }
+        let worker: Responder.Worker
+        do {
+            worker = try responder.makeWorker(index: index)
+        } catch {
+            startup.report(error)
+            return
+        }
+        startup.report(nil)
+        var dateCache = DateCache()
+        var batch: [Job] = []
+        var requests: [HTTPRequest] = []
+        let limit = max(responder.batchLaneLimit, 1)
+        while lane.dequeue(worker: laneIndex, limit: limit, into: &batch) {
+            core.busyWorkers.add(1, ordering: .relaxed)
+            requests.removeAll(keepingCapacity: true)
+            for job in batch { requests.append(job.request) }
+            let left = responder.respondInBatchLane(to: requests, worker: worker) {
+                finish(batch[$0], $1, core: core, worker: index, dateCache: &dateCache)
+            }
+            let overflow =
+                core.queue.requeue(left.together.map { batch[$0] }, together: true)
+                + core.queue.requeue(left.alone.map { batch[$0] })
+            for job in overflow {
+                // The other workers' queue is full: answer as the loop does when it is.
+                finish(job, EventLoop.atCapacity, core: core, worker: index, dateCache: &dateCache)
             }
             core.busyWorkers.subtract(1, ordering: .relaxed)
         }
@@ -285,7 +333,8 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
             }
             return HTTPServerStatistics(
                 openConnections: core.openConnections.load(ordering: .relaxed),
-                queuedRequests: core.queue.queued.load(ordering: .relaxed),
+                queuedRequests: core.queue.queued.load(ordering: .relaxed)
+                    + (core.batchQueue?.queued.load(ordering: .relaxed) ?? 0),
                 busyWorkers: core.busyWorkers.load(ordering: .relaxed),
                 eventStreams: core.eventStreams?.statistics,
                 idleConnectionsClosedForRoom: core.idleClosedForRoom.load(ordering: .relaxed))

@@ -6,6 +6,10 @@ public struct HTTPServerConfiguration: Sendable {
     public var port: Int = 8080
     /// Fixed number of worker threads running the responder (blocking work runs here).
     public var workerCount: Int = 16
+    /// Worker threads that take only the requests the responder routes to the batch lane
+    /// (``HTTPResponder/prefersBatchLane(_:)``), as many at once as are queued: requests that
+    /// share one round trip (cache hits), kept apart from work that blocks. 0: no lane.
+    public var batchWorkerCount: Int = 0
     /// Requests waiting for a worker; when full the server answers 503 with `Retry-After: 1` at once.
     public var queueCapacity: Int = 1024
     /// `listen(2)` backlog.

@@ -12,4 +12,7 @@ struct Job: Sendable {
     /// A batch left it unanswered (``HTTPResponder/respond(to:worker:answer:)``): it is taken
     /// alone and answered with ``HTTPResponder/respond(to:worker:)``.
     var alone = false
+    /// Non-zero: the batch lane left it with others to be answered together
+    /// (``HTTPResponder/respond(together:worker:answer:)``); jobs of one group are taken at once.
+    var group: UInt64 = 0
 }

@@ -4,6 +4,10 @@ import Synchronization
 /// What the event loop, the workers and the public ``HTTPServer`` share. Every member is `Sendable`.
 final class ServerCore: Sendable {
     let queue: WorkQueue
+    /// The batch lane's queue, when the server has batch workers.
+    let batchQueue: WorkQueue?
+    /// ``HTTPResponder/prefersBatchLane(_:)``.
+    let prefersBatchLane: @Sendable (HTTPRequest) -> Bool
     let mailbox: Mailbox
     /// Set once shutdown begins: responses from then on carry `Connection: close`.
     let draining = Atomic<Bool>(false)
@@ -18,12 +22,22 @@ final class ServerCore: Sendable {
     let screenHead: @Sendable (HTTPRequest) -> HTTPResponse?
 
     init(
-        queueCapacity: Int, workerCount: Int, eventFD: Int32, eventStreams: EventStreams?,
-        screenHead: @escaping @Sendable (HTTPRequest) -> HTTPResponse?
+        queueCapacity: Int, workerCount: Int, batchWorkerCount: Int = 0, eventFD: Int32, eventStreams: EventStreams?,
+        screenHead: @escaping @Sendable (HTTPRequest) -> HTTPResponse?,
+        prefersBatchLane: @escaping @Sendable (HTTPRequest) -> Bool = { _ in false }
     ) {
         self.screenHead = screenHead
+        self.prefersBatchLane = prefersBatchLane
         queue = WorkQueue(capacity: queueCapacity, workerCount: workerCount)
-        mailbox = Mailbox(eventFD: eventFD, workerCount: workerCount)
+        batchQueue = batchWorkerCount > 0 ? WorkQueue(capacity: queueCapacity, workerCount: batchWorkerCount, spins: false) : nil
+        // Every worker posts to the loop from a slot of its own: the batch lane's come after the others.
+        mailbox = Mailbox(eventFD: eventFD, workerCount: workerCount + batchWorkerCount)
         self.eventStreams = eventStreams
+    }
+
+    /// Stops both queues: every worker wakes and leaves; queued jobs are dropped.
+    func stopQueues() {
+        queue.stop()
+        batchQueue?.stop()
     }
 }

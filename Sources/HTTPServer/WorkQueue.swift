@@ -32,6 +32,8 @@ final class WorkQueue: Sendable {
         /// How many jobs a worker took at most, last time one asked: a worker on its way will
         /// take that many, so fewer need waking.
         var takeLimit = 1
+        /// The last group number given (``requeue(_:together:)``).
+        var lastGroup: UInt64 = 0
     }
 
     private enum Step {
@@ -42,7 +44,7 @@ final class WorkQueue: Sendable {
     }
 
     /// Workers spinning at once; more would steal the CPU from the loop on a small machine.
-    private static let maxSpinning = 1
+    private let maxSpinning: Int
     /// How long a worker polls for a job before it parks.
     private static let spinTime: Duration = .microseconds(50)
 
@@ -52,7 +54,11 @@ final class WorkQueue: Sendable {
     /// Jobs queued and not yet taken, for ``HTTPServerStatistics``.
     let queued = Atomic<Int>(0)
 
-    init(capacity: Int, workerCount: Int) {
+    /// - Parameter spins: whether a worker polls briefly before it parks (see the type). Not for
+    ///   the batch lane: its workers come back from a round trip, not from a few microseconds of
+    ///   work, and a worker that yields the CPU on a busy machine pays a context switch a time.
+    init(capacity: Int, workerCount: Int, spins: Bool = true) {
+        maxSpinning = spins ? 1 : 0
         self.capacity = max(capacity, 1)
         self.state = Mutex(State(ring: Array(repeating: nil, count: max(capacity, 1))))
         self.parkingSpots = (0..<max(workerCount, 1)).map { _ in DispatchSemaphore(value: 0) }
@@ -77,13 +83,21 @@ final class WorkQueue: Sendable {
     }
 
     /// Puts jobs a worker took but left unanswered back at the front of the queue, for any
-    /// worker to take alone. Returns those that did not fit (the queue filled meanwhile): the
-    /// caller answers them itself.
-    func requeue(_ jobs: [Job]) -> [Job] {
+    /// worker to take alone — or, `together`, for one worker to take all at once. Returns those
+    /// that did not fit (the queue filled meanwhile): the caller answers them itself.
+    func requeue(_ jobs: [Job], together: Bool = false) -> [Job] {
+        guard !jobs.isEmpty else { return [] }
         let (overflow, wake) = state.withLock { state -> ([Job], [Int]) in
             var overflow: [Job] = []
+            var group: UInt64 = 0
+            if together {
+                state.lastGroup &+= 1
+                if state.lastGroup == 0 { state.lastGroup = 1 }
+                group = state.lastGroup
+            }
             for var job in jobs.reversed() {
-                job.alone = true
+                job.alone = !together
+                job.group = group
                 guard !state.stopped, state.count < state.ring.count else {
                     overflow.append(job)
                     continue
@@ -93,7 +107,9 @@ final class WorkQueue: Sendable {
                 state.count += 1
             }
             var wake: [Int] = []
-            while state.count > state.waking + state.spinning, let worker = state.parked.popLast() {
+            // A group is one worker's work: it needs one worker on its way, not one per job.
+            let work = together ? state.count - (jobs.count - overflow.count) + 1 : state.count
+            while work > state.waking + state.spinning, let worker = state.parked.popLast() {
                 state.waking += 1
                 wake.append(worker)
             }
@@ -118,16 +134,26 @@ final class WorkQueue: Sendable {
                 if state.stopped { return .stopped }
                 state.takeLimit = max(limit, 1)
                 guard state.count > 0 else {
-                    if !spun, state.spinning < Self.maxSpinning {
+                    if !spun, state.spinning < maxSpinning {
                         state.spinning += 1
                         return .spin
                     }
                     state.parked.append(index)
                     return .park
                 }
+                if let first = state.ring[state.head], first.group != 0 {
+                    // A group, whole, whatever the limit.
+                    while state.count > 0, let job = state.ring[state.head], job.group == first.group {
+                        batch.append(job)
+                        state.ring[state.head] = nil
+                        state.head = (state.head + 1) % state.ring.count
+                        state.count -= 1
+                    }
+                    return .took
+                }
                 for _ in 0..<min(max(limit, 1), state.count) {
                     let job = state.ring[state.head]!
-                    if job.alone, !batch.isEmpty { break }
+                    if job.alone || job.group != 0, !batch.isEmpty { break }
                     batch.append(job)
                     state.ring[state.head] = nil
                     state.head = (state.head + 1) % state.ring.count

@@ -31,9 +31,12 @@ public final class PostgresConnectionPool: Sendable {
     ///   - size: Connections at most (and statements in flight at most).
     ///   - stallAfter: With every connection lent and none given back for this long, the server
     ///     is stalled rather than busy, and a call that finds no free connection fails at once.
+    ///     Long enough for a burst of connects across a network (a session costs several round
+    ///     trips) and for a borrower that a busy machine has not scheduled yet: 50 ms refused
+    ///     reads at a 1 ms round trip while PostgreSQL answered (docs/design.md §9).
     public init(
         size: Int, configuration: PostgresConfiguration, statements: [PostgresStatement], health: PostgresServerHealth,
-        stallAfter: Duration = .milliseconds(50), logger: Logger
+        stallAfter: Duration = .milliseconds(250), logger: Logger
     ) {
         bulkhead = PostgresBulkhead(limit: size, stallAfter: stallAfter)
         connections = BorrowPool(

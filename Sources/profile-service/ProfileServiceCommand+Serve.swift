@@ -63,6 +63,14 @@ extension ProfileServiceCommand {
 
         @Option(
             help: """
+                Worker threads that answer cache hits in batches: each takes every queued profile \
+                read (up to 64) and looks them up with one memcached multi-get; misses and all other \
+                requests go to --workers. 0: every request goes to --workers. [PROFILE_BATCH_WORKERS]
+                """)
+        var batchWorkers: Int = EnvironmentDefaults.int("PROFILE_BATCH_WORKERS", 2)
+
+        @Option(
+            help: """
                 PostgreSQL connections the workers share, at most (and as many to each read \
                 replica); each statement borrows one. With all of them busy a request waits for one \
                 only while PostgreSQL makes progress, else 503 at once, so cached reads never wait \
@@ -130,6 +138,7 @@ extension ProfileServiceCommand {
             try EnvironmentDefaults.validate()
             try require(port, in: 0...65_535, "--port")
             try require(workers, in: 1...1024, "--workers")
+            try require(batchWorkers, in: 0...64, "--batch-workers")
             try require(databaseConnections, in: 1...1024, "--database-connections")
             try require(databaseConcurrency, in: 0...1024, "--database-concurrency")
             guard (0...1).contains(consistencySampleRate) else {
@@ -278,6 +287,7 @@ extension ProfileServiceCommand {
             configuration.host = host
             configuration.port = port
             configuration.workerCount = workers
+            configuration.batchWorkerCount = batchWorkers
             configuration.queueCapacity = queueCapacity
             configuration.maxConnections = maxConnections
             configuration.maxBodyBytes = ProfileResponder.maximumRequestBodyBytes

@@ -1,5 +1,5 @@
 public import HTTP1
-import HTTPServer
+public import HTTPServer
 
 /// Requests a worker takes from the queue together (docs/design.md §6): the cache lookups of
 /// the profile reads among them go to memcached as one multi-get, so under load a worker pays
@@ -12,6 +12,64 @@ extension ProfileResponder {
     /// The most requests a worker takes at once.
     static let maxBatch = 8
 
+    /// The most requests a worker of the batch lane takes at once: one multi-get's worth.
+    public var batchLaneLimit: Int { 64 }
+
+    /// Profile reads (docs/design.md §9): a batch of the lane answers their hits with one
+    /// multi-get and hands the others on — the misses to be loaded together.
+    public func prefersBatchLane(_ request: HTTPRequest) -> Bool {
+        Self.cachedReadID(request) != nil
+    }
+
+    /// The lane's batch: the hits answered from one multi-get, as ``respond(to:worker:answer:)``
+    /// answers them; of the rest, the reads memcached has no entry for go on together (their
+    /// leases, rows and populates shared, ``respond(together:worker:answer:)``), every other one
+    /// (a lease, a floor above the entry, a write) alone.
+    public func respondInBatchLane(
+        to requests: [HTTPRequest], worker: ProfileWorker, answer: (Int, HTTPResponse) -> Void
+    ) -> BatchRemainder {
+        var missing: Set<Int64> = []
+        let left = answerHits(requests, worker: worker, answer: answer) { id in
+            if worker.repository.isMissingFromPrefetch(id: id) { missing.insert(id) }
+        }
+        var remainder = BatchRemainder()
+        for index in left {
+            if let id = Self.cachedReadID(requests[index]), missing.contains(id) {
+                remainder.together.append(index)
+            } else {
+                remainder.alone.append(index)
+            }
+        }
+        // One miss gains nothing from company.
+        if remainder.together.count == 1 { remainder.alone.append(contentsOf: remainder.together); remainder.together = [] }
+        return remainder
+    }
+
+    /// Reads that a batch of the lane found missing from memcached: loaded together (every lease
+    /// in one round trip, the rows in one query, every populate in one round trip, each id under
+    /// the single read's rules), then each answered as alone, from the load.
+    public func respond(together requests: [HTTPRequest], worker: ProfileWorker, answer: (Int, HTTPResponse) -> Void) {
+        var floors: [Int64: Int32?] = [:]
+        var order: [Int64] = []
+        for request in requests {
+            guard let id = Self.cachedReadID(request) else { continue }
+            let floor = (try? Self.readFloor(of: request)) ?? nil
+            if let known = floors[id] {
+                floors[id] = .some([known, floor].compactMap { $0 }.max())  // the highest floor asked
+            } else {
+                floors[id] = floor
+                order.append(id)
+            }
+        }
+        let members = order.map { ProfileListRequest.Member(id: $0, floor: floors[$0] ?? nil) }
+        // Each answer is timed from the start of the load it waited for.
+        worker.batchStarted = .now
+        defer { worker.batchStarted = nil }
+        worker.repository.loadingTogether(members) {
+            for (index, request) in requests.enumerated() { answer(index, respond(to: request, worker: worker)) }
+        }
+    }
+
     /// Several while the worker's requests are mostly profile reads and those mostly hit; one
     /// otherwise (writes, misses): a batch would give most of its requests back, and each would
     /// be taken from the queue twice.
@@ -22,6 +80,14 @@ extension ProfileResponder {
     public func respond(to requests: [HTTPRequest], worker: ProfileWorker, answer: (Int, HTTPResponse) -> Void)
         -> [Int]
     {
+        answerHits(requests, worker: worker, answer: answer) { _ in }
+    }
+
+    /// The batch's hits, each answered as soon as it is ready; returns the positions of the
+    /// others. `left` sees the id of each read left, while its prefetched entry is still known.
+    private func answerHits(
+        _ requests: [HTTPRequest], worker: ProfileWorker, answer: (Int, HTTPResponse) -> Void, left noteLeft: (Int64) -> Void
+    ) -> [Int] {
         let ids = requests.map(Self.cachedReadID)
         worker.batchStarted = .now
         defer { worker.batchStarted = nil }
@@ -34,6 +100,7 @@ extension ProfileResponder {
                 if let id = ids[index], worker.repository.answersFromPrefetch(id: id, minVersion: floor) {
                     answer(index, respond(to: request, worker: worker))
                 } else {
+                    if let id = ids[index] { noteLeft(id) }
                     left.append(index)
                 }
             }

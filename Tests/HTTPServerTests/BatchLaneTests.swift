@@ -1,0 +1,125 @@
+import Dispatch
+import HTTP1
+import HTTPServer
+import Synchronization
+import TestSupport
+import Testing
+
+/// Sends `/lane/…` paths to the batch lane. In the lane, `/lane/hit/…` is answered, `/lane/miss/…`
+/// is left to be answered together and `/lane/other/…` alone. Records which thread kind answered
+/// what, and the groups answered together. `/lane/hold` holds the lane's worker until released.
+final class LaneResponder: HTTPResponder {
+    struct Worker { let inLane: Bool }
+    let workerCount: Int
+    let laneBatches = Mutex<[[String]]>([])
+    let groups = Mutex<[[String]]>([])
+    let answeredAlone = Mutex<[String]>([])
+    let held = DispatchSemaphore(value: 0)
+    let release = DispatchSemaphore(value: 0)
+
+    init(workerCount: Int) { self.workerCount = workerCount }
+
+    func makeWorker(index: Int) throws -> Worker { Worker(inLane: index >= workerCount) }
+
+    func prefersBatchLane(_ request: HTTPRequest) -> Bool { request.path.hasPrefix("/lane/") }
+
+    func respond(to request: HTTPRequest, worker: Worker) -> HTTPResponse {
+        #expect(!worker.inLane, "the lane never answers a request alone")
+        answeredAlone.withLock { $0.append(request.path) }
+        return Self.answer(request, by: "alone")
+    }
+
+    func respondInBatchLane(to requests: [HTTPRequest], worker: Worker, answer: (Int, HTTPResponse) -> Void)
+        -> BatchRemainder
+    {
+        #expect(worker.inLane)
+        laneBatches.withLock { $0.append(requests.map(\.path)) }
+        var remainder = BatchRemainder()
+        for (index, request) in requests.enumerated() {
+            if request.path == "/lane/hold" {
+                held.signal()
+                release.wait()
+                answer(index, Self.answer(request, by: "lane"))
+            } else if request.path.hasPrefix("/lane/miss/") {
+                remainder.together.append(index)
+            } else if request.path.hasPrefix("/lane/other/") {
+                remainder.alone.append(index)
+            } else {
+                answer(index, Self.answer(request, by: "lane"))
+            }
+        }
+        return remainder
+    }
+
+    func respond(together requests: [HTTPRequest], worker: Worker, answer: (Int, HTTPResponse) -> Void) {
+        #expect(!worker.inLane)
+        groups.withLock { $0.append(requests.map(\.path)) }
+        for (index, request) in requests.enumerated() { answer(index, Self.answer(request, by: "together")) }
+    }
+
+    static func answer(_ request: HTTPRequest, by: String) -> HTTPResponse {
+        HTTPResponse(status: .ok, headers: ["X-Path": request.path, "X-By": by], body: Array(request.path.utf8))
+    }
+}
+
+@Suite struct BatchLaneTests {
+    /// The lane's one worker held; requests queue in the lane; released, it takes them as one
+    /// batch: hits answered there, misses handed on as one group, the rest alone.
+    @Test func aBatchAnswersItsHitsAndHandsOnItsMissesTogetherAndTheRestAlone() throws {
+        let responder = LaneResponder(workerCount: 2)
+        try withServer(responder, configure: { $0.workerCount = 2; $0.batchWorkerCount = 1 }) { port, server in
+            let holder = try HTTPTestClient(port: port)
+            try holder.send("GET /lane/hold HTTP/1.1\r\nHost: a\r\n\r\n")
+            responder.held.wait()
+            let paths = ["/lane/hit/1", "/lane/miss/2", "/lane/other/3", "/lane/miss/4", "/lane/hit/5", "/lane/miss/6"]
+            let clients = try paths.map { path in
+                let client = try HTTPTestClient(port: port)
+                try client.send("GET \(path) HTTP/1.1\r\nHost: a\r\n\r\n")
+                return client
+            }
+            #expect(eventually { server.statistics.queuedRequests == paths.count })
+            responder.release.signal()
+            #expect(try holder.readResponse().header("X-By") == "lane")
+            var answeredBy: [String: String] = [:]
+            for (client, path) in zip(clients, paths) {
+                let response = try client.readResponse()
+                #expect(response.status == 200)
+                #expect(response.header("X-Path") == path, "each answer reaches the connection that asked")
+                answeredBy[path] = response.header("X-By")
+            }
+            #expect(answeredBy["/lane/hit/1"] == "lane" && answeredBy["/lane/hit/5"] == "lane")
+            #expect(answeredBy["/lane/other/3"] == "alone")
+            #expect(["/lane/miss/2", "/lane/miss/4", "/lane/miss/6"].allSatisfy { answeredBy[$0] == "together" })
+            #expect(responder.laneBatches.withLock { $0 } == [["/lane/hold"], paths])
+            #expect(responder.groups.withLock { $0 } == [["/lane/miss/2", "/lane/miss/4", "/lane/miss/6"]], "one group, whole")
+        }
+    }
+
+    /// Requests the responder does not route to the lane never reach it, and a held lane does
+    /// not hold them: the other workers answer them meanwhile.
+    @Test func otherRequestsBypassTheLaneEvenWhileItIsBusy() throws {
+        let responder = LaneResponder(workerCount: 1)
+        try withServer(responder, configure: { $0.workerCount = 1; $0.batchWorkerCount = 1 }) { port, _ in
+            let holder = try HTTPTestClient(port: port)
+            try holder.send("GET /lane/hold HTTP/1.1\r\nHost: a\r\n\r\n")
+            responder.held.wait()
+            let client = try HTTPTestClient(port: port)
+            try client.send("GET /write HTTP/1.1\r\nHost: a\r\n\r\n")
+            #expect(try client.readResponse().header("X-By") == "alone")
+            responder.release.signal()
+            #expect(try holder.readResponse().header("X-By") == "lane")
+            #expect(responder.laneBatches.withLock { $0 } == [["/lane/hold"]])
+        }
+    }
+
+    /// Without batch workers, every request goes to the others, lane-worthy or not.
+    @Test func withoutBatchWorkersEveryRequestIsAnsweredAlone() throws {
+        let responder = LaneResponder(workerCount: 2)
+        try withServer(responder, configure: { $0.workerCount = 2 }) { port, _ in
+            let client = try HTTPTestClient(port: port)
+            try client.send("GET /lane/hit/1 HTTP/1.1\r\nHost: a\r\n\r\n")
+            #expect(try client.readResponse().header("X-By") == "alone")
+            #expect(responder.laneBatches.withLock { $0 }.isEmpty)
+        }
+    }
+}

@@ -1,0 +1,62 @@
+import HTTP1
+import HTTPServer
+import ProfileService
+import ProfileServiceTesting
+import Testing
+
+/// The batch lane's side of the responder (docs/design.md §9): hits answered from one multi-get,
+/// misses handed on to be loaded together, everything else alone — and the loaded answers as a
+/// read alone would give them.
+@Suite struct BatchLaneRouteTests {
+    private func get(_ target: String, headers: HTTPHeaders = [:]) -> HTTPRequest {
+        HTTPRequest(method: .get, target: target, headers: headers)
+    }
+
+    @Test func hitsAreAnsweredMissesGoTogetherAndTheRestAlone() throws {
+        let service = try InProcessService()
+        let cached = InProcessService.newID()
+        #expect(service.create(cached).status == .created)
+        #expect(service.get(cached).status == .ok, "cached now")
+        let missing = (0..<3).map { _ in InProcessService.newID() }
+        for id in missing { #expect(service.create(id).status == .created) }
+        // Created through the service, so cached: make them misses again.
+        for id in missing { _ = InMemoryBackends.cluster.client().delete("profile-service:v1:\(id)") }
+        let requests = [
+            get("/users/profile/\(cached)"), get("/users/profile/\(missing[0])"),
+            HTTPRequest(method: .put, target: "/users/profile/\(cached)"), get("/users/profile/\(missing[1])"),
+            get("/users/profile/\(cached)?min_version=9"), get("/users/profile/\(missing[2])"),
+        ]
+        #expect(requests.map(service.responder.prefersBatchLane) == [true, true, true, true, true, true].enumerated().map { $0.offset != 2 })
+
+        var answered: [Int: HTTPResponse] = [:]
+        let remainder = service.responder.respondInBatchLane(to: requests, worker: service.worker) { answered[$0] = $1 }
+        #expect(Set(answered.keys) == [0], "only the hit is answered in the lane")
+        #expect(answered[0]?.status == .ok)
+        #expect(remainder.together == [1, 3, 5])
+        #expect(remainder.alone == [2, 4])
+
+        var loaded: [Int: HTTPResponse] = [:]
+        let together = remainder.together.map { requests[$0] }
+        service.responder.respond(together: together, worker: service.worker) { loaded[$0] = $1 }
+        for (index, id) in missing.enumerated() {
+            #expect(loaded[index]?.status == .ok)
+            #expect(loaded[index]?.json?["id"] as? Int64 == id)
+            #expect(loaded[index]?.headers["ETag"] == "\"1\"")
+        }
+        #expect(service.shared.statistics.count(.databaseBatchRead) == 1, "the three misses in one query")
+        #expect(service.shared.statistics.count(.populateStored) >= 3)
+        // Populated: read alone now, each is a hit.
+        for id in missing { #expect(service.get(id).headers["X-Cache"] == "hit") }
+    }
+
+    @Test func aMissForAProfileThatDoesNotExistIsA404FromTheLoad() throws {
+        let service = try InProcessService()
+        let absent = [InProcessService.newID(), InProcessService.newID()]
+        var loaded: [Int: HTTPResponse] = [:]
+        service.responder.respond(together: absent.map { get("/users/profile/\($0)") }, worker: service.worker) {
+            loaded[$0] = $1
+        }
+        #expect(loaded[0]?.status == .notFound && loaded[1]?.status == .notFound)
+        #expect(service.shared.statistics.count(.databaseBatchRead) == 1)
+    }
+}
