@@ -114,6 +114,8 @@ start() {
         echo "export PROFILE_DATABASE_URL='$(via_url "$database_url")'"
         echo "export PROFILE_MEMCACHED='$(for address in "${mc[@]}"; do via "$address"; done | paste -sd, -)'"
         if [ -n "$replicas" ]; then echo "export PROFILE_REPLICA_DATABASE_URLS='$(via_url "$replicas")'"; fi
+        # The nodes' own ports, in the same order: tests that freeze or stop a node find its pid by them.
+        echo "export PROFILE_MC_PORTS='$(for address in "${mc[@]}"; do echo "${address##*:}"; done | paste -sd, -)'"
     } >"$dir/env"
     # What `measure` compares: the first memcached node and PostgreSQL, direct and proxied.
     printf '%s\n' "--memcached" "${mc[0]}" "$(via "${mc[0]}")" "--postgres" "$database_url" \

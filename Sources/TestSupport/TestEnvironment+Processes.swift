@@ -9,12 +9,24 @@ extension TestEnvironment {
 
     /// The process id of the memcached node on `port`, from the pid file deps.sh keeps, for
     /// tests that hang a node (SIGSTOP) rather than stop it.
+    ///
+    /// Behind scripts/delay.sh, `port` is the proxy's: the node's own port is then the one at the
+    /// same position in deps.sh's `PROFILE_MC_PORTS`.
     public static func memcachedPID(port: Int) throws -> pid_t {
+        let port = nodePort(serving: port)
         let path = "\(stateDirectory)/memcached/\(port).pid"
         guard let text = try? String(contentsOfFile: path, encoding: .utf8),
             let pid = pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines))
         else { throw MissingServer(description: "no memcached pid file at \(path); run scripts/deps.sh start") }
         return pid
+    }
+
+    /// deps.sh's port of the memcached node that `PROFILE_MEMCACHED` reaches at `port`.
+    private static func nodePort(serving port: Int) -> Int {
+        guard let ports = variable("PROFILE_MC_PORTS")?.split(separator: ",").compactMap({ Int($0) }),
+            let index = memcachedServers.firstIndex(where: { $0.port == port }), index < ports.count
+        else { return port }
+        return ports[index]
     }
 
     /// The PostgreSQL cluster of scripts/deps.sh: its postmaster (from `postmaster.pid`) and every

@@ -235,10 +235,7 @@ import TestSupport
     }
 
     private func memcachedPID(node: Int) throws -> pid_t {
-        let port = TestEnvironment.memcachedServers[node - 1].port
-        let state = TestEnvironment.variable("PROFILE_STATE_DIR") ?? TestEnvironment.repositoryRoot.appendingPathComponent(".state").path
-        let text = try String(contentsOfFile: "\(state)/memcached/\(port).pid", encoding: .utf8)
-        return try #require(pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines)))
+        try TestEnvironment.memcachedPID(port: TestEnvironment.memcachedServers[node - 1].port)
     }
 }
 

@@ -59,8 +59,15 @@ import TestSupport
         // memcached lookup that times out goes to PostgreSQL by design (§5.1) — frozen here, so
         // 503 after the deadline; with 16 cold readers on 2 cores memcached was once slower than
         // its 100 ms, so this test gives it a second: what it shows is PostgreSQL's freeze.
+        // The workers' pool opens connections as load needs them, so one may be opened while the
+        // server is frozen: it waits connect_timeout (3 s by default, below the default deadline
+        // of 6 s). With the deadline shortened to 2 s, the connect is shortened to 1 s to match.
+        let url = TestEnvironment.databaseURL
         let service = try ServiceProcess(
-            extraArguments: ["--no-access-log", "--statement-timeout-ms", "1000", "--memcached-timeout-ms", "1000"])
+            extraArguments: [
+                "--no-access-log", "--statement-timeout-ms", "1000", "--memcached-timeout-ms", "1000",
+                "--database-url", url + (url.contains("?") ? "&" : "?") + "connect_timeout=1",
+            ])
         defer { service.terminate() }
         let deadline = Duration.seconds(2)
         let sql = PostgresConnection(

@@ -59,4 +59,24 @@ import Testing
         #expect(loaded[0]?.status == .notFound && loaded[1]?.status == .notFound)
         #expect(service.shared.statistics.count(.databaseBatchRead) == 1)
     }
+
+    /// PostgreSQL down: the group's one query fails and every read of it answers 503 at once,
+    /// none reads again alone.
+    @Test func aFailedLoadAnswersEveryReadOfTheGroup503WithoutReadingAgain() throws {
+        let database = InMemoryDatabase()
+        let service = try InProcessService(database: database)
+        let ids = (0..<3).map { _ in InProcessService.newID() }
+        for id in ids { #expect(service.create(id).status == .created) }
+        for id in ids { _ = InMemoryBackends.cluster.client().delete("profile-service:v1:\(id)") }
+        database.setUnavailable(true)
+        let readsBefore = database.reads
+        var loaded: [Int: HTTPResponse] = [:]
+        service.responder.respond(together: ids.map { get("/users/profile/\($0)") }, worker: service.worker) {
+            loaded[$0] = $1
+        }
+        #expect((0..<3).allSatisfy { loaded[$0]?.status == .serviceUnavailable })
+        #expect(database.reads - readsBefore <= 1, "one query for the group, none per read")
+        database.setUnavailable(false)
+        for id in ids { #expect(service.get(id).status == .ok, "no lease was left behind") }
+    }
 }

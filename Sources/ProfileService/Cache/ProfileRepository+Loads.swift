@@ -10,13 +10,20 @@ extension ProfileRepository {
     /// loading them together: a read of a loaded id inside `body` is answered from the load,
     /// which began after the request arrived, so it answers any floor PostgreSQL can meet.
     ///
-    /// - Throws: what `body` throws; a failed load is not thrown here but left to each read,
-    ///   which then reads alone (and meets the same failure, or not).
+    /// - Throws: what `body` throws. A failed load is not thrown here: each read of a loaded id
+    ///   throws its error (PostgreSQL unavailable: 503 at once), as the members of a failed list
+    ///   do, rather than wait on the same server again.
     public func loadingTogether<Result, Failure: Error>(
         _ members: [ProfileListRequest.Member], _ body: () throws(Failure) -> Result
     ) throws(Failure) -> Result {
         defer { loaded.removeAll(keepingCapacity: true) }
-        if members.count > 1, let answers = try? loadMissing(members) { loaded = answers }
+        if members.count > 1 {
+            do {
+                loaded = try loadMissing(members).mapValues { .success($0) }
+            } catch {
+                for member in members { loaded[member.id] = .failure(error) }
+            }
+        }
         return try body()
     }
 

@@ -12,7 +12,7 @@ extension ProfileRepository {
         // A shared PostgreSQL read that began after this instant answers this read, floor included.
         let began = ContinuousClock.now
         // Loaded with others for this request (``loadingTogether(_:_:)``), after it arrived.
-        if let answer = loaded.removeValue(forKey: id) { return answer }
+        if let answer = loaded.removeValue(forKey: id) { return try answer.get() }
         cache.beginRequest()
         let key = configuration.key(for: id)
         var waits = configuration.leaseWaits[...]

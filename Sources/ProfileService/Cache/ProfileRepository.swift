@@ -49,7 +49,7 @@ public final class ProfileRepository {
     /// once; empty outside a batch.
     var prefetched: [Int64: Prefetch] = [:]
     /// Answers loaded together for the reads of ``loadingTogether(_:_:)``, each used once.
-    var loaded: [Int64: Representation?] = [:]
+    var loaded: [Int64: Result<Representation?, ProfileStoreError>] = [:]
 
     enum Prefetch {
         /// A cached profile at `version`.
