@@ -7,7 +7,7 @@
 # Builds both in release mode, seeds 10,000 profiles, and for each round runs wrk -t2 -c64
 # (after a warm-up) against each of three servers in turn, the order changing by round (the two
 # profile-service instances always one right after the other):
-#   ps    profile-service with its defaults (access log on, 16 workers)
+#   ps    profile-service with its defaults (access log on)
 #   psq   profile-service with its defaults and --no-access-log
 #   go    go-seed (which logs no requests)
 # A fourth instance (defaults, --no-access-log, not measured) is started first and consumes the

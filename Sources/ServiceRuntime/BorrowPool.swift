@@ -5,8 +5,8 @@ import Synchronization
 /// reader built on several), shared by many threads one borrower at a time.
 ///
 /// Objects are made on first need, so a pool that is never busy never opens `capacity`
-/// connections, and are kept once made. The most recently returned object is lent first: under
-/// light load one connection serves every thread, its buffers warm.
+/// connections, and are kept once made. The first free one is lent: under light load the same
+/// few connections serve every thread, their buffers warm.
 ///
 /// Used where threads outnumber the connections a server should see: the service's workers
 /// block on memcached and PostgreSQL round trips, so there are many of them (docs/design.md §9),
@@ -21,23 +21,23 @@ public final class BorrowPool<Resource>: Sendable {
     public let capacity: Int
     private let make: @Sendable () -> Resource
     private let handOff: @Sendable (Resource) -> Void
-    private let state: Mutex<State>
+    private let slots: [Slot]
     private let free: DispatchSemaphore
+    private let madeCount = Atomic<Int>(0)
 
-    private struct State {
-        var idle: [Lent] = []
-        var made = 0
-    }
-
-    /// Carries an object between threads. The pool lends each to one thread at a time, and the
-    /// lock taken to lend and to return it orders one borrower's use before the next's.
-    private final class Lent: @unchecked Sendable {
-        let resource: Resource
-        init(_ resource: Resource) { self.resource = resource }
+    /// One place of the pool: its object once made, and whether a borrower holds it. A borrower
+    /// claims a slot with a compare-and-exchange (acquiring) and gives it back with a releasing
+    /// store, which orders one borrower's use of the object before the next's. No lock: with
+    /// more threads than cores, a lock holder preempted mid-borrow made every other borrower
+    /// sleep on it (a futex wait and wake per borrow, which doubled a write's CPU).
+    private final class Slot: @unchecked Sendable {
+        let taken = Atomic<Bool>(false)
+        /// Read and written only by the borrower holding the slot (or by `make` for it).
+        var resource: Resource?
     }
 
     /// - Parameters:
-    ///   - make: Makes an object; called on the borrowing thread, outside the pool's lock.
+    ///   - make: Makes an object; called on the borrowing thread.
     ///   - handOff: Run on the borrowing thread as each borrow ends, before the object goes back:
     ///     lets the object's thread check accept the next borrower (``OwnerThread/release()``).
     public init(
@@ -47,7 +47,7 @@ public final class BorrowPool<Resource>: Sendable {
         self.capacity = capacity
         self.make = make
         self.handOff = handOff
-        state = Mutex(State())
+        slots = (0..<capacity).map { _ in Slot() }
         // Made empty and filled: libdispatch traps when a semaphore is freed below the value it
         // was made with, which a pool freed with objects lent would be.
         free = DispatchSemaphore(value: 0)
@@ -55,7 +55,7 @@ public final class BorrowPool<Resource>: Sendable {
     }
 
     /// Objects made so far (lent or idle).
-    public var made: Int { state.withLock { $0.made } }
+    public var made: Int { madeCount.load(ordering: .relaxed) }
 
     /// Runs `body` with an object of the pool, waiting for one to come back while all are lent.
     public func borrow<T, E: Error>(_ body: (Resource) throws(E) -> T) throws(E) -> T {
@@ -72,23 +72,34 @@ public final class BorrowPool<Resource>: Sendable {
     /// Runs `body` on every idle object, on the calling thread (closing them, say); objects lent
     /// now are not visited.
     public func forEachIdle(_ body: (Resource) -> Void) {
-        let idle = state.withLock { $0.idle }
-        for lent in idle { body(lent.resource) }
+        for slot in slots where slot.taken.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged {
+            if let resource = slot.resource { body(resource) }
+            slot.taken.store(false, ordering: .releasing)
+        }
     }
 
-    /// Lends an object; the caller holds a place of `free`.
+    /// Lends an object; the caller holds a place of `free`, so some slot is or will be free.
+    /// Slots are tried from the first: under light load the same few objects serve every
+    /// borrower, and the pool makes no more than the load needs.
     private func lend<T, E: Error>(_ body: (Resource) throws(E) -> T) throws(E) -> T {
-        let idle: Lent? = state.withLock { state in
-            if let lent = state.idle.popLast() { return lent }
-            state.made += 1
-            return nil
+        var index = 0
+        while !slots[index].taken.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged {
+            index = (index + 1) % slots.count
         }
-        let lent = idle ?? Lent(make())
+        let slot = slots[index]
+        let resource: Resource
+        if let made = slot.resource {
+            resource = made
+        } else {
+            resource = make()
+            slot.resource = resource
+            madeCount.add(1, ordering: .relaxed)
+        }
         defer {
-            handOff(lent.resource)
-            state.withLock { $0.idle.append(lent) }
+            handOff(resource)
+            slot.taken.store(false, ordering: .releasing)
             free.signal()
         }
-        return try body(lent.resource)
+        return try body(resource)
     }
 }

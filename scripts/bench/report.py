@@ -74,7 +74,9 @@ lines = [
     f"Measured {datetime.date.today()} on {os.cpu_count()} cores ({cpu_model}), {platform.system()} "
     f"{platform.release()}; wrk -t2 -c64 -d{duration}, {rounds} rounds, the order changing each round (the two profile-service instances back to back), medians shown; "
     "wrk, the services, PostgreSQL and memcached share the machine (load average at the end: "
-    f"{' '.join(load)}). profile-service with its defaults (16 workers, access log on, logfmt to a file) "
+    f"{' '.join(load)}). profile-service with its defaults (access log on, logfmt to a file"
+    + (f"; extra arguments: {os.environ['BENCH_SERVE_ARGS']}" if os.environ.get("BENCH_SERVE_ARGS") else "")
+    + ") "
     "and, beside it, with --no-access-log; go-seed logs no requests. A fourth instance (defaults, not "
     "measured) consumes the change feed, as one instance of a cluster does: its work for every PUT is "
     "on the same cores during every run; the measured instances stand by.",
