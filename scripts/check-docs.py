@@ -20,7 +20,7 @@ package beyond Python's standard library; takes a second or two.
             --help, `swift build --product` names a product, and every curl line's method and
             path is a route of openapi.yaml
   history   no issue numbers or words of the project's own history in the user documents (all
-            Markdown but CHANGELOG.md and docs/design.md; see HISTORY_EXEMPT)
+            Markdown but CHANGELOG.md; see HISTORY_EXEMPT)
 
 The binary is --binary, else $PROFILE_SERVICE_BIN, else .build/debug/profile-service;
 profilectl is looked for beside it, then in .build/debug and .build/release. Both are run with
@@ -43,7 +43,6 @@ DOC_FOLDERS = ["docs"]
 # Documents the history check leaves alone, and why (printed with the result).
 HISTORY_EXEMPT = {
     "CHANGELOG.md": "the project's history belongs there",
-    "docs/design.md": "the design document, kept as it is; it still cites DESIGN.md, which is not in the repository",
 }
 HISTORY_PATTERNS = [
     (r"\bissues? #?\d+", "an issue number"),
