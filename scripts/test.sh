@@ -106,6 +106,9 @@ phase_started=$SECONDS
 swift test --skip-build --no-parallel --skip "$unit_targets"
 echo "test.sh: integration phase $((SECONDS - phase_started)) s" >&2
 
+# README's read, token, PUT and floored read, as a newcomer pastes them, against a real instance.
+python3 scripts/check-readme.py --binary "$root/.build/debug/profile-service"
+
 # Deployment files and openapi.yaml: static checks, nginx -t, the nginx gateway for real in front
 # of two instances of the binary built above, and the service's answers against openapi.yaml.
 python3 -c 'import yaml, jsonschema, openapi_spec_validator' 2>/dev/null ||

@@ -1,4 +1,6 @@
 import HTTP1
+import Logging
+import MemcachedClient
 import HTTPServer
 import ProfileService
 import ProfileServiceTesting
@@ -78,5 +80,32 @@ import Testing
         #expect(database.reads - readsBefore <= 1, "one query for the group, none per read")
         database.setUnavailable(false)
         for id in ids { #expect(service.get(id).status == .ok, "no lease was left behind") }
+    }
+
+    /// A node that fails the lane's multi-get: its reads are left to the other workers (which
+    /// read PostgreSQL), never answered in the lane, which must not wait on PostgreSQL.
+    @Test func readsOfAFailedNodeAreLeftAloneNotReadFromPostgreSQLInTheLane() throws {
+        let cluster = InMemoryCache(nodes: 2)
+        let database = InMemoryDatabase()
+        let backends = try InMemoryBackends(cluster: cluster, database: database)
+        let profiles = try (0..<8).map { _ in try backends.seed() }
+        var logger = Logger(label: "lane-test")
+        logger.logLevel = .critical
+        let shared = ProfileCacheShared()
+        let responder = ProfileResponder(lifecycle: ServiceLifecycle(), authorization: .disabled, logger: logger) { [logger] _ in
+            ProfileWorker(store: database.store(), cache: cluster.client(), shared: shared, logger: logger)
+        }
+        let worker = try responder.makeWorker(index: 0)
+        for profile in profiles { #expect(responder.respond(to: get("/users/profile/\(profile.id)"), worker: worker).status == .ok) }
+        let failed = try #require(cluster.server(forKey: "profile-service:v1:\(profiles[0].id)") as MemcachedServer?)
+        cluster.fail(failed)
+        let readsBefore = database.reads
+        var answered: [Int: HTTPResponse] = [:]
+        let remainder = responder.respondInBatchLane(
+            to: profiles.map { get("/users/profile/\($0.id)") }, worker: worker) { answered[$0] = $1 }
+        #expect(database.reads == readsBefore, "the lane read nothing from PostgreSQL")
+        #expect(!remainder.alone.isEmpty && remainder.together.isEmpty)
+        #expect(Set(answered.keys).isDisjoint(with: remainder.alone))
+        #expect(answered.count + remainder.alone.count == profiles.count)
     }
 }

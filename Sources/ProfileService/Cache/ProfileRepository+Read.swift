@@ -162,6 +162,12 @@ extension ProfileRepository {
         if case .missing? = prefetched[id] { true } else { false }
     }
 
+    /// Whether the batch's multi-get failed for `id`'s node (inside ``prefetching(ids:_:)``): a
+    /// read of it would go to PostgreSQL.
+    public func failedInPrefetch(id: Int64) -> Bool {
+        if case .failed? = prefetched[id] { true } else { false }
+    }
+
     /// A miss: coalesce with other readers of the id in this process, else populate under a lease.
     ///
     /// - Parameter heldLeaseCAS: the CAS value of a lease this reader already holds (sent with its

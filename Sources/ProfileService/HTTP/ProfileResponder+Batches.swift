@@ -29,7 +29,7 @@ extension ProfileResponder {
         to requests: [HTTPRequest], worker: ProfileWorker, answer: (Int, HTTPResponse) -> Void
     ) -> BatchRemainder {
         var missing: Set<Int64> = []
-        let left = answerHits(requests, worker: worker, answer: answer) { id in
+        let left = answerHits(requests, worker: worker, answer: answer, fromCacheOnly: true) { id in
             if worker.repository.isMissingFromPrefetch(id: id) { missing.insert(id) }
         }
         var remainder = BatchRemainder()
@@ -80,13 +80,16 @@ extension ProfileResponder {
     public func respond(to requests: [HTTPRequest], worker: ProfileWorker, answer: (Int, HTTPResponse) -> Void)
         -> [Int]
     {
-        answerHits(requests, worker: worker, answer: answer) { _ in }
+        answerHits(requests, worker: worker, answer: answer, fromCacheOnly: false) { _ in }
     }
 
     /// The batch's hits, each answered as soon as it is ready; returns the positions of the
     /// others. `left` sees the id of each read left, while its prefetched entry is still known.
+    /// `fromCacheOnly` (the lane) leaves the reads of a node that failed the multi-get too, which
+    /// a worker's batch answers from PostgreSQL at once: the lane never waits on PostgreSQL.
     private func answerHits(
-        _ requests: [HTTPRequest], worker: ProfileWorker, answer: (Int, HTTPResponse) -> Void, left noteLeft: (Int64) -> Void
+        _ requests: [HTTPRequest], worker: ProfileWorker, answer: (Int, HTTPResponse) -> Void, fromCacheOnly: Bool,
+        left noteLeft: (Int64) -> Void
     ) -> [Int] {
         let ids = requests.map(Self.cachedReadID)
         worker.batchStarted = .now
@@ -97,7 +100,9 @@ extension ProfileResponder {
                 // An unparsable min_version answers 400 at once, which is quick too. A floor
                 // (min_version, If-None-Match) above the prefetched entry goes back to be read alone.
                 let floor = (try? Self.readFloor(of: request)) ?? nil
-                if let id = ids[index], worker.repository.answersFromPrefetch(id: id, minVersion: floor) {
+                if let id = ids[index], worker.repository.answersFromPrefetch(id: id, minVersion: floor),
+                    !fromCacheOnly || !worker.repository.failedInPrefetch(id: id)
+                {
                     answer(index, respond(to: request, worker: worker))
                 } else {
                     if let id = ids[index] { noteLeft(id) }
