@@ -6,7 +6,8 @@ with the new version as its floor 200 with the new name.
 
 The only edits to the commands are where they point: the instance's port instead of 8080, its
 development secret instead of .state/dev-jwt-secret, the binary given instead of the release
-build. Profile 1 is created as scripts/run.sh creates it when it is missing.
+build. Profile 1 is created when it is missing, as scripts/run.sh creates it (under a username
+of its own, so that no test's "ada" stands in its way).
 
   scripts/check-readme.py --binary .build/debug/profile-service
 """
@@ -39,7 +40,8 @@ def main():
     database = os.environ.get("PROFILE_DATABASE_URL", "postgres://postgres@127.0.0.1:55432/profiles")
     subprocess.run(
         ["psql", "-X", "-q", database, "-c",
-         "INSERT INTO user_profiles (id, username, display_name) VALUES (1, 'ada', 'Ada Lovelace') ON CONFLICT (id) DO NOTHING"],
+         "INSERT INTO user_profiles (id, username, display_name) VALUES (1, 'readme-check-ada', 'Ada Lovelace') "
+         "ON CONFLICT DO NOTHING"],
         check=True)
     script = commands(open(os.path.join(ROOT, "README.md")).read())
     port = free_port()
