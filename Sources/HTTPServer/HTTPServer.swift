@@ -167,15 +167,20 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
         return port
     }
 
-    private func runWorker(index: Int, core: ServerCore, startup: WorkerStartup) {
-        let worker: Responder.Worker
+    /// The responder's worker `index`, made on the calling thread; reports the outcome to `startup`.
+    private func makeWorker(index: Int, startup: WorkerStartup) -> Responder.Worker? {
         do {
-            worker = try responder.makeWorker(index: index)
+            let worker = try responder.makeWorker(index: index)
+            startup.report(nil)
+            return worker
         } catch {
             startup.report(error)
-            return
+            return nil
         }
-        startup.report(nil)
+    }
+
+    private func runWorker(index: Int, core: ServerCore, startup: WorkerStartup) {
+        guard let worker = makeWorker(index: index, startup: startup) else { return }
         var dateCache = DateCache()
         var batch: [Job] = []
         var requests: [HTTPRequest] = []
@@ -185,14 +190,12 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
         while core.queue.dequeue(worker: index, limit: responder.batchLimit(worker: worker), into: &batch) {
             core.busyWorkers.add(1, ordering: .relaxed)
             if batch[0].group != 0 {
-                requests.removeAll(keepingCapacity: true)
-                for job in batch { requests.append(job.request) }
+                requests.replace(with: batch)
                 responder.respond(together: requests, worker: worker) { answer(batch[$0], $1) }
             } else if batch.count == 1 {
                 answer(batch[0], responder.respond(to: batch[0].request, worker: worker))
             } else {
-                requests.removeAll(keepingCapacity: true)
-                for job in batch { requests.append(job.request) }
+                requests.replace(with: batch)
                 let left = responder.respond(to: requests, worker: worker) { answer(batch[$0], $1) }
                 // Left for later: another worker answers them alone, none waits behind the others.
                 for job in core.queue.requeue(left.map { batch[$0] }) {
@@ -209,22 +212,14 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
     /// shared round trip.
     private func runBatchWorker(index: Int, laneIndex: Int, core: ServerCore, startup: WorkerStartup) {
         guard let lane = core.batchQueue else { return startup.report(nil) }
-        let worker: Responder.Worker
-        do {
-            worker = try responder.makeWorker(index: index)
-        } catch {
-            startup.report(error)
-            return
-        }
-        startup.report(nil)
+        guard let worker = makeWorker(index: index, startup: startup) else { return }
         var dateCache = DateCache()
         var batch: [Job] = []
         var requests: [HTTPRequest] = []
         let limit = max(responder.batchLaneLimit, 1)
         while lane.dequeue(worker: laneIndex, limit: limit, into: &batch) {
             core.busyWorkers.add(1, ordering: .relaxed)
-            requests.removeAll(keepingCapacity: true)
-            for job in batch { requests.append(job.request) }
+            requests.replace(with: batch)
             let left = responder.respondInBatchLane(to: requests, worker: worker) {
                 finish(batch[$0], $1, core: core, worker: index, dateCache: &dateCache)
             }
@@ -356,5 +351,13 @@ private final class WorkerStartup: Sendable {
     func waitForAll(_ count: Int) -> (any Error)? {
         for _ in 0..<count { reported.wait() }
         return failures.withLock { $0.first }
+    }
+}
+
+extension [HTTPRequest] {
+    /// The requests of `jobs`, in this array's storage (a worker reuses one per batch).
+    fileprivate mutating func replace(with jobs: [Job]) {
+        removeAll(keepingCapacity: true)
+        for job in jobs { append(job.request) }
     }
 }

@@ -11,10 +11,8 @@ import Synchronization
 /// ``stallAfter`` (nor started on a free place), the server is stalled rather than busy, and a statement that finds no place is
 /// refused at once (the caller answers 503) instead of taking another thread down with it.
 ///
-/// ```swift
-/// let bulkhead = PostgresBulkhead(limit: workers / 2)
-/// let connection = PostgresConnection(configuration: c, statements: s, health: h, bulkhead: bulkhead, logger: l)
-/// ```
+/// ``PostgresConnectionPool`` holds one of the pool's size: a borrower enters before it takes a
+/// connection and leaves when it gives it back.
 public final class PostgresBulkhead: Sendable {
     /// Statements in flight at most.
     public let limit: Int

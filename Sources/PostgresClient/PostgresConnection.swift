@@ -49,7 +49,6 @@ public final class PostgresConnection {
     /// The thread of the first call; every later call must come from it.
     var ownerThread = OwnerThread("PostgresConnection")
     private let health: PostgresServerHealth
-    private let bulkhead: PostgresBulkhead?
     /// How many sessions were lost; tells a lost connection apart from a failed connect.
     private var lostConnections = 0
     /// How many sessions this connection has opened: what one session showed (a standby's replay
@@ -73,18 +72,15 @@ public final class PostgresConnection {
     ///   - statements: Statements to prepare on every new session.
     ///   - health: The server's health, shared by every connection to it; by default this
     ///     connection's own.
-    ///   - bulkhead: Shared by the connections whose threads must not all wait on the server at
-    ///     once (a server's request workers); none by default.
     ///   - logger: Receives connects, losses and failures with SQLSTATE and statement name, never
     ///     parameter values.
     public init(
         configuration: PostgresConfiguration, statements: [PostgresStatement], health: PostgresServerHealth? = nil,
-        bulkhead: PostgresBulkhead? = nil, logger: Logger
+        logger: Logger
     ) {
         self.configuration = configuration
         self.statements = statements
         self.health = health ?? PostgresServerHealth()
-        self.bulkhead = bulkhead
         self.logger = logger
     }
 
@@ -119,8 +115,6 @@ public final class PostgresConnection {
         -> PostgresQueryResult
     {
         ownerThread.check()
-        try enterBulkhead(statement.name)
-        defer { bulkhead?.leave() }
         let wasInTransaction = transaction != .none || isInServerTransaction
         // A statement that is not retried must not be the one that finds out the session died
         // while it sat in the pool (a restart, a failover, idle_session_timeout).
@@ -150,8 +144,6 @@ public final class PostgresConnection {
     @discardableResult
     public func simpleQuery(_ sql: String) throws -> PostgresQueryResult {
         ownerThread.check()
-        try enterBulkhead(nil)
-        defer { bulkhead?.leave() }
         let pgConnection = try connection()
         return try awaitResult(on: pgConnection, statementName: nil) { PQsendQuery($0, sql) }.copyOut()
     }
@@ -368,15 +360,6 @@ extension PostgresConnection {
         health.recordConnectFailure(at: .now)
         return PostgresError(
             kind: .connectionUnavailable, message: "PostgreSQL did not answer within \(milliseconds) ms",
-            statementName: statementName)
-    }
-
-    /// A place in the bulkhead, or a fast failure when the server is stalled and none is free.
-    private func enterBulkhead(_ statementName: String?) throws {
-        guard let bulkhead, !bulkhead.enter() else { return }
-        throw PostgresError(
-            kind: .connectionUnavailable,
-            message: "PostgreSQL has not answered for \(bulkhead.stallAfter) and \(bulkhead.limit) statements wait on it",
             statementName: statementName)
     }
 

@@ -30,7 +30,7 @@ extension ProfileRepository {
                 {
                     // ReadStep's answerCached, without building the key and looking again.
                     prefetched[member.id] = nil
-                    recordRead(miss: false)
+                    readStrategy.record(miss: false)
                     hits += 1
                     answers.append(Representation(version: version, json: Array(json), cacheOutcome: .hit))
                 } else {

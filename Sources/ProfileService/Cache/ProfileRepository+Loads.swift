@@ -49,7 +49,7 @@ extension ProfileRepository {
 
         let leases = takeLeases(keys: leaders.map(\.key))
         for index in leaders.indices {
-            recordRead(miss: true)
+            readStrategy.record(miss: true)
             statistics.record(.miss)
             leaders[index].leaseCAS = leases[leaders[index].key]
             leaders[index].flight.markReadStarted()
@@ -149,12 +149,7 @@ extension ProfileRepository {
             logger.debug("cache populates failed", metadata: ["error": "\(error)"])
             for index in leased {
                 let load = loads[index]
-                let row = rows[load.id]
-                let outcome = row.map { populate(key: load.key, profile: $0, leaseCAS: load.leaseCAS!) }
-                    ?? populateAbsent(key: load.key, leaseCAS: load.leaseCAS!)
-                statistics.record(outcome == .stored ? .populateStored : .populateLost)
-                if row != nil { shared.hooks.afterPopulate?(load.id) }
-                loads[index].outcome = row.map { .found($0, populated: outcome == .stored) } ?? .notFound
+                loads[index].outcome = storeLoaded(rows[load.id], id: load.id, key: load.key, leaseCAS: load.leaseCAS, flight: load.flight)
             }
             return
         }

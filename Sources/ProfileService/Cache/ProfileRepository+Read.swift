@@ -36,8 +36,8 @@ extension ProfileRepository {
             if firstLookup {
                 firstLookup = false
                 switch entry {
-                case .profile?, .absent?: recordRead(miss: false)
-                case .lease?, nil: recordRead(miss: true)
+                case .profile?, .absent?: readStrategy.record(miss: false)
+                case .lease?, nil: readStrategy.record(miss: true)
                 }
             }
             let lookup: ReadStep.Lookup
@@ -91,11 +91,6 @@ extension ProfileRepository {
                 return try readDatabase(id: id, floor: minVersion, outcome: .miss, since: began)
             }
         }
-    }
-
-    /// Counts a read's first lookup in this worker's strategy.
-    func recordRead(miss: Bool) {
-        readStrategy.record(miss: miss)
     }
 
     /// Whether this worker's reads gain from being batched: not while most of them miss.

@@ -28,17 +28,13 @@ extension ProfileResponder {
     public func respondInBatchLane(
         to requests: [HTTPRequest], worker: ProfileWorker, answer: (Int, HTTPResponse) -> Void
     ) -> BatchRemainder {
-        var missing: Set<Int64> = []
-        let left = answerHits(requests, worker: worker, answer: answer, fromCacheOnly: true) { id in
-            if worker.repository.isMissingFromPrefetch(id: id) { missing.insert(id) }
+        var missing: Set<Int> = []
+        let left = answerHits(requests, worker: worker, answer: answer, fromCacheOnly: true) { index, id in
+            if worker.repository.isMissingFromPrefetch(id: id) { missing.insert(index) }
         }
         var remainder = BatchRemainder()
         for index in left {
-            if let id = Self.cachedReadID(requests[index]), missing.contains(id) {
-                remainder.together.append(index)
-            } else {
-                remainder.alone.append(index)
-            }
+            if missing.contains(index) { remainder.together.append(index) } else { remainder.alone.append(index) }
         }
         // One miss gains nothing from company.
         if remainder.together.count == 1 { remainder.alone.append(contentsOf: remainder.together); remainder.together = [] }
@@ -49,19 +45,11 @@ extension ProfileResponder {
     /// in one round trip, the rows in one query, every populate in one round trip, each id under
     /// the single read's rules), then each answered as alone, from the load.
     public func respond(together requests: [HTTPRequest], worker: ProfileWorker, answer: (Int, HTTPResponse) -> Void) {
-        var floors: [Int64: Int32?] = [:]
-        var order: [Int64] = []
-        for request in requests {
-            guard let id = Self.cachedReadID(request) else { continue }
-            let floor = (try? Self.readFloor(of: request)) ?? nil
-            if let known = floors[id] {
-                floors[id] = .some([known, floor].compactMap { $0 }.max())  // the highest floor asked
-            } else {
-                floors[id] = floor
-                order.append(id)
+        let members = ProfileListRequest(
+            mentions: requests.compactMap { request in
+                Self.cachedReadID(request).map { .init(id: $0, floor: (try? Self.readFloor(of: request)) ?? nil) }
             }
-        }
-        let members = order.map { ProfileListRequest.Member(id: $0, floor: floors[$0] ?? nil) }
+        ).members
         // Each answer is timed from the start of the load it waited for.
         worker.batchStarted = .now
         defer { worker.batchStarted = nil }
@@ -80,16 +68,17 @@ extension ProfileResponder {
     public func respond(to requests: [HTTPRequest], worker: ProfileWorker, answer: (Int, HTTPResponse) -> Void)
         -> [Int]
     {
-        answerHits(requests, worker: worker, answer: answer, fromCacheOnly: false) { _ in }
+        answerHits(requests, worker: worker, answer: answer, fromCacheOnly: false) { _, _ in }
     }
 
     /// The batch's hits, each answered as soon as it is ready; returns the positions of the
-    /// others. `left` sees the id of each read left, while its prefetched entry is still known.
+    /// others. `left` sees the position and id of each read left, while its prefetched entry is
+    /// still known.
     /// `fromCacheOnly` (the lane) leaves the reads of a node that failed the multi-get too, which
     /// a worker's batch answers from PostgreSQL at once: the lane never waits on PostgreSQL.
     private func answerHits(
         _ requests: [HTTPRequest], worker: ProfileWorker, answer: (Int, HTTPResponse) -> Void, fromCacheOnly: Bool,
-        left noteLeft: (Int64) -> Void
+        left noteLeft: (Int, Int64) -> Void
     ) -> [Int] {
         let ids = requests.map(Self.cachedReadID)
         worker.batchStarted = .now
@@ -105,7 +94,7 @@ extension ProfileResponder {
                 {
                     answer(index, respond(to: request, worker: worker))
                 } else {
-                    if let id = ids[index] { noteLeft(id) }
+                    if let id = ids[index] { noteLeft(index, id) }
                     left.append(index)
                 }
             }

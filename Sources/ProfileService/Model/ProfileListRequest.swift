@@ -59,14 +59,29 @@ public struct ProfileListRequest: Equatable, Sendable {
                 }
                 floor = version
             }
-            if let index = position[id] {
-                if let floor { members[index].floor = max(members[index].floor ?? 0, floor) }
-            } else {
-                position[id] = members.count
-                members.append(Member(id: id, floor: floor))
-            }
+            Self.add(Member(id: id, floor: floor), to: &members, position: &position)
         }
         return members
+    }
+
+    /// Adds one mention of an id: a repeated id keeps its first place and the highest floor of
+    /// its mentions. `position` maps each id of `members` to its index.
+    private static func add(_ mention: Member, to members: inout [Member], position: inout [Int64: Int]) {
+        if let index = position[mention.id] {
+            if let floor = mention.floor { members[index].floor = max(members[index].floor ?? 0, floor) }
+        } else {
+            position[mention.id] = members.count
+            members.append(mention)
+        }
+    }
+
+    /// The members of several mentions, merged as a list's are: each id once, at its first place,
+    /// with the highest floor given (reads loaded together, say).
+    public init(mentions: [Member]) {
+        var members: [Member] = []
+        var position: [Int64: Int] = [:]
+        for mention in mentions { Self.add(mention, to: &members, position: &position) }
+        self.members = members
     }
 
     /// At most 40 bytes of what was sent, for the detail.
