@@ -1,22 +1,23 @@
 import Foundation
-import Synchronization
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
 
 /// How a stream attempt ended without a transport error.
 enum EventStreamEnd: Sendable, Hashable {
-    /// The service answered 200 and later closed the stream (a drain, a cut): reconnect.
-    case closed
+    /// The service answered 200 and later closed the stream (a drain, a cut): reconnect, after
+    /// `retry` when the stream gave a `retry:` hint.
+    case closed(retry: Duration?)
     /// The service answered something else; the body is its problem document.
     case refused(TransportResponse)
 }
 
 /// Opens event streams (`text/event-stream`); ``URLSessionEventStreamTransport`` in production.
 protocol EventStreamTransport: Sendable {
-    /// Opens `request` and calls `onEvents` until the stream ends, each time with every event the
-    /// body completed since the last call (never empty): a burst that arrived together, or while
-    /// the previous call ran, comes as one batch.
+    /// Opens `request` and calls `onEvents` until the stream ends: once with no events when the
+    /// service accepted the stream (200), then with every event the body completed since the last
+    /// call (never empty): a burst that arrived together, or while the previous call ran, comes as
+    /// one batch.
     /// - Throws: ``TransportError`` when the connection fails or is never made.
     func stream(_ request: TransportRequest, onEvents: @escaping @Sendable ([ServerSentEvent]) async -> Void)
         async throws(TransportError) -> EventStreamEnd
@@ -53,6 +54,7 @@ final class URLSessionEventStreamTransport: EventStreamTransport {
         var headers: [String: String] = [:]
         var body = Data()
         var failure: TransportError?
+        var announced = false  // the empty batch that says the stream opened
         await withTaskCancellationHandler {
             for await _ in inbox.arrivals {
                 // Everything buffered since the last turn, so a burst is handed on as one batch.
@@ -72,7 +74,10 @@ final class URLSessionEventStreamTransport: EventStreamTransport {
                         finished = true
                     }
                 }
-                if !events.isEmpty { await onEvents(events) }
+                if !events.isEmpty || (status == 200 && !announced) {
+                    announced = true
+                    await onEvents(events)
+                }
                 if finished { return }
             }
         } onCancel: {
@@ -83,7 +88,7 @@ final class URLSessionEventStreamTransport: EventStreamTransport {
         guard status == 200 else {
             return .refused(TransportResponse(status: status, headers: headers, body: body))
         }
-        return .closed
+        return .closed(retry: parser.retryMilliseconds.map { .milliseconds($0) })
     }
 
     private enum Chunk: Sendable {
@@ -97,7 +102,7 @@ final class URLSessionEventStreamTransport: EventStreamTransport {
     private final class Inbox: Sendable {
         let arrivals: AsyncStream<Void>
         private let wake: AsyncStream<Void>.Continuation
-        private let chunks = Mutex<[Chunk]>([])
+        private let chunks = LockedValue<[Chunk]>([])
 
         init() {
             (arrivals, wake) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))

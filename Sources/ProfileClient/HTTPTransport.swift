@@ -66,17 +66,23 @@ final class URLSessionTransport: HTTPTransport {
         let components = request.timeout.components
         urlRequest.timeoutInterval = Double(components.seconds) + Double(components.attoseconds) / 1e18
         for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
-        let outcome: Result<(Data, URLResponse), any Error> = await withCheckedContinuation { continuation in
-            let task = session.dataTask(with: urlRequest) { data, response, error in
-                if let error {
-                    continuation.resume(returning: .failure(error))
-                } else if let response {
-                    continuation.resume(returning: .success((data ?? Data(), response)))
-                } else {
-                    continuation.resume(returning: .failure(URLError(.badServerResponse)))
-                }
+        // Cancelling the calling task cancels the data task, so the connection is closed at once.
+        let running = RunningTask()
+        let outcome: Result<(Data, URLResponse), any Error> = await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                running.start(
+                    session.dataTask(with: urlRequest) { data, response, error in
+                        if let error {
+                            continuation.resume(returning: .failure(error))
+                        } else if let response {
+                            continuation.resume(returning: .success((data ?? Data(), response)))
+                        } else {
+                            continuation.resume(returning: .failure(URLError(.badServerResponse)))
+                        }
+                    })
             }
-            task.resume()
+        } onCancel: {
+            running.cancel()
         }
         switch outcome {
         case .success(let (data, response)):
@@ -107,5 +113,32 @@ final class URLSessionTransport: HTTPTransport {
         default:
             return TransportError(kind: .other, description: description)
         }
+    }
+}
+
+/// A data task and whether its caller was cancelled, whichever comes first.
+///
+/// `@unchecked Sendable`: `task` and `cancelled` are touched only under `lock`.
+private final class RunningTask: @unchecked Sendable {
+    private let lock = NSLock()
+    private var task: URLSessionDataTask?
+    private var cancelled = false
+
+    /// Resumes `task`, or cancels it when the caller was cancelled before it existed.
+    func start(_ task: URLSessionDataTask) {
+        lock.lock()
+        self.task = task
+        let cancelled = self.cancelled
+        lock.unlock()
+        task.resume()
+        if cancelled { task.cancel() }
+    }
+
+    func cancel() {
+        lock.lock()
+        cancelled = true
+        let task = self.task
+        lock.unlock()
+        task?.cancel()
     }
 }

@@ -1,33 +1,48 @@
-/// What one ``ProfileClient`` knows per profile id: the read-your-writes entries, the version
-/// tokens for `min_version`, the newest profile the service returned, and the optimistic
-/// updates in flight, and which ids the service said do not exist. Every change of what is shown
-/// for an id is published from here to its observers and to every observed list holding it, so
-/// they see changes in the order this actor made them.
+/// What one ``ProfileClient`` knows per profile id: the read-your-writes entries, the newest
+/// confirmed profile and the floor every later read passes, the optimistic edits in flight, and
+/// which ids the service said do not exist. Every change of what is shown for an id is published
+/// from here to its observers and to every observed list holding it, so they see changes in the
+/// order this actor made them.
+///
+/// Two rules keep the screen from going back:
+/// - Every version the client learns (a fetch, a list, a write, a 409's `current`, an event)
+///   raises the id's floor and replaces the confirmed profile only when newer; reads return the
+///   newer of the answer and the confirmed profile.
+/// - An optimistic profile is shown only while it is newer than the confirmed one.
 actor LocalProfileCache {
-    private struct Intent {
+    struct Intent {
         var sequence: UInt64
-        /// `nil` when nothing was known about the profile to build the optimistic one from.
-        var optimistic: Profile?
+        var displayName: String
+        /// The version the edit expects: given by the caller (``ProfileClient/updateDisplayName(id:to:expectedVersion:)``),
+        /// or `nil` for a serialized edit, which applies on top of the newest confirmed profile.
+        var expectedVersion: Int32?
     }
 
-    private struct Record {
+    struct Record {
         /// A profile this client wrote, and when it stops answering reads.
         var written: (profile: Profile, expires: ContinuousClock.Instant)?
-        /// The version of this client's last write: the `min_version` of later reads.
-        var minimumVersion: Int32?
-        /// The newest profile the service returned (fetch, write or conflict).
+        /// The newest profile the service returned (fetch, list, write, conflict, event).
         var confirmed: Profile?
-        /// Updates in flight, oldest first.
+        /// The highest committed version known, a deletion's included: the `min_version` of reads
+        /// and the resume point of streams.
+        var floor: Int32 = 0
+        /// Edits in flight or waiting, oldest first.
         var intents: [Intent] = []
-        /// Set when the service said the profile does not exist (a `deleted` event): the highest
-        /// version known then. A profile at or below it is older than the deletion and is not
-        /// shown; a profile created again is above it (versions continue past a deleted id's last,
-        /// docs/design.md §2.5).
+        /// Set when the service said the profile does not exist: the floor then. A profile at or
+        /// below it is older than the deletion and is not shown; a profile created again is above
+        /// it (versions continue past a deleted id's last, docs/design.md §2.5).
         var deletedAbove: Int32?
+        /// When the record was last read or changed, for eviction (a counter, not a clock).
+        var lastUse: UInt64 = 0
 
-        /// The latest intent wins; with none in flight, the newest confirmed profile.
+        /// The newest intent while it is newer than the confirmed profile, else the confirmed one.
         var shown: Profile? {
-            intents.last(where: { $0.optimistic != nil })?.optimistic ?? confirmed
+            guard let intent = intents.last, var optimistic = confirmed else { return confirmed }
+            let base = intent.expectedVersion ?? optimistic.version
+            guard base < Int32.max, base + 1 > optimistic.version else { return confirmed }
+            optimistic.displayName = intent.displayName
+            optimistic.version = base + 1
+            return optimistic
         }
 
         /// What lists show for the id; `nil` while nothing is known.
@@ -35,26 +50,25 @@ actor LocalProfileCache {
             if let shown { return .profile(shown) }
             return deletedAbove == nil ? nil : .missing
         }
-
-        /// The highest committed version known (a deletion's included): a stream resumes above it.
-        var floor: Int32? {
-            let floor = max(confirmed?.version ?? 0, minimumVersion ?? 0, deletedAbove ?? 0)
-            return floor > 0 ? floor : nil
-        }
     }
 
-    private let window: Duration
-    private let now: @Sendable () -> ContinuousClock.Instant
-    private let observers: ProfileObservers
-    private let lists: ProfileListObservers
-    private var records: [Int64: Record] = [:]
-    private var nextSequence: UInt64 = 0
+    let window: Duration
+    let capacity: Int
+    let now: @Sendable () -> ContinuousClock.Instant
+    let observers: ProfileObservers
+    let lists: ProfileListObservers
+    var records: [Int64: Record] = [:]
+    var nextSequence: UInt64 = 0
+    var useCounter: UInt64 = 0
+    /// The serialized edits of each id (``ProfileClient/setDisplayName(_:id:)``).
+    var lanes: [Int64: EditLane] = [:]
 
     init(
-        window: Duration, observers: ProfileObservers, lists: ProfileListObservers,
+        window: Duration, capacity: Int, observers: ProfileObservers, lists: ProfileListObservers,
         now: @escaping @Sendable () -> ContinuousClock.Instant
     ) {
         self.window = window
+        self.capacity = max(1, capacity)
         self.observers = observers
         self.lists = lists
         self.now = now
@@ -67,18 +81,25 @@ actor LocalProfileCache {
             records[id]?.written = nil
             return nil
         }
+        touch(id)
         return written.profile
     }
 
-    /// The version the next read of `id` must not go below (the client's last write), if any.
-    func minimumVersion(id: Int64) -> Int32? {
-        records[id]?.minimumVersion
+    /// The newest confirmed profile of `id`, if any.
+    func confirmedProfile(id: Int64) -> Profile? {
+        records[id]?.confirmed
+    }
+
+    /// The version the next read of `id` must not go below, if the client knows one.
+    func floor(id: Int64) -> Int32? {
+        guard let floor = records[id]?.floor, floor > 0 else { return nil }
+        return floor
     }
 
     /// The floor of each of `ids` the client knows one of: a multi-id stream resumes above it.
     func floors(for ids: [Int64]) -> [Int64: Int32] {
         var floors: [Int64: Int32] = [:]
-        for id in ids { floors[id] = records[id]?.floor }
+        for id in ids { floors[id] = floor(id: id) }
         return floors
     }
 
@@ -90,13 +111,21 @@ actor LocalProfileCache {
     }
 
     /// A profile the service returned to a read, or in a 409: never hidden by an older local entry.
-    func didFetch(_ profile: Profile) {
+    /// - Returns: the newer of `profile` and the confirmed profile of its id: what the read returns.
+    @discardableResult
+    func didFetch(_ profile: Profile) -> Profile {
         confirm(profile)
         publish([profile.id])
+        return records[profile.id]?.confirmed ?? profile
     }
 
-    /// A version the event stream announced (committed somewhere): shown like a fetch, and later
-    /// reads of the id pass it as `min_version`, so they never answer older.
+    /// The service said `id` does not exist (a 404 to a read or a stream, a `deleted` event).
+    func didLearnMissing(id: Int64) {
+        apply(.deleted(id: id))
+        publish([id])
+    }
+
+    /// A version the event stream announced (committed somewhere): shown like a fetch.
     func didReceiveEvent(_ profile: Profile) {
         apply(.profile(profile))
         publish([profile.id])
@@ -110,22 +139,21 @@ actor LocalProfileCache {
     }
 
     /// A profile the service returned to this client's write: answers reads for the window.
-    func didWrite(_ profile: Profile) {
+    /// - Returns: the newer of `profile` and the confirmed profile of its id.
+    @discardableResult
+    func didWrite(_ profile: Profile) -> Profile {
         record(written: profile)
         publish([profile.id])
+        return records[profile.id]?.confirmed ?? profile
     }
 
-    /// Starts an optimistic update and shows it to observers at once.
+    /// Starts an optimistic update and shows it to observers at once (while it is newer than the
+    /// confirmed profile).
     /// - Returns: the intent's sequence number, for ``finishUpdate(id:sequence:outcome:)``.
-    func beginUpdate(id: Int64, displayName: String, expectedVersion: Int32) -> UInt64 {
+    func beginUpdate(id: Int64, displayName: String, expectedVersion: Int32?) -> UInt64 {
         nextSequence += 1
-        var optimistic: Profile?
-        if var base = records[id]?.shown ?? records[id]?.confirmed, expectedVersion < Int32.max {
-            base.displayName = displayName
-            base.version = expectedVersion + 1
-            optimistic = base
-        }
-        records[id, default: Record()].intents.append(Intent(sequence: nextSequence, optimistic: optimistic))
+        records[id, default: Record()].intents.append(
+            Intent(sequence: nextSequence, displayName: displayName, expectedVersion: expectedVersion))
         publish([id])
         return nextSequence
     }
@@ -136,44 +164,35 @@ actor LocalProfileCache {
         case failed
     }
 
-    /// Ends an intent: confirms it, rolls it back to the server's current profile (409), or
-    /// drops it (failure: observers get the previous profile back unless a later intent shows).
-    func finishUpdate(id: Int64, sequence: UInt64, outcome: UpdateOutcome) {
-        records[id]?.intents.removeAll { $0.sequence == sequence }
+    /// Ends intents: the answer to the one numbered `sequence` supersedes it and every older one
+    /// of the id (the latest intent wins). A failure drops the intents through `sequence`, so
+    /// observers get the newest confirmed profile back unless a later intent shows.
+    /// - Returns: the newer of the answer and the confirmed profile, for a written or 409 answer.
+    @discardableResult
+    func finishUpdate(id: Int64, sequence: UInt64, outcome: UpdateOutcome) -> Profile? {
         switch outcome {
         case .written(let profile):
-            supersedeIntents(id: id, olderThan: sequence)
+            records[id]?.intents.removeAll { $0.sequence <= sequence }
             record(written: profile)
         case .conflict(let current):
-            supersedeIntents(id: id, olderThan: sequence)
+            records[id]?.intents.removeAll { $0.sequence <= sequence }
             confirm(current)
         case .failed:
-            break
+            records[id]?.intents.removeAll { $0.sequence <= sequence }
         }
         publish([id])
+        return records[id]?.confirmed
     }
 
     // MARK: Private
-
-    /// Once the service has answered an intent, older intents of the id are no longer shown,
-    /// even while their requests are in flight: the latest intent wins.
-    private func supersedeIntents(id: Int64, olderThan sequence: UInt64) {
-        guard var intents = records[id]?.intents else { return }
-        for index in intents.indices where intents[index].sequence < sequence {
-            intents[index].optimistic = nil
-        }
-        records[id]?.intents = intents
-    }
 
     private func apply(_ event: ProfileStreamEvent) {
         switch event {
         case .profile(let profile):
             confirm(profile)
-            let minimum = max(records[profile.id]?.minimumVersion ?? 0, profile.version)
-            records[profile.id]?.minimumVersion = minimum
         case .deleted(let id):
             var record = records[id, default: Record()]
-            record.deletedAbove = record.floor ?? 0
+            record.deletedAbove = record.floor
             record.confirmed = nil
             record.written = nil
             records[id] = record
@@ -189,6 +208,7 @@ actor LocalProfileCache {
         if record.confirmed.map({ $0.version <= profile.version }) ?? true {
             record.confirmed = profile
         }
+        record.floor = max(record.floor, profile.version)
         if let written = record.written, written.profile.version < profile.version {
             record.written = nil
         }
@@ -197,26 +217,30 @@ actor LocalProfileCache {
 
     private func record(written profile: Profile) {
         confirm(profile)
-        var record = records[profile.id, default: Record()]
-        record.minimumVersion = max(record.minimumVersion ?? 0, profile.version)
-        if record.confirmed?.version == profile.version {
-            record.written = (profile, now() + window)
+        if records[profile.id]?.confirmed?.version == profile.version {
+            records[profile.id]?.written = (profile, now() + window)
         }
-        records[profile.id] = record
+    }
+
+    func touch(_ id: Int64) {
+        useCounter += 1
+        records[id]?.lastUse = useCounter
     }
 
     /// Publishes what is shown for `ids` now: to each id's observers, and to the lists in one step.
-    private func publish(_ ids: [Int64]) {
+    func publish(_ ids: [Int64]) {
         var members: [Int64: ListMember] = [:]
         for id in ids {
+            touch(id)
             guard let record = records[id] else { continue }
             if let shown = record.shown {
-                observers.publish(shown)
+                observers.publish(.updated(shown), for: id)
             } else if record.deletedAbove != nil {
-                observers.forget(id)
+                observers.publish(.deleted(id: id), for: id)
             }
             members[id] = record.member
         }
         lists.update(members)
+        evictIfFull()
     }
 }

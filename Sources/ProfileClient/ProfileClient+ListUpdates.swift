@@ -41,16 +41,12 @@ extension ProfileClient {
         let (stream, continuation) = AsyncThrowingStream<ProfileList, any Error>.makeStream(
             bufferingPolicy: .bufferingNewest(1))
         let token = listObservers.register(ids: unique, continuation: continuation)
-        let following = Task { [cache, configuration, eventTransport, randomUnit, listObservers] in
+        let following = Task { [cache, streamFollowing, listObservers] in
             await cache.publishMembers(of: unique)
-            guard let eventTransport else { return }
+            guard let streamFollowing else { return }
             let refusal = await withTaskGroup(of: TransportResponse?.self) { group -> TransportResponse? in
                 for chunk in Self.streamChunks(unique) {
-                    group.addTask {
-                        await Self.followList(
-                            ids: chunk, transport: eventTransport, configuration: configuration, cache: cache,
-                            randomUnit: randomUnit)
-                    }
+                    group.addTask { await streamFollowing.followList(ids: chunk) }
                 }
                 for await case let refusal? in group {
                     group.cancelAll()
@@ -65,32 +61,6 @@ extension ProfileClient {
             listObservers.remove(token)
         }
         return stream
-    }
-
-    /// Follows one multi-id stream until cancelled or refused for good; every batch of events
-    /// goes into the store in one step.
-    /// - Returns: the answer that refused the stream for good, or `nil` when cancelled.
-    static func followList(
-        ids: [Int64], transport: any EventStreamTransport, configuration: ProfileClientConfiguration,
-        cache: LocalProfileCache, randomUnit: @escaping @Sendable () -> Double
-    ) async -> TransportResponse? {
-        let asked = Set(ids)
-        return await followEventStream(
-            transport: transport, configuration: configuration, randomUnit: randomUnit,
-            finalStatuses: [400, 401, 403, 404, 414],
-            makeRequest: {
-                // The resume point is the floors (the endpoint ignores Last-Event-ID): each id
-                // at the highest version held now, so the service sends only what is newer.
-                let floors = await cache.floors(for: ids)
-                let members = ids.map { id in floors[id].map { "\(id)@\($0)" } ?? String(id) }
-                let path = "/users/profiles/events?ids=" + members.joined(separator: ",")
-                guard let url = URL(string: path, relativeTo: configuration.baseURL)?.absoluteURL else { return nil }
-                return (url, ["Accept": "text/event-stream"])
-            },
-            onEvents: { events in
-                let decoded = events.compactMap(ProfileStreamEvent.init).filter { asked.contains($0.id) }
-                if !decoded.isEmpty { await cache.didReceiveEvents(decoded) }
-            })
     }
 
     /// `ids` split into the streams that follow them, in order: at most ``maximumIDsPerStream``
@@ -112,5 +82,30 @@ extension ProfileClient {
         }
         if !current.isEmpty { chunks.append(current) }
         return chunks
+    }
+}
+
+extension StreamFollowing {
+    /// Follows one multi-id stream until cancelled or refused for good; every batch of events
+    /// goes into the store in one step.
+    /// - Returns: the answer that refused the stream for good, or `nil` when cancelled.
+    func followList(ids: [Int64]) async -> TransportResponse? {
+        let asked = Set(ids)
+        return await follow(
+            classify: { [400, 401, 403, 404, 414].contains($0.status) ? .final : .transient },
+            makeRequest: { [cache, configuration] in
+                // The resume point is the floors (the endpoint ignores Last-Event-ID): each id
+                // at the highest version held now, so the service sends only what is newer.
+                let floors = await cache.floors(for: ids)
+                let members = ids.map { id in floors[id].map { "\(id)@\($0)" } ?? String(id) }
+                let path = "/users/profiles/events?ids=" + members.joined(separator: ",")
+                guard let url = URL(string: path, relativeTo: configuration.baseURL)?.absoluteURL else { return nil }
+                return (url, ["Accept": "text/event-stream"])
+            },
+            report: { _ in },  // a list's consumer learns of a refusal for good as the stream's error
+            onEvents: { [cache] events in
+                let decoded = events.compactMap(ProfileStreamEvent.init).filter { asked.contains($0.id) }
+                if !decoded.isEmpty { await cache.didReceiveEvents(decoded) }
+            })
     }
 }

@@ -18,10 +18,12 @@ extension ProfileClient {
     static let maximumIDsPerRequest = 100
 
     /// Reads several profiles with one request per 100 ids (`GET /users/profiles?ids=…`), each
-    /// never older than what this client last wrote or was told of it (its floor, `id@version`).
+    /// never older than any version this client learned of it (its floor, `id@version`): each
+    /// profile returned is the newer of the answer's and the one the client holds.
     ///
-    /// Every profile answered reaches the observers of its id (``updates(for:)``) as a fetch does,
-    /// so a list and a detail view that show the same profile stay the same.
+    /// Every profile answered reaches the observers of its id (``events(for:)``) as a fetch does,
+    /// and every id missing as ``ProfileEvent/deleted(id:)``, so a list and a detail view that
+    /// show the same profile stay the same.
     /// - Throws: ``ProfileClientError``: `unauthorized`, `unavailable`, `transport`…; ids no profile
     ///   has are not an error but ``ProfileList/missing``.
     public func profiles(ids: [Int64]) async throws(ProfileClientError) -> ProfileList {
@@ -34,7 +36,7 @@ extension ProfileClient {
             start = chunk.endIndex
             var members: [String] = []
             for id in chunk {
-                if let floor = await cache.minimumVersion(id: id) { members.append("\(id)@\(floor)") } else { members.append("\(id)") }
+                if let floor = await cache.floor(id: id) { members.append("\(id)@\(floor)") } else { members.append("\(id)") }
             }
             let response = try await send(
                 method: "GET", path: "/users/profiles?ids=" + members.joined(separator: ","), body: nil, isRead: true)
@@ -45,8 +47,8 @@ extension ProfileClient {
             } catch {
                 throw .transport("the service answered a list that does not decode: \(error)")
             }
-            for profile in page.profiles { await cache.didFetch(profile) }
-            answer.profiles += page.profiles
+            for profile in page.profiles { answer.profiles.append(await cache.didFetch(profile)) }
+            for id in page.missing { await cache.didLearnMissing(id: id) }
             answer.missing += page.missing
         }
         return answer

@@ -1,34 +1,58 @@
 import Foundation
-import Synchronization
 
 extension ProfileClient {
-    /// Follows `id`'s event stream until cancelled: each `profile` event goes through the local
-    /// cache like a fetch (an older version never replaces a newer one) and becomes the id's
-    /// `min_version` for later reads. Reconnects as ``followEventStream`` does, with
-    /// `Last-Event-ID`, so nothing committed meanwhile is missed. A 404, 401 or 403 ends following;
-    /// 503 waits for `Retry-After`.
+    /// What following a stream needs of this client, without keeping it alive; `nil` when the
+    /// client follows none (unit tests without an event transport).
+    var streamFollowing: StreamFollowing? {
+        eventTransport.map {
+            StreamFollowing(
+                transport: $0, configuration: configuration, cache: cache, randomUnit: randomUnit, sleep: sleep)
+        }
+    }
+
+    /// Follows `id` while anyone observes it, unless following is off or already running.
+    func startFollowing(_ id: Int64) {
+        guard let following = streamFollowing, configuration.followsLiveUpdates else { return }
+        liveSubscriptions.retain(id) { [observers, liveSubscriptions] in
+            Task {
+                await following.followProfile(id: id, observers: observers)
+                if !Task.isCancelled { liveSubscriptions.stopped(id) }
+            }
+        }
+    }
+}
+
+extension StreamFollowing {
+    /// Follows `id`'s event stream until cancelled or refused for good: each `profile` event goes
+    /// through the store like a fetch (an older version never replaces a newer one). Each attempt
+    /// resumes with `Last-Event-ID` at the id's floor, so nothing committed meanwhile is missed.
     ///
-    /// Static, so the following task does not keep the client alive: releasing the client
-    /// cancels it.
-    static func follow(
-        id: Int64, transport: any EventStreamTransport, configuration: ProfileClientConfiguration,
-        cache: LocalProfileCache, randomUnit: @escaping @Sendable () -> Double
-    ) async {
+    /// A 404 (the profile was deleted, or does not exist yet) reaches observers as `deleted`, and
+    /// following goes on with backoff, so a profile created again comes back. 400, 401 (after one
+    /// fresh token) and 403 end following; observers are told
+    /// ``ProfileEvent/failed(_:willRetry:)`` without retry.
+    func followProfile(id: Int64, observers: ProfileObservers) async {
         guard let url = URL(string: "/users/profile/\(id)/events", relativeTo: configuration.baseURL)?.absoluteURL
         else { return }
-        let lastVersion = Mutex<Int32?>(nil)
-        _ = await followEventStream(
-            transport: transport, configuration: configuration, randomUnit: randomUnit,
-            finalStatuses: [400, 401, 403, 404],
-            makeRequest: {
+        _ = await follow(
+            classify: { [cache] response in
+                switch response.status {
+                case 404:
+                    await cache.didLearnMissing(id: id)
+                    return .expected
+                case 400, 401, 403: return .final
+                default: return .transient
+                }
+            },
+            makeRequest: { [cache] in
                 var headers = ["Accept": "text/event-stream"]
-                if let known = lastVersion.withLock({ $0 }) { headers["Last-Event-ID"] = String(known) }
+                if let floor = await cache.floor(id: id) { headers["Last-Event-ID"] = String(floor) }
                 return (url, headers)
             },
+            report: { observers.publish($0, for: id) },
             onEvents: { [cache] events in
                 for event in events {
                     guard case .profile(let profile)? = ProfileStreamEvent(event), profile.id == id else { continue }
-                    lastVersion.withLock { $0 = max($0 ?? 0, profile.version) }
                     await cache.didReceiveEvent(profile)
                 }
             })
@@ -42,17 +66,22 @@ final class LiveSubscriptions: Sendable {
         var task: Task<Void, Never>?
     }
 
-    private let entries = Mutex<[Int64: Entry]>([:])
+    private let entries = LockedValue<[Int64: Entry]>([:])
 
-    /// One more observer of `id`; the first starts following with `start`.
+    /// One more observer of `id`; the first starts following with `start`, and so does the
+    /// next one after following stopped by itself.
     func retain(_ id: Int64, start: () -> Task<Void, Never>) {
         entries.withLock { entries in
-            if entries[id] != nil {
-                entries[id]!.observers += 1
-            } else {
-                entries[id] = Entry(observers: 1, task: start())
-            }
+            var entry = entries[id] ?? Entry(observers: 0, task: nil)
+            entry.observers += 1
+            if entry.task == nil { entry.task = start() }
+            entries[id] = entry
         }
+    }
+
+    /// Following `id` ended by itself (refused for good): the next observer starts it again.
+    func stopped(_ id: Int64) {
+        entries.withLock { $0[id]?.task = nil }
     }
 
     /// One observer of `id` less; the last one stops following.

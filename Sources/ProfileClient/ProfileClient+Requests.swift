@@ -10,23 +10,26 @@ extension ProfileClient {
             throw .transport("cannot form a URL from \(configuration.baseURL) and \(path)")
         }
         var attempt = 0
+        var rejected: String?  // the token a 401 refused: the next attempt asks for a fresh one
+        var refreshedToken = false
         while true {
             attempt += 1
             var headers = extra
             headers["Accept"] = "application/json, application/problem+json"
             if body != nil { headers["Content-Type"] = "application/json" }
-            if let provider = configuration.tokenProvider {
-                do {
-                    if let token = try await provider() { headers["Authorization"] = "Bearer \(token)" }
-                } catch {
-                    throw .transport("token provider failed: \(error)")
-                }
-            }
+            let token = try await configuration.bearerToken(replacing: rejected)
+            if let token { headers["Authorization"] = "Bearer \(token)" }
             let request = TransportRequest(
                 method: method, url: url, headers: headers, body: body, timeout: configuration.requestTimeout)
             let wait: Duration?
             do {
                 let response = try await transport.send(request)
+                if response.status == 401, let token, !refreshedToken {
+                    // Refused before anything was applied: once more with a fresh token.
+                    (rejected, refreshedToken) = (token, true)
+                    continue
+                }
+                rejected = nil
                 guard isRead, response.status == 503 || response.status == 504 else { return response }
                 let retryAfter = response.headers["retry-after"].flatMap { RetryPolicy.parseRetryAfter($0) }
                 wait = configuration.retry.delay(afterAttempt: attempt, retryAfter: retryAfter, randomUnit: randomUnit())
@@ -38,7 +41,7 @@ extension ProfileClient {
                 if wait == nil { throw .transport(error.description) }
             }
             do {
-                try await Task.sleep(for: wait!)
+                try await sleep(wait!)
             } catch {
                 throw .transport("cancelled")
             }
@@ -92,6 +95,21 @@ extension ProfileClient {
             return try JSONEncoder().encode(Body(fields: fields, version: version))
         } catch {
             throw .transport("cannot encode the request: \(error)")
+        }
+    }
+}
+
+extension ProfileClientConfiguration {
+    /// The token of the next attempt, from ``tokenProvider``; after a 401, `rejected` is the token
+    /// the service refused, handed to ``tokenRejected`` first so the provider returns a fresh one.
+    /// - Throws: ``ProfileClientError/tokenUnavailable(_:)`` when the provider throws.
+    func bearerToken(replacing rejected: String?) async throws(ProfileClientError) -> String? {
+        guard let tokenProvider else { return nil }
+        if let rejected { await tokenRejected?(rejected) }
+        do {
+            return try await tokenProvider()
+        } catch {
+            throw .tokenUnavailable(String(describing: error))
         }
     }
 }

@@ -1,26 +1,30 @@
 import Foundation
 
 /// A client of profile-service that gives its callers read-your-writes, optimistic updates and
-/// live updates.
+/// live updates, with a screen that never goes back to an older version.
 ///
 /// - **Read-your-writes.** A profile this client wrote answers ``fetch(id:policy:)`` of its id
-///   for ``ProfileClientConfiguration/readYourWritesWindow`` without a network call; later reads
-///   pass `min_version` of the last write, so the service keeps the guarantee after that.
-/// - **Optimistic updates.** ``updateDisplayName(id:to:expectedVersion:)`` shows the intended
-///   profile to observers at once, then the service's answer, or a rollback.
-/// - **Observation.** ``updates(for:)``: every fetch and write of an id through this instance
-///   reaches every observer of it, and so does every change committed anywhere: while an id is
-///   observed, the client follows its event stream (`/users/profile/{id}/events`), reconnecting
-///   with jittered backoff and `Last-Event-ID`. ``observeList(ids:)`` follows one stream for a
-///   whole list (`/users/profiles/events`) into the same store. Share one instance across the app
-///   (inject it); there is no global one.
+///   for ``ProfileClientConfiguration/readYourWritesWindow`` without a network call. Every version
+///   the client learns (a read, a list, a write, a 409, an event) becomes the id's floor: later
+///   reads pass it as `min_version`, and return the newer of the answer and what the client holds.
+/// - **Edits.** ``setDisplayName(_:id:)`` shows the edit at once and serializes the edits of one
+///   id, sending only the newest of those made while one is in flight, so rapid edits never
+///   conflict with each other and the last one wins. An optimistic value is shown only while it
+///   is newer than the confirmed one; a failure rolls back to the newest confirmed profile.
+/// - **Observation.** ``events(for:)`` says what happens to a profile (updated, deleted, following
+///   failed or resumed), ``updates(for:)`` gives its profiles, ``observeList(ids:)`` a live list,
+///   and ``ObservableProfiles`` is the same for SwiftUI. While an id is observed, the client
+///   follows its event stream (`/users/profile/{id}/events`), reconnecting with backoff
+///   (``LiveUpdatePolicy``) and `Last-Event-ID`. Share one instance across the app (inject it);
+///   there is no global one.
 /// - **Retries.** Reads retry on 503, 504 and connection errors with jittered backoff, honouring
-///   `Retry-After`; writes only when the request surely never reached the service.
+///   `Retry-After`; writes only when the request surely never reached the service. A 401 is
+///   retried once with a fresh token.
 ///
 /// ```swift
 /// let client = ProfileClient(configuration: .init(baseURL: URL(string: "http://127.0.0.1:8080")!))
 /// let profile = try await client.fetch(id: 42)
-/// let renamed = try await client.updateDisplayName(id: 42, to: "Ada", expectedVersion: profile.version)
+/// let renamed = try await client.setDisplayName("Ada", id: 42)
 /// ```
 public final class ProfileClient: Sendable {
     public let configuration: ProfileClientConfiguration
@@ -29,6 +33,7 @@ public final class ProfileClient: Sendable {
     let observers: ProfileObservers
     let listObservers: ProfileListObservers
     let randomUnit: @Sendable () -> Double
+    let sleep: @Sendable (Duration) async throws -> Void
     /// Opens event streams; `nil` (in unit tests) follows none.
     let eventTransport: (any EventStreamTransport)?
     let liveSubscriptions = LiveSubscriptions()
@@ -44,15 +49,18 @@ public final class ProfileClient: Sendable {
         configuration: ProfileClientConfiguration, transport: any HTTPTransport,
         eventTransport: (any EventStreamTransport)? = nil,
         now: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now },
-        randomUnit: @escaping @Sendable () -> Double = { Double.random(in: 0...1) }
+        randomUnit: @escaping @Sendable () -> Double = { Double.random(in: 0...1) },
+        sleep: @escaping @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) }
     ) {
         self.configuration = configuration
         self.transport = transport
         self.observers = ProfileObservers()
         self.listObservers = ProfileListObservers()
         self.cache = LocalProfileCache(
-            window: configuration.readYourWritesWindow, observers: observers, lists: listObservers, now: now)
+            window: configuration.readYourWritesWindow, capacity: configuration.storeCapacity, observers: observers,
+            lists: listObservers, now: now)
         self.randomUnit = randomUnit
+        self.sleep = sleep
         self.eventTransport = eventTransport
     }
 
@@ -66,24 +74,32 @@ public final class ProfileClient: Sendable {
     public enum FetchPolicy: Sendable, Hashable {
         /// A profile this client wrote within the window answers without a network call.
         case useLocalWrites
-        /// Always ask the service (still passing `min_version` of this client's last write).
+        /// Always ask the service (still passing the id's floor as `min_version`).
         case reloadFromServer
     }
 
-    /// Reads a profile, never older than what this client last wrote for it.
+    /// Reads a profile, never older than any version this client learned of it.
+    ///
+    /// The request carries the id's floor (`min_version`) and, when the client holds the profile,
+    /// `If-None-Match` with its version: a 304 answers from the store. A 404 reaches the id's
+    /// observers as ``ProfileEvent/deleted(id:)``.
+    /// - Returns: the newer of the service's answer and the profile the client holds.
     /// - Throws: ``ProfileClientError``: `notFound`, `unauthorized`, `forbidden`, `unavailable`, `transport`…
     public func fetch(id: Int64, policy: FetchPolicy = .useLocalWrites) async throws(ProfileClientError) -> Profile {
-        if policy == .useLocalWrites, let written = await cache.writtenProfile(id: id) {
-            await cache.didFetch(written)
-            return written
-        }
+        if policy == .useLocalWrites, let written = await cache.writtenProfile(id: id) { return written }
         var path = "/users/profile/\(id)"
-        if let minimum = await cache.minimumVersion(id: id) { path += "?min_version=\(minimum)" }
-        let response = try await send(method: "GET", path: path, body: nil, isRead: true)
-        guard response.status == 200 else { throw Self.error(for: response) }
-        let profile = try Self.decodeProfile(response.body)
-        await cache.didFetch(profile)
-        return profile
+        if let floor = await cache.floor(id: id) { path += "?min_version=\(floor)" }
+        let known = await cache.confirmedProfile(id: id)
+        let headers = known.map { ["If-None-Match": "\"\($0.version)\""] } ?? [:]
+        let response = try await send(method: "GET", path: path, body: nil, isRead: true, headers: headers)
+        switch response.status {
+        case 200: return await cache.didFetch(try Self.decodeProfile(response.body))
+        case 304 where known != nil: return await cache.didFetch(known!)
+        case 404:
+            await cache.didLearnMissing(id: id)
+            throw .notFound
+        default: throw Self.error(for: response)
+        }
     }
 
     /// Creates a profile (`If-None-Match: *`); 409 when the id exists (``ProfileClientError/conflict(current:)``)
@@ -104,52 +120,27 @@ public final class ProfileClient: Sendable {
         }
     }
 
-    /// Sets the display name if the profile is still at `expectedVersion`.
+    /// Every event of `id`: its state now (the latest profile the client knows, or `deleted`),
+    /// then each change this client makes or learns of — fetches, writes, optimistic edits and
+    /// their rollbacks, and every version committed anywhere (from the service's event stream,
+    /// followed while anyone observes `id`) — and whether following fails or resumes.
     ///
-    /// Observers of `id` see the intended profile at once (when the client knows the profile),
-    /// then the service's answer; on 409 the service's current profile; on any other failure the
-    /// profile they saw before. With several updates of one id in flight, the latest intent is
-    /// shown until it resolves, and an older answer never replaces a newer one.
-    /// - Returns: the profile the service stored, at `expectedVersion + 1`.
-    /// - Throws: ``ProfileClientError/conflict(current:)`` when the version is stale; never retried.
-    public func updateDisplayName(id: Int64, to displayName: String, expectedVersion: Int32)
-        async throws(ProfileClientError) -> Profile
-    {
-        let sequence = await cache.beginUpdate(id: id, displayName: displayName, expectedVersion: expectedVersion)
-        do throws(ProfileClientError) {
-            let body = try Self.encode(["display_name": displayName], version: expectedVersion)
-            let response = try await send(method: "PUT", path: "/users/profile/\(id)", body: body, isRead: false)
-            guard response.status == 200 else { throw Self.error(for: response) }
-            let profile = try Self.decodeProfile(response.body)
-            await cache.finishUpdate(id: id, sequence: sequence, outcome: .written(profile))
-            return profile
-        } catch {
-            if case .conflict(let current) = error {
-                await cache.finishUpdate(id: id, sequence: sequence, outcome: .conflict(current: current))
-            } else {
-                await cache.finishUpdate(id: id, sequence: sequence, outcome: .failed)
-            }
-            throw error
-        }
+    /// A version older than one shown is never shown after it. Consecutive equal states are given
+    /// once; a slow consumer keeps the newest 64 events. A profile deleted and created again comes
+    /// back as `updated`. The stream ends when the consumer's task is cancelled or the client is
+    /// released; after ``ProfileEvent/failed(_:willRetry:)`` without retry, following has stopped
+    /// (observing again starts it anew).
+    public func events(for id: Int64) -> AsyncStream<ProfileEvent> {
+        let stream = observers.events(for: id) { [weak self] in self?.liveSubscriptions.release(id) }
+        startFollowing(id)
+        return stream
     }
 
-    /// Every profile of `id` this client fetches, writes or shows optimistically, and every
-    /// version committed anywhere (from the service's event stream, followed while anyone observes
-    /// `id`), starting with the latest it knows. A version older than one the client has (its own
-    /// write included) is never shown after it. Consecutive equal profiles are given once; a slow
-    /// consumer keeps the newest 64. The stream ends when the consumer's task is cancelled or the
-    /// client is released.
+    /// The profiles of ``events(for:)``: every version of `id` the client shows, starting with the
+    /// latest it knows. (Deletions and the state of following are in ``events(for:)`` only.)
     public func updates(for id: Int64) -> AsyncStream<Profile> {
-        let stream = observers.stream(for: id) { [weak self] in self?.liveSubscriptions.release(id) }
-        if let eventTransport, configuration.followsLiveUpdates {
-            liveSubscriptions.retain(id) { [configuration, cache, randomUnit] in
-                Task {
-                    await Self.follow(
-                        id: id, transport: eventTransport, configuration: configuration, cache: cache,
-                        randomUnit: randomUnit)
-                }
-            }
-        }
+        let stream = observers.profiles(for: id) { [weak self] in self?.liveSubscriptions.release(id) }
+        startFollowing(id)
         return stream
     }
 }

@@ -20,8 +20,18 @@ public struct ProfileClientConfiguration: Sendable {
     public var retry: RetryPolicy = RetryPolicy()
     /// Deadline of one HTTP attempt.
     public var requestTimeout: Duration = .seconds(10)
-    /// Sent as `Authorization: Bearer <token>`; `nil` sends no `Authorization` header.
+    /// Sent as `Authorization: Bearer <token>`; `nil` sends no `Authorization` header. A provider
+    /// that throws ends the attempt with ``ProfileClientError/tokenUnavailable(_:)``.
     public var tokenProvider: TokenProvider?
+    /// Told the token the service refused (401) before the provider is asked once more, so it can
+    /// drop a cached token and return a fresh one; a second 401 is final.
+    public var tokenRejected: (@Sendable (_ token: String) async -> Void)?
+    /// How many profile ids the client's store keeps beyond those in use: ids nobody observes are
+    /// forgotten least recently used first.
+    public var storeCapacity = 1_000
+    /// Reconnection of the event streams that ``ProfileClient/events(for:)`` and
+    /// ``ProfileClient/observeList(ids:)`` follow.
+    public var liveUpdates = LiveUpdatePolicy()
     /// Whether ``ProfileClient/updates(for:)`` follows the service's event stream of the id, so
     /// changes committed anywhere (other devices, other instances, SQL) reach the observers.
     public var followsLiveUpdates = true
@@ -29,5 +39,40 @@ public struct ProfileClientConfiguration: Sendable {
     public init(baseURL: URL, tokenProvider: TokenProvider? = nil) {
         self.baseURL = baseURL
         self.tokenProvider = tokenProvider
+    }
+}
+
+/// How a ``ProfileClient`` reconnects its event streams.
+///
+/// A lost, refused or unhealthy stream is reopened after a jittered backoff: attempt *n* waits
+/// between half and all of `min(maximumDelay, initialDelay × 2ⁿ⁻¹)`. Failures count up until a
+/// stream proves healthy — it delivered an event, or stayed open for ``healthyAfter`` — so a proxy
+/// that answers and closes at once is retried ever more slowly, while a stream that lived an hour
+/// and then failed starts over at ``initialDelay``. A stream that proved healthy and was closed by
+/// the service is reopened after its `retry:` hint (at once without one). The service's asked
+/// waits, `retry:` and `Retry-After`, are honoured up to ``maximumServerDelay``.
+public struct LiveUpdatePolicy: Sendable, Hashable {
+    public var initialDelay: Duration
+    public var maximumDelay: Duration
+    public var healthyAfter: Duration
+    public var maximumServerDelay: Duration
+
+    public init(
+        initialDelay: Duration = .milliseconds(250), maximumDelay: Duration = .seconds(30),
+        healthyAfter: Duration = .seconds(10), maximumServerDelay: Duration = .seconds(300)
+    ) {
+        self.initialDelay = initialDelay
+        self.maximumDelay = maximumDelay
+        self.healthyAfter = healthyAfter
+        self.maximumServerDelay = maximumServerDelay
+    }
+
+    /// The wait before reconnecting after `failures` consecutive failures (at least 1), and at
+    /// least what the service asked (`serverDelay`, capped at ``maximumServerDelay``).
+    /// - Parameter randomUnit: a number in `0...1` (the jitter).
+    func delay(afterFailures failures: Int, serverDelay: Duration?, randomUnit: Double) -> Duration {
+        let backoff = RetryPolicy(maximumAttempts: .max, initialDelay: initialDelay, maximumDelay: maximumDelay)
+        let jittered = backoff.delay(afterAttempt: max(1, failures), retryAfter: nil, randomUnit: randomUnit) ?? maximumDelay
+        return max(jittered, min(serverDelay ?? .zero, maximumServerDelay))
     }
 }

@@ -17,8 +17,11 @@ public enum ProfileClientError: Error, Sendable, Hashable {
     case validation(field: String?, detail: String)
     /// 503 or 504 (after the retries reads get): try again after `retryAfter` when the service said.
     case unavailable(retryAfter: Duration?)
-    /// No answer: connection refused or lost, timeout, cancellation, or a token provider that threw.
+    /// No answer: connection refused or lost, timeout, or cancellation.
     case transport(String)
+    /// The ``ProfileClientConfiguration/tokenProvider`` threw (its error, described): the request
+    /// was not sent.
+    case tokenUnavailable(String)
     /// Any other status, with the problem document's `detail` when there was one.
     case unexpectedStatus(Int, detail: String?)
 }

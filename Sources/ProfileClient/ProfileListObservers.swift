@@ -1,4 +1,4 @@
-import Synchronization
+import Foundation
 
 /// What a list shows for one of its ids.
 enum ListMember: Sendable, Hashable {
@@ -12,7 +12,7 @@ enum ListMember: Sendable, Hashable {
 ///
 /// ``update(_:)`` takes every change of one step of ``LocalProfileCache`` (a fetch, a write, a
 /// batch of stream events) at once, so a list yields at most one ``ProfileList`` per step, and
-/// only once every member is known. All state sits in a `Mutex`; yields happen outside it, and
+/// only once every member is known. All state sits in a ``LockedValue``; yields happen outside it, and
 /// updates are serialized by the cache, their only caller.
 final class ProfileListObservers: Sendable {
     typealias Continuation = AsyncThrowingStream<ProfileList, any Error>.Continuation
@@ -45,7 +45,7 @@ final class ProfileListObservers: Sendable {
         var nextToken: UInt64 = 0
     }
 
-    private let state = Mutex(State())
+    private let state = LockedValue(State())
 
     /// Adds a list of distinct `ids` whose values go to `continuation`; nothing is known of its
     /// members until an update says (an empty list is complete at once).
@@ -82,6 +82,11 @@ final class ProfileListObservers: Sendable {
             return yields
         }
         for (continuation, value) in yields { continuation.yield(value) }
+    }
+
+    /// Whether an observed list holds `id`.
+    func holds(_ id: Int64) -> Bool {
+        state.withLock { $0.listsByID[id] != nil }
     }
 
     /// Forgets a list (its consumer stopped).

@@ -1,61 +1,93 @@
-import Synchronization
-
-/// The ``ProfileClient/updates(for:)`` streams of one client, by profile id.
+/// The ``ProfileClient/events(for:)`` and ``ProfileClient/updates(for:)`` streams of one client,
+/// by profile id.
 ///
-/// `@unchecked`-free: all state sits in a `Mutex`. Yields happen outside the lock; publishing is
-/// serialized by ``LocalProfileCache``, the only caller of ``publish(_:)`` and ``forget(_:)``.
+/// All state sits in a ``LockedValue``. Yields happen outside the lock; the state events
+/// (`updated`, `deleted`) are serialized by ``LocalProfileCache``, their only publisher.
 final class ProfileObservers: Sendable {
+    private struct Observer {
+        var deliver: @Sendable (ProfileEvent) -> Void
+        var finish: @Sendable () -> Void
+    }
+
     private struct State {
-        var continuations: [Int64: [UInt64: AsyncStream<Profile>.Continuation]] = [:]
-        var latest: [Int64: Profile] = [:]
+        var observers: [Int64: [UInt64: Observer]] = [:]
+        /// The last state published per id (`updated` or `deleted`): a new observer starts with it.
+        var latest: [Int64: ProfileEvent] = [:]
         var nextToken: UInt64 = 0
     }
 
-    private let state = Mutex(State())
+    private let state = LockedValue(State())
 
-    /// A stream that starts with the latest profile published for `id`, if any.
+    /// Every event of `id`, starting with its latest state, if any.
     /// - Parameter onTermination: runs once when the consumer stops (cancelled or released).
-    func stream(for id: Int64, onTermination: @escaping @Sendable () -> Void = {}) -> AsyncStream<Profile> {
+    func events(for id: Int64, onTermination: @escaping @Sendable () -> Void = {}) -> AsyncStream<ProfileEvent> {
+        let (stream, continuation) = AsyncStream<ProfileEvent>.makeStream(bufferingPolicy: .bufferingNewest(64))
+        register(id, continuation: continuation, onTermination: onTermination) { continuation.yield($0) }
+        return stream
+    }
+
+    /// The profiles of `id`'s `updated` events, starting with the latest one, if any.
+    func profiles(for id: Int64, onTermination: @escaping @Sendable () -> Void = {}) -> AsyncStream<Profile> {
         let (stream, continuation) = AsyncStream<Profile>.makeStream(bufferingPolicy: .bufferingNewest(64))
-        let token: UInt64 = state.withLock { state in
-            let token = state.nextToken
-            state.nextToken += 1
-            state.continuations[id, default: [:]][token] = continuation
-            if let latest = state.latest[id] { continuation.yield(latest) }
-            return token
-        }
-        continuation.onTermination = { [weak self] _ in
-            self?.state.withLock { state in
-                state.continuations[id]?[token] = nil
-                if state.continuations[id]?.isEmpty == true { state.continuations[id] = nil }
-            }
-            onTermination()
+        register(id, continuation: continuation, onTermination: onTermination) { event in
+            if case .updated(let profile) = event { continuation.yield(profile) }
         }
         return stream
     }
 
-    /// Gives `profile` to every observer of its id, unless it equals the last one given.
-    func publish(_ profile: Profile) {
-        let receivers: [AsyncStream<Profile>.Continuation] = state.withLock { state in
-            guard state.latest[profile.id] != profile else { return [] }
-            state.latest[profile.id] = profile
-            return state.continuations[profile.id].map { Array($0.values) } ?? []
+    /// Gives `event` to every observer of `id`; a state equal to the last one given is not given
+    /// again.
+    func publish(_ event: ProfileEvent, for id: Int64) {
+        let receivers: [Observer] = state.withLock { state in
+            switch event {
+            case .updated, .deleted:
+                guard state.latest[id] != event else { return [] }
+                state.latest[id] = event
+            case .failed, .resumed:
+                break
+            }
+            return state.observers[id].map { Array($0.values) } ?? []
         }
-        for continuation in receivers { continuation.yield(profile) }
+        for observer in receivers { observer.deliver(event) }
     }
 
-    /// The id's profile no longer exists: a new observer does not start with it. (Observers that
-    /// have it keep it; an `AsyncStream<Profile>` has no value for "none".)
+    /// Whether anyone observes `id` now.
+    func isObserved(_ id: Int64) -> Bool {
+        state.withLock { $0.observers[id] != nil }
+    }
+
+    /// Forgets the last state of `id` (the store evicted it).
     func forget(_ id: Int64) {
         state.withLock { state in state.latest[id] = nil }
     }
 
     func finishAll() {
         let all = state.withLock { state in
-            let all = state.continuations.values.flatMap(\.values)
-            state.continuations = [:]
+            let all = state.observers.values.flatMap(\.values)
+            state.observers = [:]
             return all
         }
-        for continuation in all { continuation.finish() }
+        for observer in all { observer.finish() }
+    }
+
+    private func register<Element>(
+        _ id: Int64, continuation: AsyncStream<Element>.Continuation,
+        onTermination: @escaping @Sendable () -> Void, deliver: @escaping @Sendable (ProfileEvent) -> Void
+    ) {
+        let observer = Observer(deliver: deliver, finish: { continuation.finish() })
+        let token: UInt64 = state.withLock { state in
+            let token = state.nextToken
+            state.nextToken += 1
+            state.observers[id, default: [:]][token] = observer
+            if let latest = state.latest[id] { deliver(latest) }
+            return token
+        }
+        continuation.onTermination = { [weak self] _ in
+            self?.state.withLock { state in
+                state.observers[id]?[token] = nil
+                if state.observers[id]?.isEmpty == true { state.observers[id] = nil }
+            }
+            onTermination()
+        }
     }
 }

@@ -8,7 +8,7 @@ import ProfileClient
 /// profilectl get 42 --url http://127.0.0.1:8080
 /// profilectl get 42 7 19 | jq .display_name   # one list request
 /// profilectl put 42 --display-name "Ada Lovelace" --version 3
-/// profilectl watch 42                # each new version, live
+/// profilectl watch 42                # each new version, live; {"deleted":42} when it goes
 /// profilectl watch 42 7 19           # one stream for the list; {"deleted":7} when 7 goes
 /// ```
 @main
@@ -26,16 +26,37 @@ struct ProfileCtl: AsyncParsableCommand {
         @Option(help: "Bearer token to send (PROFILECTL_TOKEN); none by default.")
         var token: String?
 
+        @Option(
+            help: ArgumentHelp(
+                "A file holding the bearer token (PROFILECTL_TOKEN_FILE), read again for each request.",
+                discussion: "Keeps the token out of argv and the environment; a token rotated in the file is used."))
+        var tokenFile: String?
+
+        /// `--token-file`, else `PROFILECTL_TOKEN_FILE`.
+        var tokenPath: String? { tokenFile ?? ProcessInfo.processInfo.environment["PROFILECTL_TOKEN_FILE"] }
+
         func validate() throws {
             guard let parsed = URL(string: url), parsed.scheme == "http" || parsed.scheme == "https", parsed.host != nil
             else { throw ValidationError("--url must be an http(s) URL such as http://127.0.0.1:8080") }
+            if token != nil, tokenFile != nil { throw ValidationError("give --token or --token-file, not both") }
+            if let tokenPath, !FileManager.default.isReadableFile(atPath: tokenPath) {
+                throw ValidationError("--token-file \(tokenPath) is not a readable file")
+            }
         }
 
         func makeClient() -> ProfileClient {
-            let token = self.token ?? ProcessInfo.processInfo.environment["PROFILECTL_TOKEN"]
             var configuration = ProfileClientConfiguration(baseURL: URL(string: url)!)
-            if let token { configuration.tokenProvider = { token } }
+            if let tokenPath {
+                configuration.tokenProvider = { try Self.readToken(from: tokenPath) }
+            } else if let token = token ?? ProcessInfo.processInfo.environment["PROFILECTL_TOKEN"] {
+                configuration.tokenProvider = { token }
+            }
             return ProfileClient(configuration: configuration)
+        }
+
+        /// The token in `path`, without the line end editors and `echo` add.
+        static func readToken(from path: String) throws -> String {
+            try String(contentsOfFile: path, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         }
     }
 
@@ -54,11 +75,12 @@ struct ProfileCtl: AsyncParsableCommand {
         switch error {
         case .conflict(let current): message = "conflict: the profile is at version \(current.version)"
         case .notFound: message = "not found"
-        case .unauthorized: message = "unauthorized: pass a valid --token"
+        case .unauthorized: message = "unauthorized: pass a valid --token or --token-file"
         case .forbidden: message = "forbidden"
         case .validation(let field, let detail): message = "refused\(field.map { " (\($0))" } ?? ""): \(detail)"
         case .unavailable(let retryAfter): message = "unavailable\(retryAfter.map { "; retry after \($0)" } ?? "")"
         case .transport(let description): message = "no answer: \(description)"
+        case .tokenUnavailable(let description): message = "cannot read the token: \(description)"
         case .unexpectedStatus(let status, let detail): message = "HTTP \(status)\(detail.map { ": \($0)" } ?? "")"
         }
         FileHandle.standardError.write(Data("profilectl: \(message)\n".utf8))
@@ -138,7 +160,10 @@ extension ProfileCtl {
             discussion: """
                 Each line is one JSON object, written at once (also into a pipe).
 
-                One id: its profile, then each new version (the id's event stream).
+                One id: its profile, then each new version (the id's event stream), or \
+                {"deleted":ID} when no profile has the id (deleted, or not created yet); a profile \
+                created again is printed as a profile. A lost stream is reported on standard error \
+                and reopened.
 
                 Several ids: one event stream for the whole list (/users/profiles/events). First a \
                 line for each id in the order given, then a line for each change: the profile, or \
@@ -146,6 +171,9 @@ extension ProfileCtl {
                 created again is printed as a profile. Only the newest version of a burst is printed.
 
                   profilectl watch 1 2 3 | jq -c 'select(.deleted == null) | {id, display_name}'
+
+                Exit status: 0 after --count lines; 1, with the reason on standard error, when the \
+                service refuses the stream for good (401 after a fresh token, 403, 400).
                 """)
 
         @OptionGroup var connection: Connection
@@ -168,15 +196,25 @@ extension ProfileCtl {
         }
 
         private func watchOne(_ id: Int64, client: ProfileClient) async throws {
-            let updates = client.updates(for: id)
+            let events = client.events(for: id)
             do {
                 _ = try await client.fetch(id: id, policy: .reloadFromServer)
+            } catch .notFound {
+                // Printed as {"deleted":ID} from the events.
             } catch {
                 throw ProfileCtl.fail(error)
             }
             var printed = 0
-            for await profile in updates {
-                ProfileCtl.print(profile)
+            for await event in events {
+                switch event {
+                case .updated(let profile): ProfileCtl.print(profile)
+                case .deleted(let id): FileHandle.standardOutput.write(Data("{\"deleted\":\(id)}\n".utf8))
+                case .failed(let error, willRetry: false): throw ProfileCtl.fail(error)
+                case .failed(let error, willRetry: true):
+                    FileHandle.standardError.write(Data("profilectl: the stream failed (\(error)); reconnecting\n".utf8))
+                    continue
+                case .resumed: continue
+                }
                 printed += 1
                 if count > 0, printed >= count { return }
             }

@@ -11,6 +11,10 @@ final class ControlledEventTransport: EventStreamTransport {
         case read([ServerSentEvent])
         /// The service closes the stream.
         case close
+        /// The service closes the stream after it sent `retry:` with this value.
+        case closeWithRetryHint(Duration)
+        /// The connection fails.
+        case fail
         /// The service answers something else than 200.
         case refuse(TransportResponse)
     }
@@ -60,7 +64,9 @@ final class ControlledEventTransport: EventStreamTransport {
         for await step in steps {
             switch step {
             case .read(let events): await onEvents(events)
-            case .close: return .closed
+            case .close: return .closed(retry: nil)
+            case .closeWithRetryHint(let retry): return .closed(retry: retry)
+            case .fail: throw TransportError(kind: .connection, description: "connection lost")
             case .refuse(let response): return .refused(response)
             }
         }

@@ -26,7 +26,7 @@ final class FakeEventTransport: EventStreamTransport {
             throw TransportError(kind: .other, description: "cancelled")
         }
         for event in script { await onEvents([event]) }
-        return .closed  // the server closed it (a drain): the client reconnects
+        return .closed(retry: nil)  // the server closed it (a drain): the client reconnects
     }
 
     static func event(_ profile: Profile) -> ServerSentEvent {
@@ -166,7 +166,7 @@ final class LivedEventTransport: EventStreamTransport {
             await onEvents([first])
             try? await Task.sleep(for: firstLifetime)
             firstEnded.withLock { $0 = ContinuousClock.now }
-            return .closed
+            return .closed(retry: nil)
         }
         await onEvents([then])
         try? await Task.sleep(for: .seconds(60))

@@ -52,7 +52,7 @@ import Testing
 
     @Test func theStoreGivesAListOneValuePerStep() async throws {
         let lists = ProfileListObservers()
-        let cache = LocalProfileCache(window: .seconds(10), observers: ProfileObservers(), lists: lists, now: { .now })
+        let cache = LocalProfileCache(window: .seconds(10), capacity: 1_000, observers: ProfileObservers(), lists: lists, now: { .now })
         let (stream, continuation) = AsyncThrowingStream<ProfileList, any Error>.makeStream()  // keeps every value
         _ = lists.register(ids: [1, 2], continuation: continuation)
         await cache.didReceiveEvents([
@@ -160,12 +160,13 @@ import Testing
         let events = Events(scripts: [
             [.refuse(FakeTransport.problem(503, kind: "too-many-subscribers", headers: ["retry-after": "0"]))],
             [.refuse(FakeTransport.problem(401, kind: "unauthorized"))],
+            [.refuse(FakeTransport.problem(401, kind: "unauthorized"))],
         ])
         let client = Self.client(events)
         let reader = ListReader(client.observeList(ids: [1]))
         #expect(await reader.wait { _ in reader.ended })
         #expect(reader.error as? ProfileClientError == .unauthorized)
-        #expect(events.requests.count == 2, "503 is retried, 401 is not")
+        #expect(events.requests.count == 3, "503 is retried, 401 once with a fresh token")
     }
 
     @Test func longListsAreSplitIntoStreamsThatFitTheServicesBounds() async throws {

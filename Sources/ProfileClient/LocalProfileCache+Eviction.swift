@@ -1,0 +1,21 @@
+extension LocalProfileCache {
+    /// Keeps the store bounded: once it holds more than `capacity` ids, forgets the least recently
+    /// used ones nobody needs — no observer, no observed list, no edit, no read-your-writes entry
+    /// — down to nine tenths of `capacity`, so the scan runs once per tenth of it.
+    func evictIfFull() {
+        guard records.count > capacity else { return }
+        let target = capacity - capacity / 10
+        let instant = now()
+        let idle = records.filter { id, record in
+            record.intents.isEmpty && lanes[id] == nil && (record.written.map { $0.expires <= instant } ?? true)
+                && !observers.isObserved(id) && !lists.holds(id)
+        }
+        for (id, _) in idle.sorted(by: { $0.value.lastUse < $1.value.lastUse }).prefix(records.count - target) {
+            records[id] = nil
+            observers.forget(id)
+        }
+    }
+
+    /// How many ids the store holds (for tests of eviction).
+    var count: Int { records.count }
+}

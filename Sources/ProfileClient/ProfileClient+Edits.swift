@@ -1,0 +1,70 @@
+extension ProfileClient {
+    /// Sets the display name, however fast the user edits: what an app calls for each edit.
+    ///
+    /// Observers of `id` see the edit at once. The client sends one edit of an id at a time: an
+    /// edit made while another is in flight waits, and only the newest waiting one is sent,
+    /// expecting the version the previous one wrote — so the client's own writes never conflict
+    /// with each other and the last edit wins. Callers whose edits were passed over get the answer
+    /// of the one that carried them. When the client knows no version of the profile it reads it
+    /// first.
+    ///
+    /// A failure rolls observers back to the newest confirmed profile and fails the edits waiting
+    /// behind it with the same error; a 409 means someone else changed the profile (its current
+    /// version is then shown).
+    /// - Returns: the profile the service stored.
+    /// - Throws: ``ProfileClientError``: `conflict(current:)`, `notFound`, `unauthorized`, `validation`…
+    public func setDisplayName(_ displayName: String, id: Int64) async throws(ProfileClientError) -> Profile {
+        let (sequence, turn) = await cache.beginEdit(id: id, displayName: displayName)
+        let known: Int32?
+        switch turn {
+        case .done(let result): return try result.get()
+        case .send(let expectedVersion): known = expectedVersion
+        }
+        let result: Result<Profile, ProfileClientError>
+        do throws(ProfileClientError) {
+            let expected: Int32
+            if let known { expected = known } else { expected = try await fetch(id: id, policy: .reloadFromServer).version }
+            result = .success(try await putDisplayName(displayName, id: id, expectedVersion: expected))
+        } catch {
+            result = .failure(error)
+        }
+        return try await cache.finishEdit(id: id, sequence: sequence, result: result).get()
+    }
+
+    /// Sets the display name if the profile is still at `expectedVersion`.
+    ///
+    /// Observers of `id` see the intended profile at once while it is newer than the confirmed one,
+    /// then the service's answer; on 409 the service's current profile; on any other failure the
+    /// newest confirmed one. Unlike ``setDisplayName(_:id:)`` these calls are not serialized: two
+    /// made before the first answers conflict with each other.
+    /// - Returns: the profile the service stored, at `expectedVersion + 1`.
+    /// - Throws: ``ProfileClientError/conflict(current:)`` when the version is stale; never retried.
+    public func updateDisplayName(id: Int64, to displayName: String, expectedVersion: Int32)
+        async throws(ProfileClientError) -> Profile
+    {
+        let sequence = await cache.beginUpdate(id: id, displayName: displayName, expectedVersion: expectedVersion)
+        do throws(ProfileClientError) {
+            let profile = try await putDisplayName(displayName, id: id, expectedVersion: expectedVersion)
+            await cache.finishUpdate(id: id, sequence: sequence, outcome: .written(profile))
+            return profile
+        } catch {
+            if case .conflict(let current) = error {
+                await cache.finishUpdate(id: id, sequence: sequence, outcome: .conflict(current: current))
+            } else {
+                await cache.finishUpdate(id: id, sequence: sequence, outcome: .failed)
+            }
+            throw error
+        }
+    }
+
+    /// `PUT /users/profile/{id}` of the display name at `expectedVersion`; the answer is not yet
+    /// in the store.
+    private func putDisplayName(_ displayName: String, id: Int64, expectedVersion: Int32)
+        async throws(ProfileClientError) -> Profile
+    {
+        let body = try Self.encode(["display_name": displayName], version: expectedVersion)
+        let response = try await send(method: "PUT", path: "/users/profile/\(id)", body: body, isRead: false)
+        guard response.status == 200 else { throw Self.error(for: response) }
+        return try Self.decodeProfile(response.body)
+    }
+}

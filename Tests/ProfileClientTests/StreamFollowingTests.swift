@@ -1,0 +1,147 @@
+import Foundation
+import Synchronization
+import Testing
+
+@testable import ProfileClient
+
+/// Following a profile's event stream: deletions and refusals reach observers, tokens are asked
+/// again after a 401, backoff grows until a stream proves healthy, and the service's asked waits
+/// (`retry:`, `Retry-After`) are honoured up to a cap. Waits are recorded, not slept.
+@Suite(.timeLimit(.minutes(1))) struct StreamFollowingTests {
+    static let id: Int64 = 42
+    typealias Events = ControlledEventTransport
+
+    static func profile(_ name: String, _ version: Int32) -> Profile {
+        FakeTransport.profile(id, name, version: version)
+    }
+
+    static func refusal(_ status: Int, headers: [String: String] = [:]) -> Events.Step {
+        .refuse(FakeTransport.problem(status, kind: "refused", headers: headers))
+    }
+
+    @Test func aDeletedProfileReachesObserversAndComesBackWhenCreatedAgain() async throws {
+        let sleeps = RecordedSleeps()
+        let events = Events(scripts: [
+            [.read([Events.profile(Self.profile("One", 1))]), .close],  // the service ends it: deleted
+            [Self.refusal(404)],
+            [Self.refusal(404)],
+            [.read([Events.profile(Self.profile("Again", 2))])],  // created again, above the old version
+        ])
+        let client = sleeps.client(events: events)
+        let seen = EventRecorder(client.events(for: Self.id))
+        #expect(
+            await seen.wait { $0.count >= 3 },
+            "\(seen.events)")
+        #expect(
+            seen.events == [.updated(Self.profile("One", 1)), .deleted(id: Self.id), .updated(Self.profile("Again", 2))])
+        #expect(events.requests[1].headers["Last-Event-ID"] == "1")
+    }
+
+    @Test func aRefusalForGoodIsReportedAndObservingAgainFollowsAnew() async throws {
+        let sleeps = RecordedSleeps()
+        let events = Events(scripts: [[Self.refusal(403)], [.read([Events.profile(Self.profile("One", 1))])]])
+        let client = sleeps.client(events: events)
+        let first = EventRecorder(client.events(for: Self.id))
+        #expect(await first.wait { $0 == [.failed(.forbidden, willRetry: false)] }, "\(first.events)")
+        let second = EventRecorder(client.events(for: Self.id))
+        #expect(await second.wait { $0.contains(.updated(Self.profile("One", 1))) }, "\(second.events)")
+        #expect(events.requests.count == 2)
+    }
+
+    @Test func aLostStreamIsReportedAndItsReturnToo() async throws {
+        let sleeps = RecordedSleeps()
+        let events = Events(scripts: [[.fail], [.read([Events.profile(Self.profile("One", 1))])]])
+        let client = sleeps.client(events: events)
+        let seen = EventRecorder(client.events(for: Self.id))
+        #expect(
+            await seen.wait {
+                $0 == [.failed(.transport("connection lost"), willRetry: true), .resumed, .updated(Self.profile("One", 1))]
+            }, "\(seen.events)")
+    }
+
+    @Test func a401AsksTheProviderOnceMoreForAFreshTokenThenGivesUp() async throws {
+        let sleeps = RecordedSleeps()
+        let minted = Mutex(0)
+        let rejected = Mutex<[String]>([])
+        let events = Events(scripts: [
+            [Self.refusal(401)], [.read([Events.profile(Self.profile("One", 1))]), .fail], [Self.refusal(401)],
+            [Self.refusal(401)],
+        ])
+        let client = sleeps.client(events: events) { configuration in
+            configuration.tokenProvider = { "t\(minted.withLock { $0 += 1; return $0 })" }
+            configuration.tokenRejected = { token in rejected.withLock { $0.append(token) } }
+        }
+        let seen = EventRecorder(client.events(for: Self.id))
+        #expect(await seen.wait { $0.last == .failed(.unauthorized, willRetry: false) }, "\(seen.events)")
+        #expect(seen.profiles == [Self.profile("One", 1)])
+        #expect(events.requests.map { $0.headers["Authorization"] } == ["Bearer t1", "Bearer t2", "Bearer t3", "Bearer t4"])
+        #expect(rejected.withLock { $0 } == ["t1", "t3"], "one fresh token per 401, then the second 401 is final")
+
+        // Reads and writes alike: a 401 is retried once with a fresh token.
+        let transport = FakeTransport { request, _ throws(TransportError) in
+            request.headers["Authorization"] == "Bearer t6" ? FakeTransport.json(Self.profile("One", 1)) : FakeTransport.problem(401, kind: "unauthorized")
+        }
+        let reader = sleeps.client(transport, events: Events()) { configuration in
+            configuration.tokenProvider = { "t\(minted.withLock { $0 += 1; return $0 })" }
+        }
+        #expect(try await reader.fetch(id: Self.id) == Self.profile("One", 1))
+    }
+
+    @Test func aProviderThatThrowsEndsTheAttemptWithItsError() async throws {
+        struct Offline: Error {}
+        let sleeps = RecordedSleeps()
+        let events = Events()
+        let transport = FakeTransport { _, _ throws(TransportError) in FakeTransport.json(Self.profile("One", 1)) }
+        let client = sleeps.client(transport, events: events) { configuration in
+            configuration.tokenProvider = { throw Offline() }
+        }
+        await #expect(throws: ProfileClientError.tokenUnavailable(String(describing: Offline()))) {
+            try await client.fetch(id: Self.id)
+        }
+        let seen = EventRecorder(client.events(for: Self.id))
+        #expect(await seen.wait { $0.first == .failed(.tokenUnavailable(String(describing: Offline())), willRetry: true) })
+        #expect(transport.requests.isEmpty && events.requests.isEmpty, "nothing goes out without its token")
+    }
+
+    @Test func backoffGrowsUntilAStreamProvesHealthy() async throws {
+        let sleeps = RecordedSleeps()
+        // Answered and closed at once (a proxy's 200 text/html), five times; then a stream that
+        // delivers an event and fails; then one that fails at once.
+        let events = Events(scripts: [
+            [.close], [.close], [.close], [.close], [.close], [.read([Events.profile(Self.profile("One", 1))]), .fail], [.fail],
+        ])
+        let client = sleeps.client(events: events)
+        let seen = EventRecorder(client.events(for: Self.id))
+        #expect(await sleeps.waitForWaits(7))
+        let milliseconds = sleeps.waits.prefix(7).map { $0 / .milliseconds(1) }
+        #expect(milliseconds == [250, 500, 1_000, 2_000, 4_000, 250, 500], "\(milliseconds)")
+        _ = seen
+    }
+
+    @Test func aStreamThatLivedItsHealthyTimeStartsOverAtTheInitialDelay() async throws {
+        let sleeps = RecordedSleeps()
+        let events = Events(scripts: [[.close], [.close], [.close]])
+        let client = sleeps.client(events: events) { $0.liveUpdates.healthyAfter = .milliseconds(100) }
+        let seen = EventRecorder(client.events(for: Self.id))
+        #expect(await events.waitForConnections(4))
+        try await Task.sleep(for: .milliseconds(150))  // open, quiet, past healthyAfter
+        events.send(.fail)
+        #expect(await sleeps.waitForWaits(4))
+        #expect(sleeps.waits.prefix(4).map { $0 / .milliseconds(1) } == [250, 500, 1_000, 250])
+        _ = seen
+    }
+
+    @Test func theServicesRetryHintAndRetryAfterAreHonouredUpToTheCap() async throws {
+        let sleeps = RecordedSleeps()
+        let events = Events(scripts: [
+            [.read([Events.profile(Self.profile("One", 1))]), .closeWithRetryHint(.seconds(5))],
+            [Self.refusal(503, headers: ["retry-after": "120"])],
+            [Self.refusal(429, headers: ["retry-after": "900"])],
+        ])
+        let client = sleeps.client(events: events) { $0.liveUpdates.maximumServerDelay = .seconds(600) }
+        let seen = EventRecorder(client.events(for: Self.id))
+        #expect(await sleeps.waitForWaits(3))
+        #expect(sleeps.waits.prefix(3) == [.seconds(5), .seconds(120), .seconds(600)])
+        _ = seen
+    }
+}
