@@ -1,0 +1,116 @@
+public import Observation
+
+/// The profiles of one ``ProfileClient`` as an `@Observable` store that SwiftUI views read
+/// synchronously: a view that reads ``profile(_:)`` is redrawn when that profile changes.
+///
+/// ```swift
+/// struct ProfileName: View {
+///     let id: Int64
+///     @Environment(ObservableProfiles.self) private var profiles
+///
+///     var body: some View {
+///         Text(profiles.profile(id)?.displayName ?? "…")
+///             .task(id: id) { await profiles.follow(id) }  // live while the view is on screen
+///     }
+/// }
+/// ```
+///
+/// An id is live while a ``follow(_:)`` of it runs (the client then follows its event stream).
+/// The store keeps what it learned of ids nobody follows any more for the next screen that
+/// shows them, up to `capacity` of them, forgetting the least recently used first.
+@available(iOS 17, macOS 14, tvOS 17, watchOS 10, *)
+@MainActor
+@Observable
+public final class ObservableProfiles {
+    /// What the store knows of one id.
+    public struct Entry: Sendable, Hashable {
+        /// The profile as the client shows it (optimistic edits included); `nil` while unknown or
+        /// deleted.
+        public var profile: Profile?
+        /// The service says no profile has the id.
+        public var isDeleted = false
+        /// The last failure of following the id or of reading it; cleared when it resumes.
+        public var failure: ProfileClientError?
+    }
+
+    private var entries: [Int64: Entry] = [:]
+    @ObservationIgnored private let client: ProfileClient
+    @ObservationIgnored private let capacity: Int
+    /// How many ``follow(_:)`` calls run per id.
+    @ObservationIgnored private var followers: [Int64: Int] = [:]
+    /// When each id was last followed (a counter), for eviction.
+    @ObservationIgnored private var lastUse: [Int64: UInt64] = [:]
+    @ObservationIgnored private var useCounter: UInt64 = 0
+
+    /// - Parameters:
+    ///   - client: the app's one client; its store and streams are shared with every other use.
+    ///   - capacity: how many ids nobody follows are kept (least recently used are forgotten).
+    public init(client: ProfileClient, capacity: Int = 200) {
+        self.client = client
+        self.capacity = max(0, capacity)
+    }
+
+    /// The profile of `id` as known now; `nil` while unknown or deleted.
+    public func profile(_ id: Int64) -> Profile? {
+        entries[id]?.profile
+    }
+
+    /// Everything the store knows of `id` now; `nil` when it knows nothing.
+    public func entry(_ id: Int64) -> Entry? {
+        entries[id]
+    }
+
+    /// Keeps `id` live until the calling task is cancelled (SwiftUI's `.task` cancels it when the
+    /// view goes): reads it, follows its changes, and applies each ``ProfileEvent`` to the store.
+    public func follow(_ id: Int64) async {
+        followers[id, default: 0] += 1
+        useCounter += 1
+        lastUse[id] = useCounter
+        defer {
+            followers[id, default: 1] -= 1
+            if followers[id] == 0 { followers[id] = nil }
+            evictIfFull()
+        }
+        let events = client.events(for: id)
+        let reader = Task { [client] in
+            do throws(ProfileClientError) {
+                _ = try await client.fetch(id: id)  // its answer arrives through the events
+            } catch .notFound {
+                // Arrives through the events as `deleted`.
+            } catch {
+                self.apply(.failed(error, willRetry: false), to: id)
+            }
+        }
+        defer { reader.cancel() }
+        for await event in events { apply(event, to: id) }
+    }
+
+    /// Applies one event of `id`'s stream.
+    func apply(_ event: ProfileEvent, to id: Int64) {
+        var entry = entries[id] ?? Entry()
+        switch event {
+        case .updated(let profile):
+            entry.profile = profile
+            entry.isDeleted = false
+            entry.failure = nil
+        case .deleted:
+            entry.profile = nil
+            entry.isDeleted = true
+        case .failed(let error, _):
+            entry.failure = error
+        case .resumed:
+            entry.failure = nil
+        }
+        if entries[id] != entry { entries[id] = entry }
+    }
+
+    /// Forgets the least recently used ids nobody follows beyond `capacity` of them.
+    private func evictIfFull() {
+        let idle = entries.keys.filter { followers[$0] == nil }
+        guard idle.count > capacity else { return }
+        for id in idle.sorted(by: { lastUse[$0, default: 0] < lastUse[$1, default: 0] }).prefix(idle.count - capacity) {
+            entries[id] = nil
+            lastUse[id] = nil
+        }
+    }
+}

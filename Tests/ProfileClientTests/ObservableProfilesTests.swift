@@ -1,0 +1,72 @@
+import Foundation
+import Observation
+import Synchronization
+import Testing
+
+@testable import ProfileClient
+
+/// ``ObservableProfiles``: what a SwiftUI view reads synchronously, redrawn through Observation,
+/// and bounded by the ids nobody follows.
+@MainActor
+@Suite(.timeLimit(.minutes(1))) struct ObservableProfilesTests {
+    typealias Events = ControlledEventTransport
+
+    nonisolated static func profile(_ id: Int64, _ name: String, _ version: Int32) -> Profile {
+        FakeTransport.profile(id, name, version: version)
+    }
+
+    /// A client whose reads answer version 1 of any id, and whose streams the test drives.
+    static func client(_ events: Events) -> ProfileClient {
+        let transport = FakeTransport { request, _ throws(TransportError) in
+            guard let id = Int64(request.url.lastPathComponent) else {
+                return TransportResponse(status: 404, headers: [:], body: Data())
+            }
+            return FakeTransport.json(profile(id, "One", 1))
+        }
+        return RecordedSleeps().client(transport, events: events)
+    }
+
+    /// Waits (up to 5 s) until `done` holds, letting the main actor run meanwhile.
+    static func wait(until done: () -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + .seconds(5)
+        while !done() {
+            guard ContinuousClock.now < deadline else { return false }
+            try? await Task.sleep(for: .milliseconds(2))
+        }
+        return true
+    }
+
+    @Test func aViewReadsTheProfileSynchronouslyAndIsToldWhenItChanges() async throws {
+        let events = Events()
+        let profiles = ObservableProfiles(client: Self.client(events))
+        #expect(profiles.profile(7) == nil)
+        let following = Task { await profiles.follow(7) }
+        #expect(await Self.wait { profiles.profile(7) == Self.profile(7, "One", 1) })
+
+        let changed = Flag()
+        withObservationTracking { _ = profiles.profile(7) } onChange: { changed.set() }
+        #expect(await events.waitForConnections(1))
+        events.send(.read([Events.profile(Self.profile(7, "Two", 2))]))
+        #expect(await Self.wait { changed.isSet }, "a view that read profile(7) is redrawn")
+        #expect(profiles.profile(7) == Self.profile(7, "Two", 2))
+
+        events.send(.close)  // the service ends a deleted profile's stream, and then answers 404
+        #expect(await events.waitForConnections(2))
+        events.send(.refuse(FakeTransport.problem(404, kind: "profile-not-found")))
+        #expect(await Self.wait { profiles.entry(7)?.isDeleted == true })
+        #expect(profiles.profile(7) == nil)
+        following.cancel()
+    }
+
+    @Test func idsNobodyFollowsAreForgottenLeastRecentlyUsedFirst() async throws {
+        let profiles = ObservableProfiles(client: Self.client(Events()), capacity: 2)
+        for id in Int64(1)...4 {
+            let following = Task { await profiles.follow(id) }
+            #expect(await Self.wait { profiles.profile(id) != nil })
+            following.cancel()
+            await following.value
+        }
+        #expect(profiles.profile(1) == nil && profiles.profile(2) == nil, "the least recently used are gone")
+        #expect(profiles.profile(3) != nil && profiles.profile(4) != nil)
+    }
+}
