@@ -52,8 +52,11 @@ extension StreamFollowing {
             report: { observers.publish($0, for: id) },
             onEvents: { [cache] events in
                 for event in events {
-                    guard case .profile(let profile)? = ProfileStreamEvent(event), profile.id == id else { continue }
-                    await cache.didReceiveEvent(profile)
+                    switch ProfileStreamEvent(event) {
+                    case .profile(let profile)? where profile.id == id: await cache.didReceiveEvent(profile)
+                    case .deleted(id)?: await cache.didLearnMissing(id: id)
+                    default: continue
+                    }
                 }
             })
     }
