@@ -95,13 +95,13 @@ import TestSupport
         configuration.tokenRejected = { tokens.rejected($0) }
         let tablet = ProfileClient(configuration: configuration)
         let updates = tablet.updates(for: id)
-        let events = EventLog(tablet.events(for: id))
+        let events = StreamRecorder(tablet.events(for: id))
         try await Task.sleep(for: .seconds(4))  // the first token expired, and its stream with it
         let renamed = try await admin.updateDisplayName(id: id, to: "After the expiry", expectedVersion: 1)
         let seen = await ProfileClientServiceTests.values(of: updates) { $0.version == renamed.version }
         #expect(seen.last == renamed, "\(seen)")
         #expect(tokens.tokensMinted >= 2, "a fresh token after the 401")
-        #expect(!events.events.contains { if case .failed(_, willRetry: false) = $0 { true } else { false } })
+        #expect(!events.elements.contains { if case .failed(_, willRetry: false) = $0 { true } else { false } })
     }
 
     @Test func aNewerEventWhileAPutFailsNeverShowsTheOlderIntent() async throws {
@@ -111,49 +111,23 @@ import TestSupport
         let phone = try ProfileClientServiceTests.client(service, id: id)
         let tablet = try ProfileClientServiceTests.client(service, id: id, live: true)
         let created = try await phone.create(id: id, username: "ne\(id % 1_000_000)", displayName: "One")
-        let log = EventLog(tablet.events(for: id))
+        let log = StreamRecorder(tablet.events(for: id))
         _ = try await tablet.fetch(id: id)
         _ = try await phone.updateDisplayName(id: id, to: "Two", expectedVersion: created.version)
         let three = try await phone.updateDisplayName(id: id, to: "Three", expectedVersion: created.version + 1)
-        #expect(await log.wait { $0.last == .updated(three) }, "the tablet's stream brings version 3: \(log.events)")
+        #expect(await log.wait { $0.last == .updated(three) }, "the tablet's stream brings version 3: \(log.elements)")
 
         // The tablet still acts on version 1: its PUT fails with 409, and its intent (version 2)
         // is older than the version 3 it shows, so it is never shown.
         await #expect(throws: ProfileClientError.conflict(current: three)) {
             try await tablet.updateDisplayName(id: id, to: "Tablet", expectedVersion: created.version)
         }
-        let seen = log.profiles
-        #expect(seen.last == three, "\(seen)")
-        #expect(!seen.contains { $0.displayName == "Tablet" }, "\(seen)")
-        #expect(zip(seen, seen.dropFirst()).allSatisfy { $0.version <= $1.version }, "\(seen)")
-    }
-}
-
-/// Reads an event stream in a task of its own and keeps every event it got.
-final class EventLog: Sendable {
-    private let log = Mutex<[ProfileEvent]>([])
-    private let task = Mutex<Task<Void, Never>?>(nil)
-
-    init(_ stream: AsyncStream<ProfileEvent>) {
-        let reader = Task { [weak self] in
-            for await event in stream { self?.log.withLock { $0.append(event) } }
-        }
-        task.withLock { $0 = reader }
-    }
-
-    deinit { task.withLock { $0?.cancel() } }
-
-    var events: [ProfileEvent] { log.withLock { $0 } }
-
-    var profiles: [Profile] {
-        events.compactMap { event in
+        let seen = log.elements.compactMap { event -> Profile? in
             if case .updated(let profile) = event { return profile }
             return nil
         }
-    }
-
-    /// Waits until `done` holds for the events seen; false if `timeout` passed first.
-    func wait(timeout: Duration = .seconds(10), until done: @escaping @Sendable ([ProfileEvent]) -> Bool) async -> Bool {
-        await Eventually.waitAsync(timeout: timeout, interval: .milliseconds(10)) { done(self.events) }
+        #expect(seen.last == three, "\(seen)")
+        #expect(!seen.contains { $0.displayName == "Tablet" }, "\(seen)")
+        #expect(zip(seen, seen.dropFirst()).allSatisfy { $0.version <= $1.version }, "\(seen)")
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import TestSupport
 
 @testable import ProfileClient
 
@@ -17,12 +18,7 @@ final class RecordedSleeps: Sendable {
 
     /// Waits (up to 5 s) until `count` waits were recorded; false if they were not.
     func waitForWaits(_ count: Int) async -> Bool {
-        let deadline = ContinuousClock.now + .seconds(5)
-        while waits.count < count {
-            guard ContinuousClock.now < deadline else { return false }
-            try? await Task.sleep(for: .milliseconds(2))
-        }
-        return true
+        await Eventually.waitAsync(timeout: .seconds(5), interval: .milliseconds(2)) { waits.count >= count }
     }
 
     /// A client over `transport` and `events` whose waits land here, with jitter at its top
@@ -42,37 +38,17 @@ final class RecordedSleeps: Sendable {
     }
 }
 
-/// Reads an event stream in a task of its own and keeps every event it got.
-final class EventRecorder: Sendable {
-    private let log = Mutex<[ProfileEvent]>([])
-    private let task: Mutex<Task<Void, Never>?> = Mutex(nil)
+/// What a test saw of ``ProfileClient/events(for:)``.
+typealias EventRecorder = StreamRecorder<ProfileEvent>
 
-    init(_ stream: AsyncStream<ProfileEvent>) {
-        let reader = Task { [weak self] in
-            for await event in stream { self?.log.withLock { $0.append(event) } }
-        }
-        task.withLock { $0 = reader }
-    }
-
-    deinit { task.withLock { $0?.cancel() } }
-
-    var events: [ProfileEvent] { log.withLock { $0 } }
+extension StreamRecorder where Element == ProfileEvent {
+    var events: [ProfileEvent] { elements }
 
     /// The profiles of the `updated` events.
     var profiles: [Profile] {
-        events.compactMap { event in
+        elements.compactMap { event in
             if case .updated(let profile) = event { return profile }
             return nil
         }
-    }
-
-    /// Waits (up to 5 s) until `done` holds for the events seen; false if it did not.
-    func wait(until done: ([ProfileEvent]) -> Bool) async -> Bool {
-        let deadline = ContinuousClock.now + .seconds(5)
-        while !done(events) {
-            guard ContinuousClock.now < deadline else { return false }
-            try? await Task.sleep(for: .milliseconds(2))
-        }
-        return true
     }
 }
