@@ -41,23 +41,25 @@ extension ProfileClient {
         let (stream, continuation) = AsyncThrowingStream<ProfileList, any Error>.makeStream(
             bufferingPolicy: .bufferingNewest(1))
         let token = listObservers.register(ids: unique, continuation: continuation)
-        let following = Task { [cache, streamFollowing, listObservers] in
-            await cache.publishMembers(of: unique)
-            guard let streamFollowing else { return }
-            let refusal = await withTaskGroup(of: TransportResponse?.self) { group -> TransportResponse? in
-                for chunk in Self.streamChunks(unique) {
-                    group.addTask { await streamFollowing.followList(ids: chunk) }
+        liveSubscriptions.retain(.list(token)) { [cache, streamFollowing, listObservers] in
+            Task {
+                await cache.publishMembers(of: unique)
+                guard let streamFollowing else { return }
+                let refusal = await withTaskGroup(of: TransportResponse?.self) { group -> TransportResponse? in
+                    for chunk in Self.streamChunks(unique) {
+                        group.addTask { await streamFollowing.followList(ids: chunk) }
+                    }
+                    for await case let refusal? in group {
+                        group.cancelAll()
+                        return refusal
+                    }
+                    return nil
                 }
-                for await case let refusal? in group {
-                    group.cancelAll()
-                    return refusal
-                }
-                return nil
+                if let refusal { listObservers.finish(token, throwing: Self.error(for: refusal)) }
             }
-            if let refusal { listObservers.finish(token, throwing: Self.error(for: refusal)) }
         }
-        continuation.onTermination = { [listObservers] _ in
-            following.cancel()
+        continuation.onTermination = { [weak self, listObservers] _ in
+            self?.liveSubscriptions.release(.list(token))
             listObservers.remove(token)
         }
         return stream

@@ -13,12 +13,26 @@ extension ProfileClient {
     /// Follows `id` while anyone observes it, unless following is off or already running.
     func startFollowing(_ id: Int64) {
         guard let following = streamFollowing, configuration.followsLiveUpdates else { return }
-        liveSubscriptions.retain(id) { [observers, liveSubscriptions] in
+        liveSubscriptions.retain(.profile(id)) { [observers, liveSubscriptions] in
             Task {
                 await following.followProfile(id: id, observers: observers)
-                if !Task.isCancelled { liveSubscriptions.stopped(id) }
+                if !Task.isCancelled { liveSubscriptions.stopped(.profile(id)) }
             }
         }
+    }
+
+    /// Closes every event stream the client follows, for an app going to the background (where
+    /// push notifications, not open sockets, are for a sleeping app). Observers and lists stay
+    /// and keep what they have; streams of ids observed meanwhile wait for
+    /// ``resumeLiveUpdates()``.
+    public func pauseLiveUpdates() {
+        liveSubscriptions.pause()
+    }
+
+    /// Reopens the streams of everything still observed, each resuming from the floor the
+    /// client holds, so nothing committed while paused is missed.
+    public func resumeLiveUpdates() {
+        liveSubscriptions.resume()
     }
 }
 
@@ -59,54 +73,5 @@ extension StreamFollowing {
                     }
                 }
             })
-    }
-}
-
-/// Which ids this client follows, and the task that follows each while anyone observes it.
-final class LiveSubscriptions: Sendable {
-    private struct Entry {
-        var observers: Int
-        var task: Task<Void, Never>?
-    }
-
-    private let entries = LockedValue<[Int64: Entry]>([:])
-
-    /// One more observer of `id`; the first starts following with `start`, and so does the
-    /// next one after following stopped by itself.
-    func retain(_ id: Int64, start: () -> Task<Void, Never>) {
-        entries.withLock { entries in
-            var entry = entries[id] ?? Entry(observers: 0, task: nil)
-            entry.observers += 1
-            if entry.task == nil { entry.task = start() }
-            entries[id] = entry
-        }
-    }
-
-    /// Following `id` ended by itself (refused for good): the next observer starts it again.
-    func stopped(_ id: Int64) {
-        entries.withLock { $0[id]?.task = nil }
-    }
-
-    /// One observer of `id` less; the last one stops following.
-    func release(_ id: Int64) {
-        let task = entries.withLock { entries -> Task<Void, Never>? in
-            guard var entry = entries[id] else { return nil }
-            entry.observers -= 1
-            if entry.observers > 0 {
-                entries[id] = entry
-                return nil
-            }
-            entries[id] = nil
-            return entry.task
-        }
-        task?.cancel()
-    }
-
-    func cancelAll() {
-        let tasks = entries.withLock { entries in
-            defer { entries = [:] }
-            return entries.values.compactMap(\.task)
-        }
-        for task in tasks { task.cancel() }
     }
 }

@@ -67,7 +67,7 @@ public final class ProfileClient: Sendable {
     deinit {
         liveSubscriptions.cancelAll()
         observers.finishAll()
-        listObservers.finishAll()  // their termination cancels the tasks following their streams
+        listObservers.finishAll()
     }
 
     /// Where a read may be answered from.
@@ -131,7 +131,7 @@ public final class ProfileClient: Sendable {
     /// released; after ``ProfileEvent/failed(_:willRetry:)`` without retry, following has stopped
     /// (observing again starts it anew).
     public func events(for id: Int64) -> AsyncStream<ProfileEvent> {
-        let stream = observers.events(for: id) { [weak self] in self?.liveSubscriptions.release(id) }
+        let stream = observers.events(for: id) { [weak self] in self?.liveSubscriptions.release(.profile(id)) }
         startFollowing(id)
         return stream
     }
@@ -139,7 +139,7 @@ public final class ProfileClient: Sendable {
     /// The profiles of ``events(for:)``: every version of `id` the client shows, starting with the
     /// latest it knows. (Deletions and the state of following are in ``events(for:)`` only.)
     public func updates(for id: Int64) -> AsyncStream<Profile> {
-        let stream = observers.profiles(for: id) { [weak self] in self?.liveSubscriptions.release(id) }
+        let stream = observers.profiles(for: id) { [weak self] in self?.liveSubscriptions.release(.profile(id)) }
         startFollowing(id)
         return stream
     }

@@ -146,3 +146,32 @@ import TestSupport
         _ = seen
     }
 }
+
+/// ``ProfileClient/pauseLiveUpdates()`` and ``ProfileClient/resumeLiveUpdates()``: an app in the
+/// background holds no stream open, and misses nothing when it comes back.
+@Suite(.timeLimit(.minutes(1))) struct PausedLiveUpdatesTests {
+    typealias Events = ControlledEventTransport
+
+    @Test func pausingClosesEveryStreamAndResumingReopensThemFromTheirFloors() async throws {
+        let sleeps = RecordedSleeps()
+        let events = Events(scripts: [[.read([Events.profile(FakeTransport.profile(1, "One", version: 3))])]])
+        let client = sleeps.client(events: events)
+        let seen = EventRecorder(client.events(for: 1))
+        #expect(await seen.wait { $0.count == 1 })
+        let list = client.observeList(ids: [1, 2])
+        #expect(await events.waitForConnections(2))
+
+        client.pauseLiveUpdates()
+        let another = EventRecorder(client.events(for: 3))  // observed while paused: no stream yet
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(events.requests.count == 2, "no stream while paused")
+
+        client.resumeLiveUpdates()
+        #expect(await events.waitForConnections(5))
+        let resumed = events.requests.dropFirst(2)
+        #expect(resumed.contains { $0.url.path == "/users/profile/1/events" && $0.headers["Last-Event-ID"] == "3" })
+        #expect(resumed.contains { $0.url.query == "ids=1@3,2" })
+        #expect(resumed.contains { $0.url.path == "/users/profile/3/events" })
+        _ = (list, another)
+    }
+}

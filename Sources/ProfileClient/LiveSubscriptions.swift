@@ -1,0 +1,83 @@
+/// What a client follows while anyone observes it: one profile's stream, or one list's streams.
+enum LiveSubscription: Hashable, Sendable {
+    case profile(Int64)
+    /// An ``ProfileClient/observeList(ids:)`` stream, by its token in ``ProfileListObservers``.
+    case list(UInt64)
+}
+
+/// The subscriptions of one client and the task that follows each while anyone observes it,
+/// and whether following is paused (``ProfileClient/pauseLiveUpdates()``).
+final class LiveSubscriptions: Sendable {
+    private struct Entry {
+        var observers: Int
+        /// Starts following; run again on resume.
+        var start: @Sendable () -> Task<Void, Never>
+        var task: Task<Void, Never>?
+    }
+
+    private struct State {
+        var entries: [LiveSubscription: Entry] = [:]
+        var paused = false
+    }
+
+    private let state = LockedValue(State())
+
+    /// One more observer of `subscription`; the first starts following with `start` (unless
+    /// paused), and so does the next one after following stopped by itself.
+    func retain(_ subscription: LiveSubscription, start: @escaping @Sendable () -> Task<Void, Never>) {
+        state.withLock { state in
+            var entry = state.entries[subscription] ?? Entry(observers: 0, start: start)
+            entry.observers += 1
+            if entry.task == nil, !state.paused { entry.task = start() }
+            state.entries[subscription] = entry
+        }
+    }
+
+    /// Following ended by itself (refused for good): the next observer starts it again.
+    func stopped(_ subscription: LiveSubscription) {
+        state.withLock { $0.entries[subscription]?.task = nil }
+    }
+
+    /// One observer of `subscription` less; the last one stops following.
+    func release(_ subscription: LiveSubscription) {
+        let task = state.withLock { state -> Task<Void, Never>? in
+            guard var entry = state.entries[subscription] else { return nil }
+            entry.observers -= 1
+            if entry.observers > 0 {
+                state.entries[subscription] = entry
+                return nil
+            }
+            state.entries[subscription] = nil
+            return entry.task
+        }
+        task?.cancel()
+    }
+
+    /// Stops every task; subscriptions stay for ``resume()``.
+    func pause() {
+        let tasks = state.withLock { state in
+            state.paused = true
+            defer { for key in state.entries.keys { state.entries[key]?.task = nil } }
+            return state.entries.values.compactMap(\.task)
+        }
+        for task in tasks { task.cancel() }
+    }
+
+    /// Starts following every subscription still observed.
+    func resume() {
+        state.withLock { state in
+            state.paused = false
+            for (key, entry) in state.entries where entry.task == nil {
+                state.entries[key]?.task = entry.start()
+            }
+        }
+    }
+
+    func cancelAll() {
+        let tasks = state.withLock { state in
+            defer { state.entries = [:] }
+            return state.entries.values.compactMap(\.task)
+        }
+        for task in tasks { task.cancel() }
+    }
+}
