@@ -2,9 +2,27 @@ import Foundation
 
 extension ProfileClient {
     /// One request with the retry policy: reads on 503/504 and connection errors, writes only on
-    /// errors that prove the request never left (``TransportError/Kind/notSent``).
+    /// errors that prove the request never left (``TransportError/Kind/notSent``). A read shares
+    /// the answer of an identical one in flight (``InFlightReads``).
     func send(
         method: String, path: String, body: Data?, isRead: Bool, headers extra: [String: String] = [:]
+    ) async throws(ProfileClientError) -> TransportResponse {
+        guard isRead, body == nil else {
+            return try await sendWithRetries(method: method, path: path, body: body, isRead: isRead, headers: extra)
+        }
+        let key = ([method, path] + extra.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" })
+            .joined(separator: "\n")
+        return try await inFlightReads.answer(for: key) { [self] in
+            do throws(ProfileClientError) {
+                return .success(try await sendWithRetries(method: method, path: path, body: nil, isRead: true, headers: extra))
+            } catch {
+                return .failure(error)
+            }
+        }.get()
+    }
+
+    private func sendWithRetries(
+        method: String, path: String, body: Data?, isRead: Bool, headers extra: [String: String]
     ) async throws(ProfileClientError) -> TransportResponse {
         guard let url = URL(string: path, relativeTo: configuration.baseURL)?.absoluteURL else {
             throw .transport("cannot form a URL from \(configuration.baseURL) and \(path)")

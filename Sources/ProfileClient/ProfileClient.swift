@@ -37,6 +37,7 @@ public final class ProfileClient: Sendable {
     /// Opens event streams; `nil` (in unit tests) follows none.
     let eventTransport: (any EventStreamTransport)?
     let liveSubscriptions = LiveSubscriptions()
+    let inFlightReads = InFlightReads()
 
     /// - Parameter configuration: the service's URL, the read-your-writes window, retries, token.
     public convenience init(configuration: ProfileClientConfiguration) {

@@ -174,6 +174,22 @@ import Testing
         #expect(await updates.next() == FakeTransport.profile(3, "Server", version: 2))
     }
 
+    @Test func identicalReadsInFlightShareOneRequest() async throws {
+        let answer = Gate()
+        let transport = FakeTransport { _, _ throws(TransportError) in
+            await answer.wait()
+            return FakeTransport.json(FakeTransport.profile(8, "Eight", version: 1))
+        }
+        let client = FakeTransport.client(transport)
+        let reads = (0..<5).map { _ in Task { try await client.fetch(id: 8) } }
+        try await Task.sleep(for: .milliseconds(50))  // every read is waiting by now
+        answer.open()
+        for read in reads { #expect(try await read.value == FakeTransport.profile(8, "Eight", version: 1)) }
+        #expect(transport.requests.count == 1, "five views that appear together make one request")
+        _ = try await client.fetch(id: 8, policy: .reloadFromServer)
+        #expect(transport.requests.count == 2, "a read after the answer is sent anew")
+    }
+
     @Test func theTokenProviderIsAskedForEveryAttempt() async throws {
         let asked = Mutex(0)
         let transport = FakeTransport { request, index throws(TransportError) in

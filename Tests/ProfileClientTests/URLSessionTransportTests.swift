@@ -45,4 +45,19 @@ import Testing
         let waited = ContinuousClock.now - cancelled
         #expect(waited < .seconds(2), "the data task was cancelled, not left to its 20 s timeout: \(waited)")
     }
+
+    @Test func cancellingAFetchCancelsItsRequest() async throws {
+        let listener = try SilentListener()
+        var configuration = ProfileClientConfiguration(baseURL: URL(string: "http://127.0.0.1:\(listener.port)")!)
+        configuration.requestTimeout = .seconds(20)
+        configuration.retry = RetryPolicy(maximumAttempts: 1)
+        configuration.followsLiveUpdates = false
+        let client = ProfileClient(configuration: configuration)
+        let read = Task { try await client.fetch(id: 1) }
+        try await Task.sleep(for: .milliseconds(200))
+        let cancelled = ContinuousClock.now
+        read.cancel()
+        await #expect(throws: ProfileClientError.self) { try await read.value }
+        #expect(ContinuousClock.now - cancelled < .seconds(2), "the shared read had no other caller: it was cancelled")
+    }
 }
