@@ -36,80 +36,72 @@ struct StreamFollowing: Sendable {
         report: @escaping @Sendable (ProfileEvent) -> Void,
         onEvents: @escaping @Sendable ([ServerSentEvent]) async -> Void
     ) async -> TransportResponse? {
-        let policy = configuration.liveUpdates
-        var failures = 0
-        var retryHint: Duration?  // the service's last `retry:`
+        let healthyAfter = configuration.liveUpdates.healthyAfter
+        let reconnection = LockedValue(StreamReconnection(policy: configuration.liveUpdates))
         var rejected: String?  // the token a 401 refused: the next attempt asks for a fresh one
-        let failing = LockedValue(false)  // a failure was reported and no stream opened since
         while !Task.isCancelled {
             guard let (url, fields) = await makeRequest() else { return nil }
             var headers = fields
-            var serverDelay: Duration?
-            let token: String?
-            do {
-                token = try await configuration.bearerToken(replacing: rejected)
-            } catch {
-                failing.withLock { $0 = true }
-                report(.failed(error, willRetry: true))
-                failures += 1
-                guard await pause(policy.delay(afterFailures: failures, serverDelay: nil, randomUnit: randomUnit()))
-                else { return nil }
-                continue
-            }
-            if let token { headers["Authorization"] = "Bearer \(token)" }
-            let refreshing = rejected != nil
-            rejected = nil
-            // The longest silence allowed: well above the service's 15 s heartbeat.
-            let request = TransportRequest(method: "GET", url: url, headers: headers, body: nil, timeout: .seconds(45))
+            // What ended the attempt, unless a stream that proved healthy was closed.
+            let failure: (error: ProfileClientError?, retryHint: Duration?, serverDelay: Duration?)
             let delivered = LockedValue(false)
             let opened = ContinuousClock.now
-            do {
-                let end = try await transport.stream(request) { events in
-                    let recovered = failing.withLock { failing in
-                        defer { failing = false }
-                        return failing
+            do throws(ProfileClientError) {
+                let token = try await configuration.bearerToken(replacing: rejected)
+                if let token { headers["Authorization"] = "Bearer \(token)" }
+                let refreshing = rejected != nil
+                rejected = nil
+                // The longest silence allowed: well above the service's 15 s heartbeat.
+                let request = TransportRequest(
+                    method: "GET", url: url, headers: headers, body: nil, timeout: .seconds(45))
+                let end: EventStreamEnd
+                do {
+                    end = try await transport.stream(request) { events in
+                        if let resumed = reconnection.withLock({ $0.streamOpened() }) { report(resumed) }
+                        guard !events.isEmpty else { return }
+                        delivered.withLock { $0 = true }
+                        await onEvents(events)
                     }
-                    if recovered { report(.resumed) }
-                    if events.isEmpty { return }
-                    delivered.withLock { $0 = true }
-                    await onEvents(events)
+                } catch {
+                    if Task.isCancelled { return nil }
+                    throw .transport(error.description)
                 }
+                let healthy = delivered.withLock { $0 } || ContinuousClock.now - opened >= healthyAfter
                 switch end {
-                case .closed(let retry):
-                    retryHint = retry ?? retryHint
-                    if delivered.withLock({ $0 }) || ContinuousClock.now - opened >= policy.healthyAfter {
-                        // A stream that proved healthy: resume after the service's hint, failures forgotten.
-                        failures = 0
-                        guard await pause(min(retryHint ?? .zero, policy.maximumServerDelay)) else { return nil }
-                        continue
+                case .closed(let retry) where healthy:
+                    guard await pause(reconnection.withLock { $0.healthyStreamClosed(retryHint: retry) }) else {
+                        return nil
                     }
-                    serverDelay = retryHint
+                    continue
+                case .closed(let retry):
+                    // Closed before it proved healthy (a proxy's 200 that ends at once): a failure.
+                    failure = (.transport("the stream ended before it proved healthy"), retry, retry)
                 case .refused(let response):
                     if response.status == 401, let token, !refreshing {
                         rejected = token
                         continue
                     }
-                    let refusal = await classify(response)
                     let error = ProfileClient.error(for: response)
-                    if refusal == .final {
+                    let retryAfter = response.headers["retry-after"].flatMap { RetryPolicy.parseRetryAfter($0) }
+                    switch await classify(response) {
+                    case .final:
                         report(.failed(error, willRetry: false))
                         return response
+                    case .expected: failure = (nil, nil, retryAfter)
+                    case .transient: failure = (error, nil, retryAfter)
                     }
-                    if refusal == .transient {
-                        failing.withLock { $0 = true }
-                        report(.failed(error, willRetry: true))
-                    }
-                    serverDelay = response.headers["retry-after"].flatMap { RetryPolicy.parseRetryAfter($0) }
                 }
             } catch {
-                if Task.isCancelled { return nil }
-                failing.withLock { $0 = true }
-                report(.failed(.transport(error.description), willRetry: true))
+                failure = (error, nil, nil)  // no token, or no connection
             }
-            if delivered.withLock({ $0 }) || ContinuousClock.now - opened >= policy.healthyAfter { failures = 0 }
-            failures += 1
-            guard await pause(policy.delay(afterFailures: failures, serverDelay: serverDelay, randomUnit: randomUnit()))
-            else { return nil }
+            let healthy = delivered.withLock { $0 } || ContinuousClock.now - opened >= healthyAfter
+            let (wait, event) = reconnection.withLock {
+                $0.attemptFailed(
+                    reporting: failure.error, healthy: healthy, retryHint: failure.retryHint,
+                    serverDelay: failure.serverDelay, randomUnit: randomUnit())
+            }
+            if let event { report(event) }
+            guard await pause(wait) else { return nil }
         }
         return nil
     }

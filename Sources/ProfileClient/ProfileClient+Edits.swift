@@ -10,7 +10,7 @@ extension ProfileClient {
     ///
     /// A failure rolls observers back to the newest confirmed profile and fails the edits waiting
     /// behind it with the same error; a 409 means someone else changed the profile (its current
-    /// version is then shown).
+    /// version is then shown). Cancelling the caller does not cancel the edit.
     /// - Returns: the profile the service stored.
     /// - Throws: ``ProfileClientError``: `conflict(current:)`, `notFound`, `unauthorized`, `validation`…
     public func setDisplayName(_ displayName: String, id: Int64) async throws(ProfileClientError) -> Profile {
@@ -20,14 +20,17 @@ extension ProfileClient {
         case .done(let result): return try result.get()
         case .send(let expectedVersion): known = expectedVersion
         }
-        let result: Result<Profile, ProfileClientError>
-        do throws(ProfileClientError) {
-            let expected: Int32
-            if let known { expected = known } else { expected = try await fetch(id: id, policy: .reloadFromServer).version }
-            result = .success(try await putDisplayName(displayName, id: id, expectedVersion: expected))
-        } catch {
-            result = .failure(error)
-        }
+        // The user made the edit: a caller that goes away (a view dismissed) does not cancel it,
+        // nor, through a rollback, the edits waiting behind it.
+        let result = await Task { [self] () -> Result<Profile, ProfileClientError> in
+            do throws(ProfileClientError) {
+                let expected: Int32
+                if let known { expected = known } else { expected = try await fetch(id: id, policy: .reloadFromServer).version }
+                return .success(try await putDisplayName(displayName, id: id, expectedVersion: expected))
+            } catch {
+                return .failure(error)
+            }
+        }.value
         return try await cache.finishEdit(id: id, sequence: sequence, result: result).get()
     }
 
