@@ -27,15 +27,15 @@ import TestSupport
             return FakeTransport.problem(409, kind: "version-conflict", current: Self.profile("Five", 5))
         }
         let client = FakeTransport.client(transport)
-        let seen = EventRecorder(client.events(for: Self.id))
+        let seen = StreamRecorder(client.updates(for: Self.id))
         await client.cache.didReceiveEvent(Self.profile("Five", 5))
         let update = Task { try await client.updateDisplayName(id: Self.id, to: "X", expectedVersion: 3) }
         try await Task.sleep(for: .milliseconds(50))  // the intent is registered and would be shown by now
         answer.open()
         await #expect(throws: ProfileClientError.self) { try await update.value }
         #expect(await seen.wait { $0.count >= 1 })
-        #expect(!seen.profiles.contains { $0.displayName == "X" }, "{v4, X} is older than v5: \(seen.profiles)")
-        #expect(Self.neverWentBack(seen.profiles), "\(seen.profiles)")
+        #expect(!seen.elements.contains { $0.displayName == "X" }, "{v4, X} is older than v5: \(seen.elements)")
+        #expect(Self.neverWentBack(seen.elements), "\(seen.elements)")
     }
 
     @Test func anIntentDoesNotHideNewerEventsWhileItsRequestIsInFlight() async throws {
@@ -47,17 +47,17 @@ import TestSupport
         }
         let client = FakeTransport.client(transport)
         _ = try await client.fetch(id: Self.id)
-        let seen = EventRecorder(client.events(for: Self.id))
+        let seen = StreamRecorder(client.updates(for: Self.id))
         let update = Task { try await client.updateDisplayName(id: Self.id, to: "Mine", expectedVersion: 1) }
-        #expect(await seen.wait { $0.last == .updated(Self.profile("One", 1).renamed("Mine", 2)) })
+        #expect(await seen.wait { $0.last == Self.profile("One", 1).renamed("Mine", 2) })
         await client.cache.didReceiveEvent(Self.profile("Two", 2))
         await client.cache.didReceiveEvent(Self.profile("Three", 3))
         #expect(
-            await seen.wait { $0.last == .updated(Self.profile("Three", 3)) },
-            "events v2 and v3 show while the PUT is in flight: \(seen.profiles)")
+            await seen.wait { $0.last == Self.profile("Three", 3) },
+            "events v2 and v3 show while the PUT is in flight: \(seen.elements)")
         answer.open()
         _ = try? await update.value
-        #expect(Self.neverWentBack(seen.profiles), "\(seen.profiles)")
+        #expect(Self.neverWentBack(seen.elements), "\(seen.elements)")
     }
 
     @Test func aFetchThatLeftBeforeAWriteReturnsTheWritesNewerVersion() async throws {
@@ -113,24 +113,6 @@ import TestSupport
         #expect(transport.requests[0].headers["If-None-Match"] == nil)
         #expect(try await client.fetch(id: Self.id, policy: .reloadFromServer) == Self.profile("Held", 3))
         #expect(transport.requests[1].headers["If-None-Match"] == #""3""#)
-    }
-
-    @Test func theStoreForgetsIDsNobodyObservesLeastRecentlyUsedFirst() async throws {
-        let transport = FakeTransport { request, _ throws(TransportError) in
-            let id = Int64(request.url.lastPathComponent)!
-            return FakeTransport.json(FakeTransport.profile(id, "P", version: 1))
-        }
-        var configuration = ProfileClientConfiguration(baseURL: URL(string: "http://profiles.test")!)
-        configuration.storeCapacity = 10
-        configuration.followsLiveUpdates = false
-        let client = ProfileClient(configuration: configuration, transport: transport)
-        let observed = client.updates(for: 1)
-        for id in Int64(1)...40 { _ = try await client.fetch(id: id) }
-        #expect(await client.cache.count <= 10)
-        #expect(await client.cache.confirmedProfile(id: 1) != nil, "an observed id is kept")
-        #expect(await client.cache.confirmedProfile(id: 40) != nil, "the most recent is kept")
-        #expect(await client.cache.confirmedProfile(id: 2) == nil, "the least recently used goes first")
-        _ = observed
     }
 }
 
