@@ -60,7 +60,8 @@ import TestSupport
         #expect(Eventually.wait(timeout: .seconds(30)) { watch.jsonLines.count >= 3 }, "\(watch.lines)")
         #expect(watch.jsonLines.last?["display_name"] as? String == "After")
         #expect(watch.jsonLines.last?["version"] as? Int == Int(again.version))
-        #expect(watch.waitUntilExit() == 0, "--count 3 ends it")
+        #expect(Eventually.wait(timeout: .seconds(10)) { !watch.isRunning }, "--count 3 ends it")
+        #expect(!watch.isRunning && watch.waitUntilExit() == 0)
     }
 
     @Test func profilectlWatchExitsWithStatusOneWhenTheServiceRefusesTheStreamForGood() async throws {
@@ -79,7 +80,7 @@ import TestSupport
             Self.profilectl, arguments: ["watch", String(id), "--url", service.baseURL, "--token-file", tokenFile.path])
         #expect(Eventually.wait(timeout: .seconds(10)) { watch.jsonLines.count >= 1 }, "\(watch.lines)")
         #expect(Eventually.wait(timeout: .seconds(20)) { !watch.isRunning }, "a refusal for good ends the watch")
-        #expect(watch.waitUntilExit() == 1)
+        #expect(!watch.isRunning && watch.waitUntilExit() == 1)
     }
 
     @Test func aTokenThatExpiresMidStreamIsReplacedAndNothingIsMissed() async throws {
