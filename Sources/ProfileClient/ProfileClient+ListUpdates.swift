@@ -10,7 +10,7 @@ extension ProfileClient {
     /// A live list of profiles: the profiles of `ids` in the order asked (each once) and the ids no
     /// profile has, as a new ``ProfileList`` whenever one of them changes.
     ///
-    /// The list is a view of the client's one store, shared with ``updates(for:)``, ``fetch(id:policy:)``,
+    /// The list is a view of the client's one store, shared with ``events(for:)``, ``fetch(id:policy:)``,
     /// ``profiles(ids:)`` and the writes: an event for a member reaches every observer of its id
     /// and every list holding it, and a write through this client (optimistic at first) shows in
     /// every list holding the profile at once. An older version never replaces a newer one.
@@ -22,12 +22,12 @@ extension ProfileClient {
     /// - The first value comes once every member is known (from this client's store or the
     ///   stream's first events). Then each change of the store gives at most one value: the events
     ///   of one read of the stream (a burst) are applied together, not one value per member.
-    /// - A `deleted` event moves the member to ``ProfileList/missing``; a later version brings it
-    ///   back. Observers of its id keep the last profile they got (their element has no "none"),
-    ///   and a new observer of it starts with nothing.
-    /// - A lost stream is reopened as ``updates(for:)``'s is (at once after a stream that lived,
-    ///   else jittered backoff, `Retry-After` honoured), with each member's floor (`id@version`,
-    ///   the highest version the client holds), so nothing committed meanwhile is missed.
+    /// - A `deleted` event moves the member to ``ProfileList/missing``, and observers of its id get
+    ///   ``ProfileEvent/deleted(id:)``; a later version brings it back.
+    /// - A lost stream is reopened as ``events(for:)``'s is (``LiveUpdatePolicy``: after its
+    ///   `retry:` hint once it proved healthy, else with growing backoff, `Retry-After` honoured),
+    ///   with each member's floor (`id@version`, the highest version the client holds), so nothing
+    ///   committed meanwhile is missed. A 401 is retried once with a fresh token.
     /// - A slow consumer gets the newest list. The stream ends when the consumer's task is
     ///   cancelled or the client is released, and throws a ``ProfileClientError`` when the service
     ///   refuses it for good: `validation` (400: an id is not a positive integer), `unauthorized`,

@@ -32,8 +32,9 @@ public struct ProfileClientConfiguration: Sendable {
     /// Reconnection of the event streams that ``ProfileClient/events(for:)`` and
     /// ``ProfileClient/observeList(ids:)`` follow.
     public var liveUpdates = LiveUpdatePolicy()
-    /// Whether ``ProfileClient/updates(for:)`` follows the service's event stream of the id, so
-    /// changes committed anywhere (other devices, other instances, SQL) reach the observers.
+    /// Whether ``ProfileClient/events(for:)`` and ``ProfileClient/updates(for:)`` follow the
+    /// service's event stream of the id, so changes committed anywhere (other devices, other
+    /// instances, SQL) reach the observers.
     public var followsLiveUpdates = true
 
     public init(baseURL: URL, tokenProvider: TokenProvider? = nil) {
@@ -52,11 +53,17 @@ public struct ProfileClientConfiguration: Sendable {
 /// the service is reopened after its `retry:` hint (at once without one). The service's asked
 /// waits, `retry:` and `Retry-After`, are honoured up to ``maximumServerDelay``.
 public struct LiveUpdatePolicy: Sendable, Hashable {
+    /// The ceiling of the first wait after a failure.
     public var initialDelay: Duration
+    /// The highest ceiling the doubling reaches.
     public var maximumDelay: Duration
+    /// How long a stream that delivered no event must stay open to count as healthy; keep it
+    /// below the service's stream lifetime.
     public var healthyAfter: Duration
+    /// The longest `retry:` or `Retry-After` waited for; a longer one is cut to this.
     public var maximumServerDelay: Duration
 
+    /// The defaults: 250 ms doubling to 30 s, healthy after 10 s, the service's waits up to 5 min.
     public init(
         initialDelay: Duration = .milliseconds(250), maximumDelay: Duration = .seconds(30),
         healthyAfter: Duration = .seconds(10), maximumServerDelay: Duration = .seconds(300)
