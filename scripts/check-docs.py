@@ -314,8 +314,8 @@ def source_label_values():
     breaker = read("Sources/ProfileService/Cache/NodeCircuitBreaker.swift")
     breaker_enum = re.search(r"enum Event: String[^{]*\{(.*?)\n    \}", breaker, re.S).group(1)
     return {
-        "profile_cache_events_total": set(re.findall(r"case \.\w+: \"(\w+)\"", body)),
-        "profile_memcached_breaker_events_total": set(re.findall(r"^\s*case (\w+)\s*$", breaker_enum, re.M)),
+        "profile_service_cache_events_total": set(re.findall(r"case \.\w+: \"(\w+)\"", body)),
+        "profile_service_memcached_breaker_events_total": set(re.findall(r"^\s*case (\w+)\s*$", breaker_enum, re.M)),
     }
 
 

@@ -118,7 +118,7 @@ extension ProfileServiceCommand {
         @Option(
             help: """
                 Share of the changes the change feed applies that are checked against memcached and \
-                PostgreSQL after --consistency-check-delay-ms (profile_consistency_checks_total); 0 \
+                PostgreSQL after --consistency-check-delay-ms (profile_service_consistency_checks_total); 0 \
                 turns it off. [PROFILE_CONSISTENCY_SAMPLE_RATE]
                 """)
         var consistencySampleRate: Double = EnvironmentDefaults.double("PROFILE_CONSISTENCY_SAMPLE_RATE", 0.01)
@@ -179,13 +179,15 @@ extension ProfileServiceCommand {
             MetricsSystem.bootstrap(metricsFactory)
             let metrics = ServiceMetrics()
             metrics.observe(logSink: .standardError)
+            let build = MetricsExposition.Build(
+                version: ProfileServiceCommand.version, revision: ProfileServiceCommand.revision)
             let observability = ProfileResponder.Observability(
                 metrics: metrics, accessLog: accessLog ? AccessLog(format: try logging.format()) : nil
             ) {
                 var buffer: [UInt8] = []
                 buffer.reserveCapacity(16 * 1024)
                 prometheus.emit(into: &buffer)
-                return buffer
+                return MetricsExposition.render(buffer, process: ProcessStatistics.current(), build: build)
             }
             let logger = Logger(label: "profile-service")
             auth.logMode(logger)
@@ -235,6 +237,8 @@ extension ProfileServiceCommand {
             let server = HTTPServer(
                 configuration: serverConfiguration(), responder: responder, logger: logger, eventStreams: streams)
             metrics.observe { server.statistics }
+            metrics.observe(database: databaseHealth, pool: databases.primary)
+            metrics.observe(memcachedNodes: memcached.servers, breaker: shared.circuitBreaker)
             do {
                 _ = try server.start()
             } catch {

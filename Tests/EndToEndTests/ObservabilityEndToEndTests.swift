@@ -28,20 +28,20 @@ import TestSupport
         #expect(scrape.headers["content-type"]?.hasPrefix("text/plain") == true)
         let metrics = PrometheusText(scrape.body)
         func value(_ name: String, _ labels: [String: String]) -> Double? { metrics.value(name, labels) }
-        #expect(value("http_requests_total", ["route": "/users/profile/{id}", "method": "GET", "status": "200"]) ?? 0 >= 5)
-        #expect(value("http_requests_total", ["route": "/users/profile/{id}", "method": "PUT", "status": "201"]) == 1)
-        #expect(value("http_requests_total", ["route": "/users/profile/{id}", "method": "GET", "status": "404"]) == 1)
+        #expect(value("profile_service_http_requests_total", ["route": "/users/profile/{id}", "method": "GET", "status": "200"]) ?? 0 >= 5)
+        #expect(value("profile_service_http_requests_total", ["route": "/users/profile/{id}", "method": "PUT", "status": "201"]) == 1)
+        #expect(value("profile_service_http_requests_total", ["route": "/users/profile/{id}", "method": "GET", "status": "404"]) == 1)
         #expect(value("http_request_duration_seconds_count", ["route": "/users/profile/{id}", "method": "GET", "status": "200"]) ?? 0 >= 5)
         #expect(metrics.samples.contains { $0.name == "http_request_duration_seconds_bucket" && $0.labels["le"] == "+Inf" })
-        #expect(value("profile_cache_events_total", ["event": "hit"]) ?? 0 >= 4)
-        #expect(value("profile_cache_events_total", ["event": "write_through_stored"]) ?? 0 >= 1)
+        #expect(value("profile_service_cache_events_total", ["event": "hit"]) ?? 0 >= 4)
+        #expect(value("profile_service_cache_events_total", ["event": "write_through_stored"]) ?? 0 >= 1)
         for event in ["miss", "error", "bypass", "populate_stored", "populate_lost", "write_through_skipped_newer",
             "write_through_cas_conflict", "write_through_deleted", "write_through_failed"]
         {
-            #expect(value("profile_cache_events_total", ["event": event]) != nil, "missing event \(event)")
+            #expect(value("profile_service_cache_events_total", ["event": event]) != nil, "missing event \(event)")
         }
-        #expect(value("profile_log_lines_dropped_total", [:]) == 0)
-        for gauge in ["http_open_connections", "http_queued_requests", "http_busy_workers"] {
+        #expect(value("profile_service_log_lines_dropped_total", [:]) == 0)
+        for gauge in ["profile_service_http_open_connections", "profile_service_http_queued_requests", "profile_service_http_busy_workers"] {
             #expect(value(gauge, [:]) != nil, "missing gauge \(gauge)")
         }
 

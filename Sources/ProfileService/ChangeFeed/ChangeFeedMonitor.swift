@@ -48,25 +48,25 @@ public struct ChangeFeedStatus: Sendable, Equatable {
 ///
 /// | series | meaning |
 /// | --- | --- |
-/// | `profile_change_feed_active` | 1 while this instance consumes the slot |
-/// | `profile_change_feed_lag_bytes` | WAL sent past the confirmed position |
-/// | `profile_change_feed_lag_seconds` | commit → applied, of the last applied transaction |
-/// | `profile_change_feed_changes_total{outcome}` | changes applied, by ``ProfileRepository/RefreshOutcome`` |
-/// | `profile_change_feed_pending_repairs` | changes and flushes waiting for a memcached node |
-/// | `profile_change_feed_stalled` | 1 while the feed cannot go on by itself (see ``ChangeFeedState/stalled``) |
-/// | `profile_change_feed_gaps_total` | gaps in the commit stream closed by invalidating the cache |
-/// | `profile_change_feed_slot_retained_bytes` | WAL the server keeps for the slot (bounded by `max_slot_wal_keep_size`) |
-/// | `profile_change_feed_slot_lost` | 1 while the slot is missing or invalidated (`wal_status = lost`) |
+/// | `profile_service_change_feed_active` | 1 while this instance consumes the slot |
+/// | `profile_service_change_feed_lag_bytes` | WAL sent past the confirmed position |
+/// | `profile_service_change_feed_lag_seconds` | commit → applied, of the last applied transaction |
+/// | `profile_service_change_feed_changes_total{outcome}` | changes applied, by ``ProfileRepository/RefreshOutcome`` |
+/// | `profile_service_change_feed_pending_repairs` | changes and flushes waiting for a memcached node |
+/// | `profile_service_change_feed_stalled` | 1 while the feed cannot go on by itself (see ``ChangeFeedState/stalled``) |
+/// | `profile_service_change_feed_gaps_total` | gaps in the commit stream closed by invalidating the cache |
+/// | `profile_service_change_feed_slot_retained_bytes` | WAL the server keeps for the slot (bounded by `max_slot_wal_keep_size`) |
+/// | `profile_service_change_feed_slot_lost` | 1 while the slot is missing or invalidated (`wal_status = lost`) |
 public final class ChangeFeedMonitor: Sendable {
     private let status: Mutex<ChangeFeedStatus>
-    private let activeGauge = Gauge(label: "profile_change_feed_active")
-    private let lagBytesGauge = Gauge(label: "profile_change_feed_lag_bytes")
-    private let lagSecondsGauge = Gauge(label: "profile_change_feed_lag_seconds")
-    private let pendingGauge = Gauge(label: "profile_change_feed_pending_repairs")
-    private let stalledGauge = Gauge(label: "profile_change_feed_stalled")
-    private let gapsCounter = Counter(label: "profile_change_feed_gaps_total")
-    private let slotRetainedGauge = Gauge(label: "profile_change_feed_slot_retained_bytes")
-    private let slotLostGauge = Gauge(label: "profile_change_feed_slot_lost")
+    private let activeGauge = Gauge(label: MetricFamily.changeFeedActive.name)
+    private let lagBytesGauge = Gauge(label: MetricFamily.changeFeedLagBytes.name)
+    private let lagSecondsGauge = Gauge(label: MetricFamily.changeFeedLagSeconds.name)
+    private let pendingGauge = Gauge(label: MetricFamily.changeFeedPendingRepairs.name)
+    private let stalledGauge = Gauge(label: MetricFamily.changeFeedStalled.name)
+    private let gapsCounter = Counter(label: MetricFamily.changeFeedGaps.name)
+    private let slotRetainedGauge = Gauge(label: MetricFamily.changeFeedSlotRetainedBytes.name)
+    private let slotLostGauge = Gauge(label: MetricFamily.changeFeedSlotLost.name)
     private let outcomeCounters: [ProfileRepository.RefreshOutcome: Counter]
 
     public init(enabled: Bool) {
@@ -76,7 +76,7 @@ public final class ChangeFeedMonitor: Sendable {
                 changesApplied: 0, pendingRepairs: 0))
         var counters: [ProfileRepository.RefreshOutcome: Counter] = [:]
         for outcome in [ProfileRepository.RefreshOutcome.current, .stored, .invalidated, .absent, .failed] {
-            counters[outcome] = Counter(label: "profile_change_feed_changes_total", dimensions: [("outcome", outcome.rawValue)])
+            counters[outcome] = Counter(label: MetricFamily.changeFeedChanges.name, dimensions: [("outcome", outcome.rawValue)])
         }
         outcomeCounters = counters
     }
