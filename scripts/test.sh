@@ -33,6 +33,8 @@ done
 down_before=$(scripts/deps.sh status 2>/dev/null | awk '$2 == "down" { print $1 " " NR - 1 }' || true)
 # The standby a test starts (StandbyTests) is stopped by that test; this catches a test that died.
 standby_up_before=$(scripts/deps.sh status 2>/dev/null | awk '$1 == "standby" && $2 == "up"' || true)
+# The PgBouncers of scripts/check-pooler.py: stopped at the end unless they ran before.
+pgbouncer_up_before=$(scripts/deps.sh status 2>/dev/null | awk '$1 == "pgbouncer"' || true)
 
 # Every process this run starts inherits this marker, so a service a killed test left behind can
 # be found (and only those: never a server started elsewhere from the same binary).
@@ -60,6 +62,7 @@ cleanup() {
         echo "test.sh: servers kept running (scripts/deps.sh status; scripts/deps.sh stop)" >&2
     else
         [ -n "$standby_up_before" ] || scripts/deps.sh stop-standby
+        [ -n "$pgbouncer_up_before" ] || scripts/deps.sh stop-pgbouncer
         while read -r kind number; do
             case $kind in
                 postgres) scripts/deps.sh stop-postgres ;;
@@ -108,6 +111,12 @@ echo "test.sh: integration phase $((SECONDS - phase_started)) s" >&2
 
 # README's read, token, PUT and floored read, as a newcomer pastes them, against a real instance.
 python3 scripts/check-readme.py --binary "$root/.build/debug/profile-service"
+
+# PostgreSQL as production runs it: a PostgreSQL of the script's own that takes only TLS and a
+# SCRAM password (right CA, wrong CA, wrong password, server down), then PgBouncer 1.18 in
+# transaction and in session mode in front of the one of scripts/deps.sh.
+python3 scripts/check-database-tls.py --binary "$root/.build/debug/profile-service"
+python3 scripts/check-pooler.py --binary "$root/.build/debug/profile-service"
 
 # Deployment files and openapi.yaml: static checks, nginx -t, the nginx gateway for real in front
 # of two instances of the binary built above, and the service's answers against openapi.yaml.

@@ -167,6 +167,36 @@ extension ProfileServiceCommand {
             _ = try auth.authorization()
         }
 
+        /// One connect on `line` before anything starts. A failure retrying cannot fix (a
+        /// password, a certificate, an unknown database, a pooler where PostgreSQL itself is
+        /// needed) stops the process with libpq's reason, instead of serving cached reads on and
+        /// logging retries; any other (PostgreSQL down or starting) is logged by the connection,
+        /// and the service starts and retries as it does later.
+        func checkDatabaseAtStart(_ postgres: PostgresConfiguration, line: String, logger: Logger) throws {
+            let connection = PostgresConnection(configuration: postgres, statements: [], logger: logger)
+            defer { connection.close() }
+            do {
+                try connection.connect()
+            } catch let error as PostgresError where error.message.contains("unsupported startup parameter") {
+                // PgBouncer refusing the session settings: a pooler where PostgreSQL was expected.
+                throw RuntimeFailure(
+                    description: "cannot connect to PostgreSQL: \(error.message) (\(line) reaches a connection pooler: "
+                        + "give the pooler as --database-url and PostgreSQL itself as --database-direct-url)")
+            } catch let error as PostgresError where error.isPermanentConnectFailure {
+                throw RuntimeFailure(description: "cannot connect to PostgreSQL (\(line)): \(error.message)")
+            } catch {
+                logger.warning("PostgreSQL is not reachable at start; serving cached reads while retrying")
+                return
+            }
+            guard postgres.isPooled,
+                (try? connection.simpleQuery("SHOW statement_timeout").rows.first?.decode("statement_timeout", as: String.self)) == "0"
+            else { return }
+            // Through a pooler the service sends no session settings: the role's own bound statements.
+            logger.warning(
+                "statement_timeout is not set for this role or database: through a pooler only the client-side deadline bounds a statement",
+                metadata: ["fix": "ALTER ROLE <role> SET statement_timeout = '5s'; ALTER ROLE <role> SET lock_timeout = '2s'"])
+        }
+
         func run() throws {
             try logging.bootstrap()
             let prometheus = PrometheusCollectorRegistry()
@@ -191,7 +221,12 @@ extension ProfileServiceCommand {
             }
             let logger = Logger(label: "profile-service")
             auth.logMode(logger)
+            // Two lines to PostgreSQL: `postgres` for requests (maybe a pooler), `direct` for the
+            // change feed, LISTEN and the replica monitor (docs/deployment.md).
             let postgres = try database.postgresConfiguration()
+            let direct = try database.directConfiguration()
+            try checkDatabaseAtStart(postgres, line: "--database-url", logger: logger)
+            if database.isPooled { try checkDatabaseAtStart(direct, line: "--database-direct-url", logger: logger) }
             let memcached = try memcachedConfiguration()
             var cache = ProfileCacheConfiguration()
             cache.ttl = .seconds(cacheTtlS)
@@ -210,9 +245,10 @@ extension ProfileServiceCommand {
             let databases = DatabasePools(
                 postgres: postgres, connections: databaseConcurrency > 0 ? databaseConcurrency : databaseConnections,
                 health: databaseHealth, replicas: replicas, logger: logger)
-            let feed = changeFeed(postgres: postgres, memcached: memcached, shared: shared, logger: logger)
+            let feed = changeFeed(postgres: direct, memcached: memcached, shared: shared, logger: logger)
             let lifecycle = ServiceLifecycle(
-                changeFeed: feed?.monitor ?? ChangeFeedMonitor(enabled: false), replicas: replicas)
+                changeFeed: feed?.monitor ?? ChangeFeedMonitor(enabled: false), replicas: replicas,
+                databaseHealth: databaseHealth)
             let streams = EventStreams(configuration: liveUpdates.streamsConfiguration())
             let hub = ProfileUpdateHub(streams: streams, logger: logger)
             // The threads beside the server: the change feed, then the live updates' two fetch
@@ -223,10 +259,10 @@ extension ProfileServiceCommand {
                     postgres: postgres, databaseHealth: databaseHealth, memcached: memcached, shared: shared,
                     logger: logger)
             }
-            let monitor = replicas.map { ReplicaMonitor(replicas: $0, primary: postgres, logger: logger) }
+            let monitor = replicas.map { ReplicaMonitor(replicas: $0, primary: direct, logger: logger) }
             let background = ServiceGroup(
                 (feed.map { [$0] } ?? []) + (monitor.map { [$0] } ?? [])
-                    + [fetchers, ProfileChangeListener(configuration: postgres, hub: hub, logger: logger)])
+                    + [fetchers, ProfileChangeListener(configuration: direct, hub: hub, logger: logger)])
             try background.start()
             let responder = ProfileResponder(
                 lifecycle: lifecycle, authorization: try auth.authorization(), observability: observability,
