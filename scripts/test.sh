@@ -2,9 +2,11 @@
 # The whole test suite, from a fresh machine: installs and starts PostgreSQL and two memcached
 # nodes on loopback (scripts/deps.sh), builds, migrates, checks the documentation
 # (scripts/check-docs.py), and runs every test target.
-# Tests that need a server fail (never skip) when it is missing. Then scripts/check-deploy.py
-# checks the deployment files and openapi.yaml, and scripts/contract-test.sh runs the
-# property-based contract tester (schemathesis) against a real instance; the run fails if any
+# Tests that need a server fail (never skip) when it is missing. Then the checks against real
+# instances of the binary: README's commands (check-readme.py), TLS and SCRAM
+# (check-database-tls.py), PgBouncer (check-pooler.py), the alert rules (check-alerts.sh) and a
+# real Prometheus (check-prometheus.py), the deployment files and openapi.yaml (check-deploy.py),
+# and the property-based contract tester (contract-test.sh, schemathesis); the run fails if any
 # check fails.
 #
 # At the end — also when a step fails or the run is interrupted — the servers this run started
@@ -118,10 +120,17 @@ python3 scripts/check-readme.py --binary "$root/.build/debug/profile-service"
 python3 scripts/check-database-tls.py --binary "$root/.build/debug/profile-service"
 python3 scripts/check-pooler.py --binary "$root/.build/debug/profile-service"
 
-# Deployment files and openapi.yaml: static checks, nginx -t, the nginx gateway for real in front
-# of two instances of the binary built above, and the service's answers against openapi.yaml.
+# The Python packages of the checks below (PyYAML: the rules and the deployment files).
 python3 -c 'import yaml, jsonschema, openapi_spec_validator' 2>/dev/null ||
     python3 -m pip install -q --disable-pip-version-check PyYAML jsonschema openapi-spec-validator
+# The alert and recording rules: promtool check and unit tests, every runbook_url's anchor. Then a
+# real Prometheus scraping a real instance: three alerts pending → firing → resolved, every
+# dashboard query evaluated, promtool check metrics on the live /metrics.
+scripts/check-alerts.sh
+python3 scripts/check-prometheus.py --binary "$root/.build/debug/profile-service"
+
+# Deployment files and openapi.yaml: static checks, nginx -t, the nginx gateway for real in front
+# of two instances of the binary built above, and the service's answers against openapi.yaml.
 export PROFILE_SERVICE_BIN=${PROFILE_SERVICE_BIN:-$root/.build/debug/profile-service}
 python3 scripts/check-deploy.py
 
