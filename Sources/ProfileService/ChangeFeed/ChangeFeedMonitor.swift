@@ -34,6 +34,11 @@ public struct ChangeFeedStatus: Sendable, Equatable {
     public var changesApplied: Int
     /// Changes (and flushes) held back because their memcached node did not answer.
     public var pendingRepairs: Int
+    /// Changes of a transaction applied in parts that wait for its last part (docs/design.md §3.9).
+    public var changesWaiting = 0
+    /// The most changes the feed held in memory at once since it started (bounded by
+    /// ``ChangeFeedConfiguration/maxChangesInMemory``).
+    public var mostChangesHeld = 0
     /// Gaps in the commit stream this instance closed (docs/design.md §3.7).
     public var gapsClosed = 0
     /// The slot's `wal_status` as last read (`reserved`, `extended`, `unreserved`, `lost`), or
@@ -63,6 +68,7 @@ public final class ChangeFeedMonitor: Sendable {
     private let lagBytesGauge = Gauge(label: MetricFamily.changeFeedLagBytes.name)
     private let lagSecondsGauge = Gauge(label: MetricFamily.changeFeedLagSeconds.name)
     private let pendingGauge = Gauge(label: MetricFamily.changeFeedPendingRepairs.name)
+    private let waitingGauge = Gauge(label: MetricFamily.changeFeedChangesWaiting.name)
     private let stalledGauge = Gauge(label: MetricFamily.changeFeedStalled.name)
     private let gapsCounter = Counter(label: MetricFamily.changeFeedGaps.name)
     private let slotRetainedGauge = Gauge(label: MetricFamily.changeFeedSlotRetainedBytes.name)
@@ -108,14 +114,23 @@ public final class ChangeFeedMonitor: Sendable {
         status.withLock { $0.gapsClosed += 1 }
     }
 
-    func recordApplied(_ outcomes: [ProfileRepository.RefreshOutcome], lastCommitTime: Int64) {
-        for outcome in outcomes { outcomeCounters[outcome]?.increment() }
+    /// A batch was applied: `heldInMemory` changes at once; `waiting` changes of a transaction
+    /// applied in parts wait for its last part before the position can move past them.
+    func recordApplied(
+        _ outcomes: [ProfileRepository.RefreshOutcome], lastCommitTime: Int64, heldInMemory: Int = 0, waiting: Int = 0
+    ) {
+        var counts: [ProfileRepository.RefreshOutcome: Int] = [:]
+        for outcome in outcomes { counts[outcome, default: 0] += 1 }
+        for (outcome, count) in counts { outcomeCounters[outcome]?.increment(by: count) }
         let lag = max(0, Double(Int64.postgresNow - lastCommitTime) / 1_000_000)
         status.withLock {
             $0.changesApplied += outcomes.count
             $0.lagSeconds = lag
+            $0.changesWaiting = waiting
+            $0.mostChangesHeld = max($0.mostChangesHeld, heldInMemory)
         }
         lagSecondsGauge.record(lag)
+        waitingGauge.record(waiting)
     }
 
     func recordPosition(confirmed: LSN, serverEnd: LSN, pending: Int) {

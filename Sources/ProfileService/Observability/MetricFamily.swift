@@ -136,6 +136,9 @@ extension MetricFamily {
     static let changeFeedPendingRepairs = MetricFamily(
         "profile_service_change_feed_pending_repairs", .gauge,
         "Changes and flushes waiting for a memcached node that did not answer.")
+    static let changeFeedChangesWaiting = MetricFamily(
+        "profile_service_change_feed_changes_waiting", .gauge,
+        "Changes already applied of a large transaction whose last part is not: the position waits for them.")
     static let changeFeedChanges = MetricFamily(
         "profile_service_change_feed_changes_total", .counter, labels: ["outcome"],
         "Row changes applied to the cache, by outcome (current, stored, invalidated, absent, failed).")
@@ -183,6 +186,7 @@ extension MetricFamily {
         databaseErrors, databaseUp, databasePoolRefused,
         replicaReads, replicaUp, replicaLagBytes, replicaLagSeconds,
         changeFeedActive, changeFeedStalled, changeFeedLagBytes, changeFeedLagSeconds, changeFeedPendingRepairs,
+        changeFeedChangesWaiting,
         changeFeedChanges, changeFeedGaps, changeFeedSlotRetainedBytes, changeFeedSlotLost, consistencyChecks,
         logLinesDropped, buildInfo,
         processCPUSeconds, processResidentMemory, processVirtualMemory, processOpenFDs, processMaxFDs,
