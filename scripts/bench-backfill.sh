@@ -29,7 +29,17 @@ psql -X -q "$PROFILE_DATABASE_URL" -c "INSERT INTO user_profiles (id, username, 
     SELECT i, 'backfill' || i, 'Profile ' || i FROM generate_series($first, $last) AS i"
 .build/release/profile-service serve --port 18098 --auth none --no-access-log >"$out/service.log" 2>&1 &
 service=$!
-trap 'kill $service 2>/dev/null || true; psql -X -q "$PROFILE_DATABASE_URL" -c "DELETE FROM user_profiles WHERE id BETWEEN $first AND $last" || true' EXIT
+# The rows go again while the instance still consumes the feed, so that no backlog of their
+# deletions is left in the slot for the next consumer (a test run, say).
+cleanup() {
+    psql -X -q "$PROFILE_DATABASE_URL" -c "DELETE FROM user_profiles WHERE id BETWEEN $first AND $last" || true
+    for _ in $(seq 1 240); do
+        curl -fs 127.0.0.1:18098/readyz | grep -q '"lag_bytes":0,' && break
+        sleep 0.5
+    done
+    kill $service 2>/dev/null || true
+}
+trap cleanup EXIT
 for _ in $(seq 1 100); do curl -fs 127.0.0.1:18098/readyz >/dev/null && break; sleep 0.1; done
 # The insert reaches the feed first: wait until it has caught up.
 for _ in $(seq 1 600); do
