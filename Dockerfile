@@ -24,6 +24,9 @@ RUN swift build -c release --product profile-service --static-swift-stdlib \
 
 # ---- runtime -------------------------------------------------------------------------------
 FROM debian:bookworm-slim AS runtime
+# The source revision /metrics reports in profile_service_build_info:
+#   docker build --build-arg REVISION=$(git rev-parse --short HEAD) -t profile-service .
+ARG REVISION=unknown
 RUN export DEBIAN_FRONTEND=noninteractive \
     && apt-get update -qq \
     && apt-get install -y -qq --no-install-recommends libpq5 libmemcached11 ca-certificates tzdata curl \
@@ -34,7 +37,8 @@ COPY --from=build /out/profile-service /usr/local/bin/profile-service
 COPY migrations/ /app/migrations/
 ENV PROFILE_HOST=0.0.0.0 \
     PROFILE_PORT=8080 \
-    PROFILE_MIGRATIONS_DIR=/app/migrations
+    PROFILE_MIGRATIONS_DIR=/app/migrations \
+    PROFILE_BUILD_REVISION=${REVISION}
 USER profile:profile
 EXPOSE 8080
 # Readiness: PostgreSQL reachable and not draining (the gateway stops routing on 503).

@@ -76,7 +76,7 @@ print(f"  {'lists of 100':22}{list_profiles:12,.0f}{median(lists, 0):12,.0f}{med
 print(f"  lists / single GETs: {list_profiles / single_profiles:.1f}x the profiles/s")
 
 def metric(text, event):
-    match = re.search(r'^profile_cache_events_total\{[^}]*event="%s"[^}]*\} ([\d.e+]+)' % event, text, re.M)
+    match = re.search(r'^profile_service_cache_events_total\{[^}]*event="%s"[^}]*\} ([\d.e+]+)' % event, text, re.M)
     return float(match.group(1)) if match else 0.0
 
 def flush_every_node():

@@ -44,7 +44,7 @@ primary_cpu_ms() { # CPU time of the primary's postmaster and its children, in m
     echo $((total * 1000 / $(getconf CLK_TCK)))
 }
 counter() { # port event
-    curl -fs "127.0.0.1:$1/metrics" | awk -v e="$2" '$1 == "profile_cache_events_total{event=\"" e "\"}" {print $2 + 0}'
+    curl -fs "127.0.0.1:$1/metrics" | awk -v e="$2" '$1 == "profile_service_cache_events_total{event=\"" e "\"}" {print $2 + 0}'
 }
 declare -A rps p99 primary standby positions cpu requests
 run() { # name port workload

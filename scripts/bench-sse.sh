@@ -9,7 +9,7 @@
 # ids of the 10,000 — `scripts/bench-sse.sh 1000 10s 3 100`: 1,000 lists of 100. Prints:
 #   - RSS of the instance before and with the streams connected (and per stream);
 #   - p50/p99/max from each PUT's answer to each subscriber's event (200 writes at 50/s, one
-#     keep-alive connection; scripts/bench/sse_subscribers.py, Python asyncio);
+#     keep-alive connection; scripts/bench/profile_service_sse_subscribers.py, Python asyncio);
 #   - wrk -t2 -c64 GET cache hits (scripts/bench/get_random.lua) on that instance and on a twin
 #     instance without streams, alternating, ROUNDS rounds, medians.
 # Everything (wrk, the client, the service, PostgreSQL, memcached) shares this machine.
@@ -64,7 +64,7 @@ rss_before=$(rss)
 
 rm -f "$out/ready"
 touch "$out/hold"
-python3 scripts/bench/sse_subscribers.py --port "$port" --subscribers "$subscribers" --ids "$ids" \
+python3 scripts/bench/profile_service_sse_subscribers.py --port "$port" --subscribers "$subscribers" --ids "$ids" \
     --writes 200 --rate 50 --token "$token" --ready-file "$out/ready" --hold-file "$out/hold" \
     --list-size "$list_size" > "$out/client.json" &
 client=$!
@@ -73,7 +73,7 @@ for _ in $(seq 1 1200); do [ -s "$out/ready" ] && break; kill -0 "$client" 2>/de
 [ -s "$out/ready" ] || { echo "bench-sse: the subscribers did not connect" >&2; exit 1; }
 sleep 1
 rss_with=$(rss)
-open=$(curl -fs "localhost:$port/metrics" | awk '/^sse_subscribers / { print $2 }')
+open=$(curl -fs "localhost:$port/metrics" | awk '/^profile_service_sse_subscribers / { print $2 }')
 with_runs=() without_runs=()
 for round in $(seq 1 "$rounds"); do
     if [ $(( round % 2 )) -eq 1 ]; then

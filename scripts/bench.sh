@@ -235,7 +235,7 @@ for round in $(seq 1 "$rounds"); do
 done
 
 rss() { awk '/VmHWM/ { print $2 }' "/proc/$1/status"; }
-dropped=$(curl -s "http://127.0.0.1:$ps_port/metrics" | awk '/^profile_log_lines_dropped_total/ { print $2 }')
+dropped=$(curl -s "http://127.0.0.1:$ps_port/metrics" | awk '/^profile_service_log_lines_dropped_total/ { print $2 }')
 usage=("ps:$(rss $ps_pid):$(cpu_seconds $ps_pid)" "psq:$(rss $psq_pid):$(cpu_seconds $psq_pid)"
     "go:$(rss $go_pid):$(cpu_seconds $go_pid)" "feed:$(rss $feed_pid):$(cpu_seconds $feed_pid)")
 if [ "$rtt_ms" = 0 ]; then

@@ -9,10 +9,10 @@ package beyond Python's standard library; takes a second or two.
   flags     docs/configuration.md against `serve --help`, `migrate --help` and `token --help` of
             the built binary: every flag there has an entry with the same variable and default,
             and the page documents no flag the binary lacks
-  metrics   docs/operations.md's metrics reference against the metric families the sources
-            create (Counter/Gauge/Timer/Recorder labels in Sources/, found by pattern, not by
-            scraping a running service): every family, its type, and the values of the `event`
-            labels of the cache and of the memcached breaker
+  metrics   docs/metrics.md against the metric catalogue (MetricFamily.swift): every family,
+            its type and labels, and the values of the `event` labels of the cache and of the
+            memcached breaker; and the sources create every metric through the catalogue, with
+            the swift-metrics type of its kind
   commands  the commands the README and the user documents show, statically (running them
             needs the servers; the test suite's end-to-end tests drive the same routes): every
             scripts/ path exists (a .sh executable), its subcommand or option is one the script
@@ -278,32 +278,48 @@ def check_flags(binary):
 
 # MARK: metrics
 
-METRIC_TYPES = {"Counter": "counter", "FloatingPointCounter": "counter", "Gauge": "gauge", "Meter": "gauge",
-                "Timer": "histogram", "Recorder": "histogram"}
-# Sources that are not the service (test helpers).
-METRIC_SOURCE_EXCLUDED = ("Sources/TestSupport", "Sources/ProfileServiceTesting")
+METRIC_CATALOGUE = "Sources/ProfileService/Observability/MetricFamily.swift"
+# The swift-metrics type that creates each kind of family.
+METRIC_CREATORS = {"counter": {"Counter", "SampledCounter"}, "gauge": {"Gauge"}, "histogram": {"Timer"}}
 
 
-def source_metrics():
-    """{family: type} of every metric the service's sources create, by pattern."""
+def catalogue_metrics():
+    """{family: (kind, [labels], member)} of the catalogue, MetricFamily.all."""
+    text = read(METRIC_CATALOGUE)
+    pattern = r'static let (\w+) = MetricFamily\(\s*"([a-z_:][a-z0-9_:]*)", \.(\w+)(?:, labels: \[([^\]]*)\])?'
     families = {}
+    for member, name, kind, labels in re.findall(pattern, text):
+        assert name not in families, f"{METRIC_CATALOGUE}: {name} declared twice"
+        families[name] = (kind, re.findall(r'"(\w+)"', labels or ""), member)
+    listed = re.search(r"static let all: \[MetricFamily\] = \[(.*?)\]", text, re.S).group(1)
+    members = {member for (_, _, member) in families.values()}
+    missing = members - set(re.findall(r"\w+", listed))
+    assert not missing, f"{METRIC_CATALOGUE}: MetricFamily.all lacks {sorted(missing)}"
+    return families
+
+
+def source_metric_uses():
+    """Problems with how the service's sources create metrics: every metric goes through the
+    catalogue (no name spelled out), with the swift-metrics type of its declared kind."""
+    families = {member: (name, kind) for name, (kind, _, member) in catalogue_metrics().items()}
+    problems = []
     for directory, _, names in os.walk(os.path.join(ROOT, "Sources")):
         relative = os.path.relpath(directory, ROOT)
-        if relative.startswith(METRIC_SOURCE_EXCLUDED):
-            continue
         for name in names:
-            if not name.endswith(".swift"):
+            if not name.endswith(".swift") or relative.startswith(("Sources/TestSupport", "Sources/ProfileServiceTesting")):
                 continue
-            text = read(os.path.join(relative, name))
-            text = re.sub(r"//[^\n]*", "", text)
-            pattern = r"\b(?:Metrics\.)?(Counter|FloatingPointCounter|Gauge|Meter|Timer|Recorder)\(\s*label:\s*\"([^\"]+)\"([^)]*)\)"
-            for match in re.finditer(pattern, text):
-                kind = METRIC_TYPES[match.group(1)]
-                if match.group(1) == "Recorder" and re.search(r"aggregate:\s*false", match.group(3)):
-                    kind = "gauge"
-                previous = families.setdefault(match.group(2), kind)
-                assert previous == kind, f"{match.group(2)} is created as {previous} and as {kind}"
-    return families
+            path = os.path.join(relative, name)
+            text = re.sub(r"//[^\n]*", "", read(path))
+            for match in re.finditer(r"\b(?:Metrics\.)?(Counter|FloatingPointCounter|Gauge|Meter|Timer|Recorder)\(\s*label:\s*\"", text):
+                problems.append(f"{path}: {match.group(0)}...: name the family through MetricFamily, not a string")
+            uses = r"\b(?:Metrics\.)?(\w+)\(\s*label:\s*MetricFamily\.(\w+)\.name|\b(SampledCounter)\(\.(\w+)\)"
+            for match in re.finditer(uses, text):
+                creator, member = (match.group(1), match.group(2)) if match.group(1) else (match.group(3), match.group(4))
+                if member not in families:
+                    problems.append(f"{path}: MetricFamily.{member} is not declared")
+                elif creator not in METRIC_CREATORS[families[member][1]]:
+                    problems.append(f"{path}: {families[member][0]} is a {families[member][1]}, created as {creator}")
+    return problems
 
 
 def source_label_values():
@@ -314,48 +330,49 @@ def source_label_values():
     breaker = read("Sources/ProfileService/Cache/NodeCircuitBreaker.swift")
     breaker_enum = re.search(r"enum Event: String[^{]*\{(.*?)\n    \}", breaker, re.S).group(1)
     return {
-        "profile_cache_events_total": set(re.findall(r"case \.\w+: \"(\w+)\"", body)),
-        "profile_memcached_breaker_events_total": set(re.findall(r"^\s*case (\w+)\s*$", breaker_enum, re.M)),
+        "profile_service_cache_events_total": set(re.findall(r"case \.\w+: \"(\w+)\"", body)),
+        "profile_service_memcached_breaker_events_total": set(re.findall(r"^\s*case (\w+)\s*$", breaker_enum, re.M)),
     }
 
 
-def documented_metrics(path="docs/operations.md"):
-    """{family: (type, row text, line)} of the metrics reference's table."""
+def documented_metrics(path="docs/metrics.md"):
+    """{family: (type, labels, row text, line)} of the metrics reference's table."""
     text = read(path)
-    start = text.index("## Metrics reference")
-    end = text.find("\n## ", start + 1)
-    section = text[start:end if end > 0 else len(text)]
-    first_line = text[:start].count("\n") + 1
     rows = {}
-    for offset, line in enumerate(section.split("\n")):
-        row = re.match(r"^\| `([a-z_:][a-z0-9_:]*)` \| (\w+) \|", line)
+    for number, line in enumerate(text.split("\n"), start=1):
+        row = re.match(r"^\| `([a-z_:][a-z0-9_:]*)` \| (\w+) \|([^|]*)\|", line)
         if row:
-            assert row.group(1) not in rows, f"{path}:{first_line + offset}: {row.group(1)} listed twice"
-            rows[row.group(1)] = (row.group(2), line, first_line + offset)
-    return rows, section
+            assert row.group(1) not in rows, f"{path}:{number}: {row.group(1)} listed twice"
+            rows[row.group(1)] = (row.group(2), re.findall(r"`(\w+)`", row.group(3)), line, number)
+    return rows
 
 
 def check_metrics():
-    path = "docs/operations.md"
-    in_sources = source_metrics()
-    documented, section = documented_metrics(path)
-    assert len(in_sources) > 20, f"found only {len(in_sources)} metric families in Sources/: is the pattern stale?"
-    problems = []
-    for family, kind in sorted(in_sources.items()):
+    path = "docs/metrics.md"
+    in_catalogue = catalogue_metrics()
+    documented = documented_metrics(path)
+    assert len(in_catalogue) > 30, f"found only {len(in_catalogue)} families in {METRIC_CATALOGUE}: is the pattern stale?"
+    problems = source_metric_uses()
+    for family, (kind, labels, _) in sorted(in_catalogue.items()):
         if family not in documented:
-            problems.append(f"the sources export {family} ({kind}); {path}'s metrics reference does not list it")
-        elif documented[family][0] != kind:
-            problems.append(f"{path}:{documented[family][2]}: {family} is a {documented[family][0]} here, a {kind} in the sources")
-    for family, (_, _, line) in sorted(documented.items()):
-        if family not in in_sources:
-            problems.append(f"{path}:{line}: lists {family}, which no source creates")
+            problems.append(f"the service exports {family} ({kind}); {path} does not list it")
+            continue
+        documented_kind, documented_labels, _, line = documented[family]
+        if documented_kind != kind:
+            problems.append(f"{path}:{line}: {family} is a {documented_kind} here, a {kind} in {METRIC_CATALOGUE}")
+        if documented_labels != labels:
+            problems.append(f"{path}:{line}: {family} has labels {documented_labels} here, {labels} in {METRIC_CATALOGUE}")
+    for family, (_, _, _, line) in sorted(documented.items()):
+        if family not in in_catalogue:
+            problems.append(f"{path}:{line}: lists {family}, which {METRIC_CATALOGUE} does not declare")
     for family, values in source_label_values().items():
-        row = documented.get(family, (None, "", 0))[1]
+        row = documented.get(family, (None, [], "", 0))[2]
         missing = sorted(v for v in values if f"`{v}`" not in row)
         if missing:
             problems.append(f"{path}: the row of {family} lacks the label values {', '.join(missing)}")
     assert not problems, "\n  " + "\n  ".join(problems)
-    return f"{len(in_sources)} metric families of Sources/ match {path}"
+    return f"{len(in_catalogue)} metric families of {METRIC_CATALOGUE} match {path} and the sources"
+
 
 
 # MARK: commands

@@ -14,6 +14,10 @@
 #   scripts/deps.sh start-standby   a streaming standby of that PostgreSQL (pg_basebackup -R, hot
 #                                   standby) on a port of its own; idempotent. Not part of `start`.
 #   scripts/deps.sh stop-standby    stop it, by pid (idempotent; `stop` stops it too)
+#   scripts/deps.sh start-pgbouncer two PgBouncers in front of that PostgreSQL, one in transaction
+#                                   mode, one in session mode (default_pool_size 20, no
+#                                   ignore_startup_parameters); installs pgbouncer. Not part of
+#                                   `start`; `stop-pgbouncer` (and `stop`) stop them.
 # While the standby runs, `env` also prints PROFILE_REPLICA_DATABASE_URLS (for issue 22's read
 # replicas) and `status` shows it (a stopped standby is reported, not counted as down). Its base
 # backup is kept in $PROFILE_STATE_DIR/standby and taken again when the primary was re-initialised
@@ -26,7 +30,8 @@
 # PROFILE_MC_PORTS (21211,21212), PROFILE_MC_MEMORY_MB (64), PROFILE_PG_SLOT_WAL_KEEP (1GB:
 # PostgreSQL's max_slot_wal_keep_size; a test of the slot's invalidation sets it small),
 # PROFILE_PG_STANDBY_PORT (55442), PROFILE_PG_STANDBY_DELAY_MS (0: the standby's
-# recovery_min_apply_delay, applied by every start-standby, also to a running standby).
+# recovery_min_apply_delay, applied by every start-standby, also to a running standby),
+# PROFILE_PGBOUNCER_PORTS (55452,55453: transaction mode, session mode).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -37,6 +42,7 @@ mc_memory=${PROFILE_MC_MEMORY_MB:-64}
 slot_wal_keep=${PROFILE_PG_SLOT_WAL_KEEP:-1GB}
 standby_port=${PROFILE_PG_STANDBY_PORT:-55442}
 standby_delay=${PROFILE_PG_STANDBY_DELAY_MS:-0}
+pgbouncer_ports=${PROFILE_PGBOUNCER_PORTS:-55452,55453}
 pg_data=$state/postgres/data
 pg_log=$state/postgres/postgres.log
 standby_dir=$state/standby
@@ -381,6 +387,66 @@ stop_memcached() {
     rm -f "$pidfile"
 }
 
+# PgBouncer 1.18 as production runs it in front of PostgreSQL: `pool_mode` $1 (transaction or
+# session) on port $2, 20 server connections per database and user, trust for the postgres user.
+pgbouncer_dir() { echo "$state/pgbouncer-$1"; }
+pgbouncer_port() {
+    case $1 in transaction) echo "${pgbouncer_ports%%,*}" ;; session) echo "${pgbouncer_ports##*,}" ;; esac
+}
+
+start_pgbouncer() {
+    local mode=$1 port dir
+    port=$(pgbouncer_port "$mode")
+    dir=$(pgbouncer_dir "$mode")
+    if ! command -v pgbouncer >/dev/null; then
+        log "installing pgbouncer"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends pgbouncer >/dev/null ||
+            { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends pgbouncer >/dev/null; }
+        # Debian's package may start a system instance on 6432; ours do not use it.
+        service pgbouncer stop >/dev/null 2>&1 || true
+    fi
+    # A pooler killed a moment ago may linger as a zombie whose pid still answers kill -0.
+    if pid_alive "$dir/pgbouncer.pid" && port_in_use "$port"; then
+        log "pgbouncer ($mode) already running (pid $(cat "$dir/pgbouncer.pid"), port $port)"; return 0
+    fi
+    require_free_port "$port" "pgbouncer ($mode)" "PROFILE_PGBOUNCER_PORTS=<port>,<port> (now $pgbouncer_ports)"
+    mkdir -p "$dir"
+    rm -f "$dir/pgbouncer.pid"  # a dead instance's: pgbouncer refuses to start while a zombie holds it
+    echo '"postgres" ""' >"$dir/userlist.txt"
+    cat >"$dir/pgbouncer.ini" <<EOF
+[databases]
+$pg_db = host=127.0.0.1 port=$pg_port dbname=$pg_db
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $port
+unix_socket_dir =
+auth_type = trust
+auth_file = $dir/userlist.txt
+pool_mode = $mode
+default_pool_size = 20
+max_client_conn = 1000
+logfile = $dir/pgbouncer.log
+pidfile = $dir/pgbouncer.pid
+EOF
+    chown -R postgres: "$dir"
+    log "starting pgbouncer ($mode pooling) on 127.0.0.1:$port"
+    as_postgres pgbouncer -d -q "$dir/pgbouncer.ini"
+    for _ in $(seq 1 50); do port_in_use "$port" && return 0; sleep 0.1; done
+    log "pgbouncer ($mode) did not start; see $dir/pgbouncer.log"; return 1
+}
+
+stop_pgbouncer() {
+    local mode=$1 pidfile pid
+    pidfile=$(pgbouncer_dir "$mode")/pgbouncer.pid
+    if pid_alive "$pidfile"; then
+        pid=$(cat "$pidfile")
+        log "stopping pgbouncer ($mode, pid $pid)"
+        kill -INT "$pid"
+        for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+        kill -KILL "$pid" 2>/dev/null || true
+    fi
+}
+
 status() {
     local ok=0 n
     if pid_alive "$(pg_pidfile)"; then
@@ -402,6 +468,10 @@ status() {
             echo "standby   down  127.0.0.1:$standby_port  (optional: scripts/deps.sh start-standby)"
         fi
     fi
+    for n in transaction session; do
+        pid_alive "$(pgbouncer_dir $n)/pgbouncer.pid" &&
+            echo "pgbouncer up    pid $(cat "$(pgbouncer_dir $n)/pgbouncer.pid")  127.0.0.1:$(pgbouncer_port $n)  $n pooling"
+    done
     return $ok
 }
 
@@ -414,6 +484,12 @@ print_env() {
     if pid_alive "$(standby_pidfile)"; then
         echo "export PROFILE_REPLICA_DATABASE_URLS='postgres://$pg_user@127.0.0.1:$standby_port/$pg_db'"
     fi
+    if pid_alive "$(pgbouncer_dir transaction)/pgbouncer.pid"; then
+        echo "export PROFILE_PGBOUNCER_TRANSACTION_URL='postgres://$pg_user@127.0.0.1:$(pgbouncer_port transaction)/$pg_db'"
+    fi
+    if pid_alive "$(pgbouncer_dir session)/pgbouncer.pid"; then
+        echo "export PROFILE_PGBOUNCER_SESSION_URL='postgres://$pg_user@127.0.0.1:$(pgbouncer_port session)/$pg_db'"
+    fi
 }
 
 case "${1:-}" in
@@ -425,6 +501,7 @@ case "${1:-}" in
         ;;
     stop)
         for n in $(seq 1 "$(mc_count)"); do stop_memcached "$n"; done
+        stop_pgbouncer transaction; stop_pgbouncer session
         stop_standby
         stop_postgres
         ;;
@@ -434,9 +511,11 @@ case "${1:-}" in
     stop-postgres) stop_postgres ;;
     start-standby) start_standby ;;
     stop-standby) stop_standby ;;
+    start-pgbouncer) start_pgbouncer transaction; start_pgbouncer session ;;
+    stop-pgbouncer) stop_pgbouncer transaction; stop_pgbouncer session ;;
     start-memcached) start_memcached "${2:?node number}" ;;
     stop-memcached) stop_memcached "${2:?node number}" ;;
     restart-memcached) stop_memcached "${2:?node number}"; start_memcached "$2" ;;
     check-port) require_free_port "${2:?port}" "${3:?what}" "${4:?setting}" ;;
-    *) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    *) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

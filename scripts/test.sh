@@ -2,9 +2,11 @@
 # The whole test suite, from a fresh machine: installs and starts PostgreSQL and two memcached
 # nodes on loopback (scripts/deps.sh), builds, migrates, checks the documentation
 # (scripts/check-docs.py), and runs every test target.
-# Tests that need a server fail (never skip) when it is missing. Then scripts/check-deploy.py
-# checks the deployment files and openapi.yaml, and scripts/contract-test.sh runs the
-# property-based contract tester (schemathesis) against a real instance; the run fails if any
+# Tests that need a server fail (never skip) when it is missing. Then the checks against real
+# instances of the binary: README's commands (check-readme.py), TLS and SCRAM
+# (check-database-tls.py), PgBouncer (check-pooler.py), the alert rules (check-alerts.sh) and a
+# real Prometheus (check-prometheus.py), the deployment files and openapi.yaml (check-deploy.py),
+# and the property-based contract tester (contract-test.sh, schemathesis); the run fails if any
 # check fails.
 #
 # At the end — also when a step fails or the run is interrupted — the servers this run started
@@ -33,6 +35,8 @@ done
 down_before=$(scripts/deps.sh status 2>/dev/null | awk '$2 == "down" { print $1 " " NR - 1 }' || true)
 # The standby a test starts (StandbyTests) is stopped by that test; this catches a test that died.
 standby_up_before=$(scripts/deps.sh status 2>/dev/null | awk '$1 == "standby" && $2 == "up"' || true)
+# The PgBouncers of scripts/check-pooler.py: stopped at the end unless they ran before.
+pgbouncer_up_before=$(scripts/deps.sh status 2>/dev/null | awk '$1 == "pgbouncer"' || true)
 
 # Every process this run starts inherits this marker, so a service a killed test left behind can
 # be found (and only those: never a server started elsewhere from the same binary).
@@ -60,6 +64,7 @@ cleanup() {
         echo "test.sh: servers kept running (scripts/deps.sh status; scripts/deps.sh stop)" >&2
     else
         [ -n "$standby_up_before" ] || scripts/deps.sh stop-standby
+        [ -n "$pgbouncer_up_before" ] || scripts/deps.sh stop-pgbouncer
         while read -r kind number; do
             case $kind in
                 postgres) scripts/deps.sh stop-postgres ;;
@@ -109,10 +114,23 @@ echo "test.sh: integration phase $((SECONDS - phase_started)) s" >&2
 # README's read, token, PUT and floored read, as a newcomer pastes them, against a real instance.
 python3 scripts/check-readme.py --binary "$root/.build/debug/profile-service"
 
-# Deployment files and openapi.yaml: static checks, nginx -t, the nginx gateway for real in front
-# of two instances of the binary built above, and the service's answers against openapi.yaml.
+# PostgreSQL as production runs it: a PostgreSQL of the script's own that takes only TLS and a
+# SCRAM password (right CA, wrong CA, wrong password, server down), then PgBouncer 1.18 in
+# transaction and in session mode in front of the one of scripts/deps.sh.
+python3 scripts/check-database-tls.py --binary "$root/.build/debug/profile-service"
+python3 scripts/check-pooler.py --binary "$root/.build/debug/profile-service"
+
+# The Python packages of the checks below (PyYAML: the rules and the deployment files).
 python3 -c 'import yaml, jsonschema, openapi_spec_validator' 2>/dev/null ||
     python3 -m pip install -q --disable-pip-version-check PyYAML jsonschema openapi-spec-validator
+# The alert and recording rules: promtool check and unit tests, every runbook_url's anchor. Then a
+# real Prometheus scraping a real instance: three alerts pending → firing → resolved, every
+# dashboard query evaluated, promtool check metrics on the live /metrics.
+scripts/check-alerts.sh
+python3 scripts/check-prometheus.py --binary "$root/.build/debug/profile-service"
+
+# Deployment files and openapi.yaml: static checks, nginx -t, the nginx gateway for real in front
+# of two instances of the binary built above, and the service's answers against openapi.yaml.
 export PROFILE_SERVICE_BIN=${PROFILE_SERVICE_BIN:-$root/.build/debug/profile-service}
 python3 scripts/check-deploy.py
 

@@ -365,6 +365,7 @@ final class EventLoop {
             }
         guard queued else {
             connection.handoff.reclaim()
+            core.refusedAtCapacity.add(1, ordering: .relaxed)
             let close = !keepAlive || core.draining.load(ordering: .relaxed)
             let response = Self.atCapacity
             let header = Self.connectionHeader(close: close, version: request.version)

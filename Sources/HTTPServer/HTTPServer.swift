@@ -228,6 +228,7 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
                 + core.queue.requeue(left.alone.map { batch[$0] })
             for job in overflow {
                 // The other workers' queue is full: answer as the loop does when it is.
+                core.refusedAtCapacity.add(1, ordering: .relaxed)
                 finish(job, EventLoop.atCapacity, core: core, worker: index, dateCache: &dateCache)
             }
             core.busyWorkers.subtract(1, ordering: .relaxed)
@@ -332,7 +333,8 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
                     + (core.batchQueue?.queued.load(ordering: .relaxed) ?? 0),
                 busyWorkers: core.busyWorkers.load(ordering: .relaxed),
                 eventStreams: core.eventStreams?.statistics,
-                idleConnectionsClosedForRoom: core.idleClosedForRoom.load(ordering: .relaxed))
+                idleConnectionsClosedForRoom: core.idleClosedForRoom.load(ordering: .relaxed),
+                requestsRefusedAtCapacity: core.refusedAtCapacity.load(ordering: .relaxed))
         }
     }
 }

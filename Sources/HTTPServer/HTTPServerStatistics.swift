@@ -9,12 +9,15 @@ public struct HTTPServerStatistics: Sendable {
     public var eventStreams: EventStreams.Statistics?
     /// Idle keep-alive connections closed to admit a new one at the connection limit.
     public var idleConnectionsClosedForRoom: Int
+    /// Requests answered 503 without running because every queue was full.
+    public var requestsRefusedAtCapacity: Int
 
     public init(
         openConnections: Int, queuedRequests: Int, busyWorkers: Int, eventStreams: EventStreams.Statistics? = nil,
-        idleConnectionsClosedForRoom: Int = 0
+        idleConnectionsClosedForRoom: Int = 0, requestsRefusedAtCapacity: Int = 0
     ) {
         self.idleConnectionsClosedForRoom = idleConnectionsClosedForRoom
+        self.requestsRefusedAtCapacity = requestsRefusedAtCapacity
         self.openConnections = openConnections
         self.queuedRequests = queuedRequests
         self.busyWorkers = busyWorkers

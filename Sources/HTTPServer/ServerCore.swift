@@ -15,6 +15,8 @@ final class ServerCore: Sendable {
     let openConnections = Atomic<Int>(0)
     /// Idle keep-alive connections closed to make room for a new one at the connection limit.
     let idleClosedForRoom = Atomic<Int>(0)
+    /// Requests answered 503 at once because every queue was full.
+    let refusedAtCapacity = Atomic<Int>(0)
     let busyWorkers = Atomic<Int>(0)
     /// The event streams the loop serves, if the server has any.
     let eventStreams: EventStreams?

@@ -12,7 +12,14 @@ import ServiceRuntime
 /// | `keepalives`, `keepalives_idle`, `keepalives_interval`, `keepalives_count` | 1, 30, 10, 3 |
 /// | `tcp_user_timeout` | 10000 (ms) |
 /// | `application_name` | `applicationName` |
-/// | `options` | `-c statement_timeout=5000 -c lock_timeout=2000`, each added only if absent |
+/// | `options` | `-c statement_timeout=5000 -c lock_timeout=2000`, each added only if absent; none through a pooler |
+///
+/// Through a connection pooler in transaction mode (``isPooled``) a session is not the
+/// client's: a pooler refuses startup `options` (PgBouncer: "unsupported startup parameter"), and
+/// a named prepared statement of one client meets another's server connection (42P05, 26000).
+/// So a pooled configuration adds no `options` (the timeouts are the role's or database's own
+/// settings; the client-side ``responseDeadline`` still holds) and its connections run every
+/// statement unnamed, parsed with its parameters in the same round trip.
 ///
 /// ```swift
 /// let configuration = try PostgresConfiguration(url: "postgres://postgres@127.0.0.1:5432/profiles")
@@ -29,6 +36,8 @@ public struct PostgresConfiguration: Sendable, CustomStringConvertible {
     /// timeout normally answers first; this bound holds when the server cannot answer at all
     /// (stopped, partitioned). The connect is bounded by `connect_timeout`.
     public var responseDeadline: Duration
+    /// Whether connections go through a pooler: no startup `options`, no named prepared statements.
+    public let isPooled: Bool
 
     /// Parses `url` and adds the defaults it does not set.
     ///
@@ -39,11 +48,13 @@ public struct PostgresConfiguration: Sendable, CustomStringConvertible {
     ///   - lockTimeout: `lock_timeout`, in milliseconds on the server.
     ///   - connectTimeout: `connect_timeout`, rounded up to whole seconds. libpq: "The minimum
     ///     allowed timeout is 2 seconds, therefore a value of 1 is interpreted as 2."
+    ///   - pooled: `url` is a connection pooler's (``isPooled``): `statementTimeout` and
+    ///     `lockTimeout` are not sent, only the client-side deadline is derived from the first.
     /// - Throws: ``PostgresError`` of kind ``PostgresError/Kind/invalidConfiguration`` when libpq
     ///   cannot parse `url`.
     public init(
         url: String, applicationName: String = "profile-service", statementTimeout: Duration = .seconds(5),
-        lockTimeout: Duration = .seconds(2), connectTimeout: Duration = .seconds(3)
+        lockTimeout: Duration = .seconds(2), connectTimeout: Duration = .seconds(3), pooled: Bool = false
     ) throws {
         var parameters = try Self.parse(url)
         func addIfAbsent(_ keyword: String, _ value: String) {
@@ -66,7 +77,7 @@ public struct PostgresConfiguration: Sendable, CustomStringConvertible {
         if !userOptions.contains("lock_timeout") {
             settings.append("-c lock_timeout=\(lockTimeout.milliseconds)")
         }
-        if !settings.isEmpty {
+        if !settings.isEmpty && !pooled {
             if let index = parameters.firstIndex(where: { $0.keyword == "options" }) {
                 let merged = ([userOptions] + settings).filter { !$0.isEmpty }.joined(separator: " ")
                 parameters[index].value = merged
@@ -75,6 +86,7 @@ public struct PostgresConfiguration: Sendable, CustomStringConvertible {
             }
         }
         self.parameters = parameters
+        isPooled = pooled
         responseDeadline = statementTimeout + .seconds(1)
     }
 
@@ -88,6 +100,15 @@ public struct PostgresConfiguration: Sendable, CustomStringConvertible {
         } else {
             copy.parameters.append(("options", added))
         }
+        return copy
+    }
+
+    /// This configuration with `password` set (replacing one the URL held): a password read from
+    /// a file, so that it is in neither argv nor the environment.
+    public func withPassword(_ password: String) -> PostgresConfiguration {
+        var copy = self
+        copy.parameters.removeAll { $0.keyword == "password" }
+        copy.parameters.append(("password", password))
         return copy
     }
 

@@ -243,11 +243,13 @@ extension PostgresConnection {
             newSession = try PGConnectionHandle.connect(conninfo: configuration.conninfo)
         } catch {
             let wasDown = health.isDown
-            let delay = health.recordConnectFailure(at: .now)
+            let delay = health.recordConnectFailure(at: .now, reason: error.message)
             // Once per outage at warning; the probes that follow (a few a second) at debug.
+            // libpq's reason names the cause (refused, authentication, certificate) and never
+            // the password.
             logger.log(
                 level: wasDown ? .debug : .warning, "PostgreSQL connection failed",
-                metadata: ["postgres.retry_in_ms": "\(delay.milliseconds)"])
+                metadata: ["postgres.error": "\(error.message)", "postgres.retry_in_ms": "\(delay.milliseconds)"])
             throw error
         }
         session = newSession
@@ -256,7 +258,7 @@ extension PostgresConnection {
         preparedSQL = [:]
         health.recordConnected()
         logger.info("PostgreSQL connected", metadata: ["postgres.statements": "\(statements.count)"])
-        for statement in statements {
+        for statement in statements where !configuration.isPooled {
             do {
                 try prepare(statement, on: newConnection)
             } catch let error as PostgresError where error.kind != .connectionUnavailable {
@@ -289,6 +291,7 @@ extension PostgresConnection {
         -> PostgresQueryResult
     {
         let pgConnection = try connection()
+        if configuration.isPooled { return try executeUnnamed(statement, parameters, on: pgConnection).copyOut() }
         try prepare(statement, on: pgConnection)
         do {
             return try executePrepared(statement, parameters, on: pgConnection).copyOut()
@@ -310,13 +313,32 @@ extension PostgresConnection {
     private func executePrepared(
         _ statement: PostgresStatement, _ parameters: [(any PostgresEncodable)?], on pgConnection: OpaquePointer
     ) throws -> PostgresResultHandle {
-        // Text parameters as NUL-terminated copies, freed after the call; NULL for SQL NULL.
+        try withTextValues(parameters) { values in
+            try awaitResult(on: pgConnection, statementName: statement.name) {
+                PQsendQueryPrepared($0, statement.name, Int32(parameters.count), values, nil, nil, 0)
+            }
+        }
+    }
+
+    /// Through a pooler: the statement unnamed, parsed, bound and run in one round trip
+    /// (`PQsendQueryParams`), so that no server connection needs to know it beforehand.
+    private func executeUnnamed(
+        _ statement: PostgresStatement, _ parameters: [(any PostgresEncodable)?], on pgConnection: OpaquePointer
+    ) throws -> PostgresResultHandle {
+        try withTextValues(parameters) { values in
+            try awaitResult(on: pgConnection, statementName: statement.name) {
+                PQsendQueryParams($0, statement.sql, Int32(parameters.count), nil, values, nil, nil, 0)
+            }
+        }
+    }
+
+    /// Text parameters as NUL-terminated copies, freed after `body`; NULL for SQL NULL.
+    private func withTextValues<T>(
+        _ parameters: [(any PostgresEncodable)?], _ body: ([UnsafePointer<CChar>?]) throws -> T
+    ) throws -> T {
         let copies: [UnsafeMutablePointer<CChar>?] = parameters.map { $0.map { strdup($0.postgresText) } }
         defer { for copy in copies { free(copy) } }
-        let values: [UnsafePointer<CChar>?] = copies.map { $0.map { UnsafePointer($0) } }
-        return try awaitResult(on: pgConnection, statementName: statement.name) {
-            PQsendQueryPrepared($0, statement.name, Int32(parameters.count), values, nil, nil, 0)
-        }
+        return try body(copies.map { $0.map { UnsafePointer($0) } })
     }
 
     /// Sends a command with `send` (a `PQsend…` call) and collects its results, waiting for the
@@ -357,10 +379,9 @@ extension PostgresConnection {
             "PostgreSQL did not answer in time; dropping the session",
             metadata: ["postgres.statement": "\(statementName ?? "simple query")", "postgres.deadline_ms": "\(milliseconds)"])
         dropConnection()
-        health.recordConnectFailure(at: .now)
-        return PostgresError(
-            kind: .connectionUnavailable, message: "PostgreSQL did not answer within \(milliseconds) ms",
-            statementName: statementName)
+        let message = "PostgreSQL did not answer within \(milliseconds) ms"
+        health.recordConnectFailure(at: .now, reason: message)
+        return PostgresError(kind: .connectionUnavailable, message: message, statementName: statementName)
     }
 
     /// Wraps a result, throwing its error; drops the session if libpq reports it `CONNECTION_BAD`.

@@ -36,6 +36,8 @@ public final class PostgresServerHealth: Sendable {
         var backoff: ReconnectBackoff
         var isDown = false
         var probeDeadline: ContinuousClock.Instant?
+        /// libpq's message of the last failed connect.
+        var lastFailure: String?
     }
 
     private let state: Mutex<State>
@@ -60,6 +62,13 @@ public final class PostgresServerHealth: Sendable {
     /// Whether the last connect to the server failed and none has succeeded since.
     public var isDown: Bool { down.load(ordering: .acquiring) }
 
+    /// While the server is down, libpq's reason for the last failed connect ("password
+    /// authentication failed for user …", "certificate verify failed", "Connection refused").
+    public var downReason: String? {
+        guard isDown else { return nil }
+        return state.withLock { $0.isDown ? $0.lastFailure : nil }
+    }
+
     func admitConnect(at now: ContinuousClock.Instant) -> Admission {
         guard isDown else { return .connect }
         return state.withLock { state in
@@ -83,9 +92,10 @@ public final class PostgresServerHealth: Sendable {
 
     /// Records a failed connect; returns how long calls will now fail fast.
     @discardableResult
-    func recordConnectFailure(at now: ContinuousClock.Instant) -> Duration {
+    func recordConnectFailure(at now: ContinuousClock.Instant, reason: String) -> Duration {
         state.withLock { state in
             state.isDown = true
+            state.lastFailure = reason
             state.probeDeadline = nil
             down.store(true, ordering: .releasing)
             return state.backoff.recordFailure(at: now)

@@ -33,8 +33,8 @@ public struct PrometheusText: Sendable {
         }?.value
     }
 
-    /// `http_requests_total` of one route, method and status; 0 when the series does not exist yet.
+    /// `profile_service_http_requests_total` of one route, method and status; 0 when the series does not exist yet.
     public func requests(route: String, method: String, status: Int) -> Double {
-        value("http_requests_total", ["route": route, "method": method, "status": String(status)]) ?? 0
+        value("profile_service_http_requests_total", ["route": route, "method": method, "status": String(status)]) ?? 0
     }
 }

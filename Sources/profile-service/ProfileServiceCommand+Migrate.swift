@@ -26,7 +26,7 @@ extension ProfileServiceCommand {
                 throw RuntimeFailure(description: "cannot read migrations from \(migrationsDirectory): \(error)")
             }
             let connection = PostgresConnection(
-                configuration: try database.postgresConfiguration(), statements: Migrator.statements, logger: logger)
+                configuration: try database.directConfiguration(), statements: Migrator.statements, logger: logger)
             defer { connection.close() }
             do {
                 try connection.connect()
@@ -34,6 +34,9 @@ extension ProfileServiceCommand {
                 logger.info(
                     applied.isEmpty ? "schema up to date" : "migrations applied",
                     metadata: ["applied": "\(applied.count)", "total": "\(migrations.count)"])
+            } catch let error as PostgresError where error.kind == .connectionUnavailable {
+                // libpq's reason ("password authentication failed for user …"); never the password.
+                throw RuntimeFailure(description: "migrate failed: cannot connect to PostgreSQL: \(error.message)")
             } catch {
                 throw RuntimeFailure(description: "migrate failed: \(error)")
             }

@@ -118,7 +118,7 @@ extension ProfileServiceCommand {
         @Option(
             help: """
                 Share of the changes the change feed applies that are checked against memcached and \
-                PostgreSQL after --consistency-check-delay-ms (profile_consistency_checks_total); 0 \
+                PostgreSQL after --consistency-check-delay-ms (profile_service_consistency_checks_total); 0 \
                 turns it off. [PROFILE_CONSISTENCY_SAMPLE_RATE]
                 """)
         var consistencySampleRate: Double = EnvironmentDefaults.double("PROFILE_CONSISTENCY_SAMPLE_RATE", 0.01)
@@ -167,6 +167,36 @@ extension ProfileServiceCommand {
             _ = try auth.authorization()
         }
 
+        /// One connect on `line` before anything starts. A failure retrying cannot fix (a
+        /// password, a certificate, an unknown database, a pooler where PostgreSQL itself is
+        /// needed) stops the process with libpq's reason, instead of serving cached reads on and
+        /// logging retries; any other (PostgreSQL down or starting) is logged by the connection,
+        /// and the service starts and retries as it does later.
+        func checkDatabaseAtStart(_ postgres: PostgresConfiguration, line: String, logger: Logger) throws {
+            let connection = PostgresConnection(configuration: postgres, statements: [], logger: logger)
+            defer { connection.close() }
+            do {
+                try connection.connect()
+            } catch let error as PostgresError where error.message.contains("unsupported startup parameter") {
+                // PgBouncer refusing the session settings: a pooler where PostgreSQL was expected.
+                throw RuntimeFailure(
+                    description: "cannot connect to PostgreSQL: \(error.message) (\(line) reaches a connection pooler: "
+                        + "give the pooler as --database-url and PostgreSQL itself as --database-direct-url)")
+            } catch let error as PostgresError where error.isPermanentConnectFailure {
+                throw RuntimeFailure(description: "cannot connect to PostgreSQL (\(line)): \(error.message)")
+            } catch {
+                logger.warning("PostgreSQL is not reachable at start; serving cached reads while retrying")
+                return
+            }
+            guard postgres.isPooled,
+                (try? connection.simpleQuery("SHOW statement_timeout").rows.first?.decode("statement_timeout", as: String.self)) == "0"
+            else { return }
+            // Through a pooler the service sends no session settings: the role's own bound statements.
+            logger.warning(
+                "statement_timeout is not set for this role or database: through a pooler only the client-side deadline bounds a statement",
+                metadata: ["fix": "ALTER ROLE <role> SET statement_timeout = '5s'; ALTER ROLE <role> SET lock_timeout = '2s'"])
+        }
+
         func run() throws {
             try logging.bootstrap()
             let prometheus = PrometheusCollectorRegistry()
@@ -179,17 +209,24 @@ extension ProfileServiceCommand {
             MetricsSystem.bootstrap(metricsFactory)
             let metrics = ServiceMetrics()
             metrics.observe(logSink: .standardError)
+            let build = MetricsExposition.Build(
+                version: ProfileServiceCommand.version, revision: ProfileServiceCommand.revision)
             let observability = ProfileResponder.Observability(
                 metrics: metrics, accessLog: accessLog ? AccessLog(format: try logging.format()) : nil
             ) {
                 var buffer: [UInt8] = []
                 buffer.reserveCapacity(16 * 1024)
                 prometheus.emit(into: &buffer)
-                return buffer
+                return MetricsExposition.render(buffer, process: ProcessStatistics.current(), build: build)
             }
             let logger = Logger(label: "profile-service")
             auth.logMode(logger)
+            // Two lines to PostgreSQL: `postgres` for requests (maybe a pooler), `direct` for the
+            // change feed, LISTEN and the replica monitor (docs/deployment.md).
             let postgres = try database.postgresConfiguration()
+            let direct = try database.directConfiguration()
+            try checkDatabaseAtStart(postgres, line: "--database-url", logger: logger)
+            if database.isPooled { try checkDatabaseAtStart(direct, line: "--database-direct-url", logger: logger) }
             let memcached = try memcachedConfiguration()
             var cache = ProfileCacheConfiguration()
             cache.ttl = .seconds(cacheTtlS)
@@ -208,9 +245,10 @@ extension ProfileServiceCommand {
             let databases = DatabasePools(
                 postgres: postgres, connections: databaseConcurrency > 0 ? databaseConcurrency : databaseConnections,
                 health: databaseHealth, replicas: replicas, logger: logger)
-            let feed = changeFeed(postgres: postgres, memcached: memcached, shared: shared, logger: logger)
+            let feed = changeFeed(postgres: direct, memcached: memcached, shared: shared, logger: logger)
             let lifecycle = ServiceLifecycle(
-                changeFeed: feed?.monitor ?? ChangeFeedMonitor(enabled: false), replicas: replicas)
+                changeFeed: feed?.monitor ?? ChangeFeedMonitor(enabled: false), replicas: replicas,
+                databaseHealth: databaseHealth)
             let streams = EventStreams(configuration: liveUpdates.streamsConfiguration())
             let hub = ProfileUpdateHub(streams: streams, logger: logger)
             // The threads beside the server: the change feed, then the live updates' two fetch
@@ -221,10 +259,10 @@ extension ProfileServiceCommand {
                     postgres: postgres, databaseHealth: databaseHealth, memcached: memcached, shared: shared,
                     logger: logger)
             }
-            let monitor = replicas.map { ReplicaMonitor(replicas: $0, primary: postgres, logger: logger) }
+            let monitor = replicas.map { ReplicaMonitor(replicas: $0, primary: direct, logger: logger) }
             let background = ServiceGroup(
                 (feed.map { [$0] } ?? []) + (monitor.map { [$0] } ?? [])
-                    + [fetchers, ProfileChangeListener(configuration: postgres, hub: hub, logger: logger)])
+                    + [fetchers, ProfileChangeListener(configuration: direct, hub: hub, logger: logger)])
             try background.start()
             let responder = ProfileResponder(
                 lifecycle: lifecycle, authorization: try auth.authorization(), observability: observability,
@@ -235,6 +273,8 @@ extension ProfileServiceCommand {
             let server = HTTPServer(
                 configuration: serverConfiguration(), responder: responder, logger: logger, eventStreams: streams)
             metrics.observe { server.statistics }
+            metrics.observe(database: databaseHealth, pool: databases.primary)
+            metrics.observe(memcachedNodes: memcached.servers, breaker: shared.circuitBreaker)
             do {
                 _ = try server.start()
             } catch {

@@ -11,8 +11,19 @@ struct ProfileServiceCommand: ParsableCommand {
             Every option can also be set with the environment variable shown beside it; the
             command line wins. Invalid configuration exits with status 2 before anything binds.
             """,
+        version: version,
         subcommands: [Serve.self, Migrate.self, Token.self, APIContract.self]
     )
+
+    /// The release this build is (`--version`, `profile_service_build_info`).
+    static let version = "0.9.0-dev"
+
+    /// The source revision, when the build's packaging set `PROFILE_BUILD_REVISION` (the
+    /// Dockerfile does, from its `REVISION` argument); else `unknown`.
+    static var revision: String {
+        let revision = ProcessInfo.processInfo.environment["PROFILE_BUILD_REVISION"] ?? ""
+        return revision.isEmpty ? "unknown" : revision
+    }
 
     /// Exit status for invalid usage or configuration (ArgumentParser's own is EX_USAGE, 64).
     static let usageExitStatus: Int32 = 2

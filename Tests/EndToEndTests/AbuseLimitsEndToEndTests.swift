@@ -102,7 +102,7 @@ import TestSupport
         }
         #expect(reopened == 200)
         let metrics = try service.metrics()
-        #expect((metrics.value("sse_subscribers_refused_per_client_total") ?? 0) >= 1)
+        #expect((metrics.value("profile_service_sse_subscribers_refused_per_client_total") ?? 0) >= 1)
     }
 
     @Test func idleConnectionsMakeRoomAtTheConnectionLimit() throws {
@@ -127,7 +127,7 @@ import TestSupport
         }
         let evicted = idle.enumerated().filter { $0.element.hasInput() && $0.element.isClosedByServer() }.map(\.offset)
         #expect(evicted == [0, 1, 2], "the three idle the longest were closed: \(evicted)")
-        #expect((try service.metrics().value("http_idle_connections_closed_for_room_total") ?? 0) >= 3)
+        #expect((try service.metrics().value("profile_service_http_idle_connections_closed_for_room_total") ?? 0) >= 3)
     }
 
     @Test func serveRefusesAStreamLimitThatLeavesNoRoom() throws {
@@ -165,7 +165,7 @@ import TestSupport
         let bounded = try EventStreamTestClient(port: lifetime.port, path: "/users/profile/\(id)/events")
         #expect(try bounded.head().status == 200)
         #expect(bounded.waitForClose(within: .seconds(6)), "the stream outlived --sse-max-lifetime-s")
-        #expect((try lifetime.metrics().value("sse_subscribers_ended_total") ?? 0) >= 1)
+        #expect((try lifetime.metrics().value("profile_service_sse_subscribers_ended_total") ?? 0) >= 1)
     }
 
     // MARK: - Writes
@@ -200,7 +200,7 @@ import TestSupport
         #expect(try client.readResponse().status == 100)
         try client.send(#"{"display_name":"Allowed","version":1}"#.padding(toLength: 39, withPad: " ", startingAt: 0))
         #expect(try client.readResponse().status == 200)
-        #expect((try service.metrics().value("http_requests_refused_before_body_total") ?? 0) >= 3)
+        #expect((try service.metrics().value("profile_service_http_requests_refused_before_body_total") ?? 0) >= 3)
     }
 
     @Test func twoAuthorizationFieldsAreRefused() throws {
@@ -268,7 +268,7 @@ import TestSupport
         try Self.create(id, on: service)
         let absent = (0..<20).map { _ in Self.newID() }
         func databaseReads() throws -> Double {
-            try service.metrics().value("profile_cache_events_total", ["event": "database_read"]) ?? 0
+            try service.metrics().value("profile_service_cache_events_total", ["event": "database_read"]) ?? 0
         }
         // The reads answered 503, each counted by the service: a wait with no waiting place free
         // or that ran out, or a statement the bulkhead refused while PostgreSQL made no progress
@@ -276,8 +276,8 @@ import TestSupport
         func unansweredReads() throws -> Double {
             let metrics = try service.metrics()
             let waits = ["coalesced_wait_refused", "coalesced_wait_expired"]
-                .map { metrics.value("profile_cache_events_total", ["event": $0]) ?? 0 }.reduce(0, +)
-            let refusedStatements = metrics.samples.filter { $0.name == "profile_database_errors_total" }.map(\.value)
+                .map { metrics.value("profile_service_cache_events_total", ["event": $0]) ?? 0 }.reduce(0, +)
+            let refusedStatements = metrics.samples.filter { $0.name == "profile_service_database_errors_total" }.map(\.value)
             return waits + refusedStatements.reduce(0, +)
         }
 
@@ -329,7 +329,7 @@ import TestSupport
         let answered = floorStatuses.withLock { $0 }
         print(
             "unreachable floor: 800 reads took \(Int(floorReads)) PostgreSQL reads; statuses \(answered); "
-                + "coalesced \(Int(metrics.value("profile_cache_events_total", ["event": "coalesced"]) ?? 0)), "
+                + "coalesced \(Int(metrics.value("profile_service_cache_events_total", ["event": "coalesced"]) ?? 0)), "
                 + "refused waits \(Int(floorUnanswered))")
         // The current row answers a floor no version meets; a reader beyond the bounded waiters
         // (half the workers) is answered 503 rather than read PostgreSQL itself (§5.3).

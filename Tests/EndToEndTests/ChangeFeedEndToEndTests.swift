@@ -263,13 +263,13 @@ import TestSupport
         #expect(steady.count > 20 && steady.max < 10)
     }
 
-    /// `profile_consistency_checks_total` by result, from `/metrics`.
+    /// `profile_service_consistency_checks_total` by result, from `/metrics`.
     static func consistencyChecks(port: Int) throws -> [String: Int] {
         let client = try HTTPTestClient(port: port)
         try client.send("GET /metrics HTTP/1.1\r\nHost: soak\r\n\r\n")
         var checks: [String: Int] = [:]
         for line in try client.readResponse().bodyText.split(separator: "\n")
-        where line.hasPrefix("profile_consistency_checks_total{") {
+        where line.hasPrefix("profile_service_consistency_checks_total{") {
             guard let open = line.range(of: "result=\""), let close = line[open.upperBound...].firstIndex(of: "\""),
                 let value = line.split(separator: " ").last.flatMap({ Double($0) })
             else { continue }

@@ -219,13 +219,13 @@ import TestSupport
             seconds: elapsed.seconds)
     }
 
-    /// `profile_memcached_breaker_events_total` by event, from `/metrics`.
+    /// `profile_service_memcached_breaker_events_total` by event, from `/metrics`.
     private func breakerEvents(port: Int) throws -> [String: Int] {
         let client = try HTTPTestClient(port: port)
         try client.send("GET /metrics HTTP/1.1\r\nHost: drill\r\n\r\n")
         let text = try client.readResponse().bodyText
         var events: [String: Int] = [:]
-        for line in text.split(separator: "\n") where line.hasPrefix("profile_memcached_breaker_events_total{") {
+        for line in text.split(separator: "\n") where line.hasPrefix("profile_service_memcached_breaker_events_total{") {
             guard let open = line.range(of: "event=\""), let close = line[open.upperBound...].firstIndex(of: "\""),
                 let value = line.split(separator: " ").last.flatMap({ Double($0) })
             else { continue }

@@ -131,7 +131,7 @@ import TestSupport
                 + "p99 \(p99), longest \(cachedDurations.last ?? .zero); /healthz \(healthSamples.count), longest \(healthSamples.map(\.duration).max() ?? .zero)")
         #expect(coldSamples.allSatisfy { $0.duration < deadline + .seconds(1) }, "no request waits much past the deadline")
         let cachedFailures = cachedSamples.filter { $0.status != 200 || $0.duration >= deadline }
-        let cacheErrors = try service.metrics().value("profile_cache_events_total", ["event": "error"]) ?? 0
+        let cacheErrors = try service.metrics().value("profile_service_cache_events_total", ["event": "error"]) ?? 0
         #expect(
             cachedSamples.count > 20 && cachedSamples.allSatisfy { $0.status == 200 },
             "cached reads are served: \(cachedFailures.prefix(3).map { ($0.status, $0.duration) }), memcached errors \(cacheErrors)")

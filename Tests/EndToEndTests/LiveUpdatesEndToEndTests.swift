@@ -161,7 +161,7 @@ import TestSupport
         let slowestSQL = latencies.max() ?? .zero
         print("live updates: 200 subscribers on B, UPDATE in SQL: all within \(Self.milliseconds(slowestSQL))")
         let metrics = try Curl.request("\(b.baseURL)/metrics").body
-        #expect(metrics.contains("sse_subscribers 201"))
+        #expect(metrics.contains("profile_service_sse_subscribers 201"))
     }
 
     @Test func aStreamNeverGoesBackAndResumesByLastEventID() throws {
@@ -233,7 +233,7 @@ import TestSupport
         #expect(try allowed.head().status == 200)
         #expect(Self.version(of: try allowed.nextEvent(within: .seconds(2))) == 1)
         // A refused stream holds nothing: metrics count only the open one.
-        #expect(try Curl.request("\(service.baseURL)/metrics").body.contains("sse_subscribers 1"))
+        #expect(try Curl.request("\(service.baseURL)/metrics").body.contains("profile_service_sse_subscribers 1"))
     }
 
     // MARK: - Holding streams
@@ -261,7 +261,7 @@ import TestSupport
             if reopened != 200 { usleep(50_000) }
         }
         #expect(reopened == 200)
-        #expect(try Curl.request("\(service.baseURL)/metrics").body.contains("sse_subscribers_refused_total"))
+        #expect(try Curl.request("\(service.baseURL)/metrics").body.contains("profile_service_sse_subscribers_refused_total"))
     }
 
     @Test func aSubscriberThatStopsReadingIsCut() throws {
@@ -288,7 +288,7 @@ import TestSupport
             #expect(try writer.readResponse().status == 200)
             version += 1
             if version % 50 == 0 {
-                cut = try Curl.request("\(service.baseURL)/metrics").body.contains("sse_subscribers_cut_slow_total 1")
+                cut = try Curl.request("\(service.baseURL)/metrics").body.contains("profile_service_sse_subscribers_cut_slow_total 1")
             }
             // The reader keeps up and is never cut.
             _ = try reader.nextEvent(within: .zero)

@@ -28,20 +28,20 @@ import TestSupport
         #expect(scrape.headers["content-type"]?.hasPrefix("text/plain") == true)
         let metrics = PrometheusText(scrape.body)
         func value(_ name: String, _ labels: [String: String]) -> Double? { metrics.value(name, labels) }
-        #expect(value("http_requests_total", ["route": "/users/profile/{id}", "method": "GET", "status": "200"]) ?? 0 >= 5)
-        #expect(value("http_requests_total", ["route": "/users/profile/{id}", "method": "PUT", "status": "201"]) == 1)
-        #expect(value("http_requests_total", ["route": "/users/profile/{id}", "method": "GET", "status": "404"]) == 1)
-        #expect(value("http_request_duration_seconds_count", ["route": "/users/profile/{id}", "method": "GET", "status": "200"]) ?? 0 >= 5)
-        #expect(metrics.samples.contains { $0.name == "http_request_duration_seconds_bucket" && $0.labels["le"] == "+Inf" })
-        #expect(value("profile_cache_events_total", ["event": "hit"]) ?? 0 >= 4)
-        #expect(value("profile_cache_events_total", ["event": "write_through_stored"]) ?? 0 >= 1)
+        #expect(value("profile_service_http_requests_total", ["route": "/users/profile/{id}", "method": "GET", "status": "200"]) ?? 0 >= 5)
+        #expect(value("profile_service_http_requests_total", ["route": "/users/profile/{id}", "method": "PUT", "status": "201"]) == 1)
+        #expect(value("profile_service_http_requests_total", ["route": "/users/profile/{id}", "method": "GET", "status": "404"]) == 1)
+        #expect(value("profile_service_http_request_duration_seconds_count", ["route": "/users/profile/{id}", "method": "GET", "status": "200"]) ?? 0 >= 5)
+        #expect(metrics.samples.contains { $0.name == "profile_service_http_request_duration_seconds_bucket" && $0.labels["le"] == "+Inf" })
+        #expect(value("profile_service_cache_events_total", ["event": "hit"]) ?? 0 >= 4)
+        #expect(value("profile_service_cache_events_total", ["event": "write_through_stored"]) ?? 0 >= 1)
         for event in ["miss", "error", "bypass", "populate_stored", "populate_lost", "write_through_skipped_newer",
             "write_through_cas_conflict", "write_through_deleted", "write_through_failed"]
         {
-            #expect(value("profile_cache_events_total", ["event": event]) != nil, "missing event \(event)")
+            #expect(value("profile_service_cache_events_total", ["event": event]) != nil, "missing event \(event)")
         }
-        #expect(value("profile_log_lines_dropped_total", [:]) == 0)
-        for gauge in ["http_open_connections", "http_queued_requests", "http_busy_workers"] {
+        #expect(value("profile_service_log_lines_dropped_total", [:]) == 0)
+        for gauge in ["profile_service_http_open_connections", "profile_service_http_queued_requests", "profile_service_http_busy_workers"] {
             #expect(value(gauge, [:]) != nil, "missing gauge \(gauge)")
         }
 
@@ -60,6 +60,40 @@ import TestSupport
         #expect(Double(access["duration_ms"] ?? "") != nil)
         #expect(access["ts"]?.hasSuffix("Z") == true)
         #expect(access["level"] == "info")
+    }
+
+    /// `/metrics` as Prometheus's linter reads it: every family with its help and type, in the
+    /// same order on every scrape, one prefix, the process and build families, and the state of
+    /// each configured memcached node and of the primary.
+    @Test func metricsExplainThemselvesInAStableOrder() throws {
+        let service = try ServiceProcess()
+        defer { _ = service.terminate() }
+        _ = try Curl.request("\(service.baseURL)/users/profile/\(Int64.random(in: 1_000_000...9_000_000_000))")
+        let first = try Curl.request("\(service.baseURL)/metrics").body
+        let lines = first.split(separator: "\n").map(String.init)
+        let typed = lines.filter { $0.hasPrefix("# TYPE ") }.map { String($0.split(separator: " ")[2]) }
+        let helped = lines.filter { $0.hasPrefix("# HELP ") }.map { String($0.split(separator: " ")[2]) }
+        #expect(typed.count > 30)
+        #expect(helped == typed, "every family has one # HELP, right before its # TYPE")
+        #expect(typed == typed.sorted(), "families are sorted by name")
+        for name in typed {
+            #expect(name.hasPrefix("profile_service_") || name.hasPrefix("process_"), "\(name) has neither prefix")
+        }
+        let metrics = PrometheusText(first)
+        #expect(metrics.value("process_resident_memory_bytes") ?? 0 > 1_000_000)
+        #expect(metrics.value("process_open_fds") ?? 0 > 3)
+        #expect(metrics.value("process_max_fds") ?? 0 >= metrics.value("process_open_fds") ?? .infinity)
+        let started = metrics.value("process_start_time_seconds") ?? 0
+        #expect(abs(started - Date().timeIntervalSince1970) < 600)
+        #expect(metrics.value("profile_service_build_info") == 1)
+        #expect(metrics.samples.first { $0.name == "profile_service_build_info" }?.labels["version"]?.isEmpty == false)
+        #expect(metrics.value("profile_service_database_up") == 1)
+        for node in TestEnvironment.memcachedServerList.split(separator: ",") {
+            #expect(metrics.value("profile_service_memcached_node_up", ["node": String(node)]) == 1, "node \(node)")
+        }
+        let second = try Curl.request("\(service.baseURL)/metrics").body
+        let typedAgain = second.split(separator: "\n").filter { $0.hasPrefix("# TYPE ") }.map { String($0.split(separator: " ")[2]) }
+        #expect(typedAgain == typed)
     }
 
     @Test func logfmtEscapesUserText() throws {

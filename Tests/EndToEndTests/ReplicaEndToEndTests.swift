@@ -637,7 +637,7 @@ extension ReplicaEndToEndTests {
         }
     }
 
-    /// Where an instance's reads of rows went, from its `/metrics` (`profile_cache_events_total`).
+    /// Where an instance's reads of rows went, from its `/metrics` (`profile_service_cache_events_total`).
     struct RowSources: CustomStringConvertible {
         var standby = 0
         var primary = 0
@@ -652,7 +652,7 @@ extension ReplicaEndToEndTests {
             let client = try HTTPTestClient(port: port)
             try client.send("GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n")
             let metrics = PrometheusText(try client.readResponse().bodyText)
-            func events(_ event: String) -> Int { Int(metrics.value("profile_cache_events_total", ["event": event]) ?? 0) }
+            func events(_ event: String) -> Int { Int(metrics.value("profile_service_cache_events_total", ["event": event]) ?? 0) }
             standby = events("standby_read")
             primary = events("database_read")
             behind = events("standby_behind")

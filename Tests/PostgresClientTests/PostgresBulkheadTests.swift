@@ -35,8 +35,10 @@ import Testing
     /// place at once, and the next statement waits for one to finish rather than being refused
     /// (a service that had been idle answered its first burst of misses with 503s).
     @Test func aBurstAfterAQuietSpellWaitsForAPlace() {
-        let bulkhead = PostgresBulkhead(limit: 1, stallAfter: .milliseconds(50))
-        Thread.sleep(forTimeInterval: 0.1)  // quiet: no statement for twice stallAfter
+        // stallAfter far above the 20 ms the statement takes, so that a busy machine (the unit
+        // targets run in parallel) that schedules the leaving thread late cannot make it a stall.
+        let bulkhead = PostgresBulkhead(limit: 1, stallAfter: .milliseconds(500))
+        Thread.sleep(forTimeInterval: 1.1)  // quiet: no statement for twice stallAfter
         #expect(bulkhead.enter())
         // A thread of its own: Dispatch's global queue also runs the tests, whose threads block here.
         Thread { Thread.sleep(forTimeInterval: 0.02); bulkhead.leave() }.start()

@@ -51,6 +51,25 @@ import Testing
         #expect(configuration.description.contains("options='-c lock_timeout=50 -c statement_timeout=70'"))
     }
 
+    @Test func throughAPoolerNoStartupOptionsAreSent() throws {
+        let pooled = try PostgresConfiguration(
+            url: "postgres://u@pgbouncer:6432/d", statementTimeout: .milliseconds(700), pooled: true)
+        #expect(pooled.isPooled)
+        #expect(pooled.value(for: "options") == nil, "PgBouncer refuses startup options")
+        #expect(pooled.responseDeadline == .milliseconds(1700), "the client-side deadline still holds")
+        #expect(pooled.value(for: "connect_timeout") == "3")
+        let direct = try PostgresConfiguration(url: "postgres://u@db:5432/d")
+        #expect(!direct.isPooled)
+        #expect(direct.value(for: "options") != nil)
+    }
+
+    @Test func aPasswordFromAFileReplacesTheURLsAndIsRedacted() throws {
+        let configuration = try PostgresConfiguration(url: "postgres://alice:old@127.0.0.1/profiles")
+            .withPassword("from file")
+        #expect(configuration.value(for: "password") == "from file")
+        #expect(!configuration.description.contains("from file") && !configuration.description.contains("old"))
+    }
+
     @Test func passwordIsRedacted() throws {
         let fromURL = try PostgresConfiguration(url: "postgres://alice:s3cr%27et@127.0.0.1/profiles")
         #expect(fromURL.value(for: "password") == "s3cr'et")

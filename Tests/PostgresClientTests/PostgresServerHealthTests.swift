@@ -14,7 +14,7 @@ import Testing
 
     @Test func downFailsFastThenLetsExactlyOneProbeThrough() {
         let health = PostgresServerHealth(initialDelay: .milliseconds(50), maximumDelay: .milliseconds(200))
-        #expect(health.recordConnectFailure(at: start) == .milliseconds(50))
+        #expect(health.recordConnectFailure(at: start, reason: "refused") == .milliseconds(50))
         #expect(health.isDown)
         #expect(health.admitConnect(at: start + .milliseconds(49)) == .failFast)
         // Backoff over: one probe; the other callers keep failing fast while it runs.
@@ -22,29 +22,39 @@ import Testing
         #expect(admissions.filter { $0 == .probe }.count == 1)
         #expect(admissions.filter { $0 == .failFast }.count == 15)
         // The probe failed: the next period doubles, capped at the maximum.
-        #expect(health.recordConnectFailure(at: start + .milliseconds(60)) == .milliseconds(100))
-        #expect(health.recordConnectFailure(at: start + .milliseconds(60)) == .milliseconds(200))
-        #expect(health.recordConnectFailure(at: start + .milliseconds(60)) == .milliseconds(200))
+        #expect(health.recordConnectFailure(at: start + .milliseconds(60), reason: "refused") == .milliseconds(100))
+        #expect(health.recordConnectFailure(at: start + .milliseconds(60), reason: "refused") == .milliseconds(200))
+        #expect(health.recordConnectFailure(at: start + .milliseconds(60), reason: "refused") == .milliseconds(200))
         #expect(health.admitConnect(at: start + .milliseconds(259)) == .failFast)
         #expect(health.admitConnect(at: start + .milliseconds(260)) == .probe)
     }
 
     @Test func oneSuccessfulConnectLetsEveryConnectionConnect() {
         let health = PostgresServerHealth()
-        health.recordConnectFailure(at: start)
+        health.recordConnectFailure(at: start, reason: "refused")
         #expect(health.admitConnect(at: start + .seconds(1)) == .probe)
         health.recordConnected()
         #expect(!health.isDown)
         for _ in 0..<16 { #expect(health.admitConnect(at: start + .seconds(1)) == .connect) }
         // A later outage starts again from the initial delay.
-        #expect(health.recordConnectFailure(at: start + .seconds(2)) == health.initialDelay)
+        #expect(health.recordConnectFailure(at: start + .seconds(2), reason: "refused") == health.initialDelay)
     }
 
     @Test func aProbeThatNeverReportsIsReplacedAfterItsTimeout() {
         let health = PostgresServerHealth(probeTimeout: .seconds(5))
-        health.recordConnectFailure(at: start)
+        health.recordConnectFailure(at: start, reason: "refused")
         #expect(health.admitConnect(at: start + .seconds(1)) == .probe)
         #expect(health.admitConnect(at: start + .seconds(5)) == .failFast)
         #expect(health.admitConnect(at: start + .seconds(6)) == .probe)
+    }
+
+    @Test func theReasonOfTheLastFailedConnectIsKeptWhileDown() {
+        let health = PostgresServerHealth()
+        #expect(health.downReason == nil)
+        health.recordConnectFailure(at: start, reason: "Connection refused")
+        health.recordConnectFailure(at: start, reason: "password authentication failed for user \"app\"")
+        #expect(health.downReason == "password authentication failed for user \"app\"")
+        health.recordConnected()
+        #expect(health.downReason == nil)
     }
 }

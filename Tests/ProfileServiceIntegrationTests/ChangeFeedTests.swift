@@ -229,4 +229,44 @@ import Testing
             (try? harness.backends.repository(harness.shared).read(id: profile.id))?.version == 2
         })
     }
+
+    /// A backfill larger than the feed may hold in memory (the bound set to 50 here): applied in
+    /// parts as it arrives, never more than the bound held at once, every cached profile repaired,
+    /// and the slot confirmed past the transaction only once its last part is applied.
+    @Test func aTransactionLargerThanTheMemoryBoundIsAppliedInPartsAndConfirmedAfterItsLast() throws {
+        let harness = try Harness()
+        let feed = try harness.startFeed { $0.maxChangesInMemory = 50 }
+        #expect(harness.waitUntilActive(feed))
+        let cached = try (0..<30).map { _ in try harness.cachedProfile() }
+        let appliedBefore = feed.monitor.current.changesApplied
+        let first = Int64.random(in: 1_000_000_000...8_000_000_000_000_000)
+        // One transaction: the 30 cached profiles among 2,000 new rows, as a migration writes them.
+        let ids = cached.map { String($0.id) }.joined(separator: ",")
+        try harness.sql.simpleQuery(
+            """
+            BEGIN;
+            INSERT INTO user_profiles (id, username, display_name)
+                SELECT i, 'bulk' || i, 'Bulk ' || i FROM generate_series(\(first), \(first + 999)) AS i;
+            UPDATE user_profiles SET display_name = display_name || ' (backfilled)' WHERE id IN (\(ids));
+            INSERT INTO user_profiles (id, username, display_name)
+                SELECT i, 'bulk' || i, 'Bulk ' || i FROM generate_series(\(first + 1000), \(first + 1999)) AS i;
+            COMMIT;
+            """)
+        let committedAt = try LogicalReplicationSetup.currentPosition(on: harness.sql)
+        for profile in cached {
+            #expect(Eventually.wait(timeout: .seconds(10), interval: .milliseconds(5)) {
+                (try? harness.backends.repository(harness.shared).read(id: profile.id)).map {
+                    String(decoding: $0.json, as: UTF8.self).contains("(backfilled)")
+                } == true
+            }, "profile \(profile.id) was not repaired")
+        }
+        #expect(Eventually.wait(timeout: .seconds(10)) { feed.monitor.current.changesApplied - appliedBefore >= 2030 })
+        #expect(feed.monitor.current.mostChangesHeld <= 50, "held \(feed.monitor.current.mostChangesHeld) changes at once")
+        #expect(Eventually.wait(timeout: .seconds(10)) {
+            (try? LogicalReplicationSetup.slotStatus(named: harness.slot, on: harness.sql))??.confirmedFlushLSN
+                .map { $0 >= committedAt } == true
+        }, "the slot is confirmed past the transaction once its last part is applied")
+        #expect(feed.monitor.current.changesWaiting == 0)
+        try harness.sql.simpleQuery("DELETE FROM user_profiles WHERE id BETWEEN \(first) AND \(first + 1999)")
+    }
 }

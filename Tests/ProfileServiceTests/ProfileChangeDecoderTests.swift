@@ -19,15 +19,50 @@ struct ProfileChangeDecoderTests {
         [.text("\(id)"), .text("u\(id)"), .text("Name \(id)"), .text("\(version)"), .text("2026-11-01 00:00:00+00"), updatedAt]
     }
 
-    private func transaction(_ messages: [PgOutputMessage]) throws -> CommittedTransaction? {
-        var decoder = ProfileChangeDecoder()
-        var completed: CommittedTransaction?
+    /// What the decoder hands out for one transaction of `messages`: its parts, in order.
+    private func parts(_ messages: [PgOutputMessage], maximumPartChanges: Int = .max) throws -> [CommittedTransaction] {
+        var decoder = ProfileChangeDecoder(maximumPartChanges: maximumPartChanges)
+        var parts: [CommittedTransaction] = []
         for message in [.relation(Self.profiles), .relation(Self.other), .begin(finalLSN: LSN(rawValue: 90), commitTime: 5, xid: 7)]
             + messages + [.commit(commitLSN: LSN(rawValue: 90), endLSN: LSN(rawValue: 100), commitTime: 5)]
         {
-            if let done = try decoder.consume(message) { completed = done }
+            if let part = try decoder.consume(message) { parts.append(part) }
         }
-        return completed
+        return parts
+    }
+
+    /// The transaction's parts as one: every change in order, truncated if any part was.
+    private func transaction(_ messages: [PgOutputMessage]) throws -> CommittedTransaction? {
+        let all = try parts(messages)
+        guard var last = all.last, last.isComplete else { return nil }
+        last.changes = all.flatMap(\.changes)
+        last.truncated = all.contains(where: \.truncated)
+        return last
+    }
+
+    @Test func aTransactionLargerThanAPartComesInPartsOnlyTheLastOfWhichMayBeConfirmed() throws {
+        let updates = (1...5).map { PgOutputMessage.update(relationID: 16_384, old: nil, new: row(Int64($0), 2)) }
+        let handedOut = try parts(updates, maximumPartChanges: 2)
+        #expect(handedOut.map(\.changes.count) == [2, 2, 1])
+        #expect(handedOut.map(\.isComplete) == [false, false, true])
+        #expect(handedOut.map(\.endLSN) == [.zero, .zero, LSN(rawValue: 100)])
+        #expect(handedOut.allSatisfy { $0.commitTime == 5 })
+        #expect(handedOut.flatMap(\.changes).map(\.id) == [1, 2, 3, 4, 5])
+        // A transaction that fills its last part exactly ends with an empty, complete one.
+        let exact = try parts(Array(updates.prefix(4)), maximumPartChanges: 2)
+        #expect(exact.map(\.changes.count) == [2, 2, 0])
+        #expect(exact.last?.isComplete == true)
+    }
+
+    @Test func aTruncateInTheMiddleComesAfterTheChangesBeforeIt() throws {
+        let handedOut = try parts([
+            .update(relationID: 16_384, old: nil, new: row(1, 2)),
+            .truncate(relationIDs: [16_384]),
+            .insert(relationID: 16_384, new: row(2, 1)),
+        ])
+        #expect(handedOut.map { $0.changes.map(\.id) } == [[1], [2]])
+        #expect(handedOut.map(\.truncated) == [false, true])
+        #expect(handedOut.map(\.isComplete) == [false, true])
     }
 
     @Test func insertsAndUpdatesCarryTheWholeRowInTheAPIsForm() throws {

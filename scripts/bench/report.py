@@ -107,7 +107,7 @@ cpu_text = ", ".join(f"{name} {usage[svc][1]}" for svc, name in ALL if svc in us
 lines += [
     "",
     f"Peak RSS (VmHWM) over the whole run: {rss_text}. CPU seconds over the whole run: {cpu_text}. "
-    f"Access-log lines dropped (profile_log_lines_dropped_total): {dropped}.",
+    f"Access-log lines dropped (profile_service_log_lines_dropped_total): {dropped}.",
 ]
 cpu_rows = [
     f"{title}: " + " / ".join(f"{table[(w, svc)]['cpu']:.1f} s" for svc, _ in SERVICES)

@@ -2,7 +2,7 @@
 """Live-updates benchmark client (scripts/bench-sse.sh runs it): N concurrent event streams on
 one instance, then writes, with the latency from each PUT's answer to each subscriber's event.
 
-    sse_subscribers.py --port P --subscribers 10000 --ids 5000 --writes 200 --rate 50 \
+    profile_service_sse_subscribers.py --port P --subscribers 10000 --ids 5000 --writes 200 --rate 50 \
         --token T --ready-file F --hold-file H [--list-size K]
 
 Opens the streams (ids 1..IDS, SUBSCRIBERS/IDS per id; with --list-size K each stream is a list's

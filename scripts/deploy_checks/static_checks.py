@@ -106,6 +106,7 @@ def compose_health_checks():
         return " ".join(test) if isinstance(test, list) else test
     assert "pg_isready" in test_of("postgres")
     assert "pg_isready" in test_of("postgres-standby")
+    assert "pg_isready" in test_of("pgbouncer") and "6432" in test_of("pgbouncer"), test_of("pgbouncer")
     for name in ("memcached-1", "memcached-2"):
         assert "11211" in test_of(name), test_of(name)
     for name in replicas(services):
@@ -122,9 +123,11 @@ def compose_dependencies_gated_on_health():
         return {k: v.get("condition") for k, v in d.items()}
     assert deps("migrate") == {"postgres": "service_healthy"}, deps("migrate")
     assert deps("postgres-standby") == {"postgres": "service_healthy"}, deps("postgres-standby")
+    assert deps("pgbouncer") == {"postgres": "service_healthy"}, deps("pgbouncer")
     for name in replicas(services):
         assert deps(name) == {
             "migrate": "service_completed_successfully",
+            "pgbouncer": "service_healthy",
             "memcached-1": "service_healthy",
             "memcached-2": "service_healthy",
         }, deps(name)
@@ -135,6 +138,23 @@ def compose_dependencies_gated_on_health():
             assert condition in ("service_healthy", "service_completed_successfully"), f"{name} → {target}: {condition}"
             if condition == "service_healthy":
                 assert services[target].get("healthcheck"), f"{name} waits for {target}'s health, which has no check"
+
+
+@checks("compose")
+def compose_pgbouncer_pools_as_production_does():
+    """Transaction pooling, 20 server connections, the compose PostgreSQL behind it, and none of the
+    workarounds (ignore_startup_parameters) the service does not need."""
+    pgbouncer = compose()["services"]["pgbouncer"]
+    mounts = {m.split(":")[1]: m.split(":")[0] for m in pgbouncer["volumes"]}
+    ini = read(mounts["/etc/pgbouncer/pgbouncer.ini"])
+    settings = dict(re.findall(r"^[ \t]*(\w+)[ \t]*=[ \t]*(.*?)[ \t]*$", ini, re.M))
+    assert settings.get("pool_mode") == "transaction", settings.get("pool_mode")
+    assert int(settings.get("default_pool_size", 0)) >= 18, "16 pooled connections and 2 fetchers per instance"
+    assert "ignore_startup_parameters" not in settings, "the service sends no startup parameters to ignore"
+    assert settings.get("listen_port") == "6432" and "host=postgres port=5432" in settings.get("profiles", ""), settings
+    assert "scram-sha-256" == settings.get("auth_type"), settings.get("auth_type")
+    assert '"profiles"' in read(mounts["/etc/pgbouncer/userlist.txt"])
+    assert "pgbouncer" in pgbouncer["build"]["dockerfile_inline"], "the pooler is Debian's pgbouncer package"
 
 
 @checks("compose")
@@ -165,7 +185,12 @@ def compose_configuration_and_secret():
             assert key.startswith("PROFILE_"), f"{name}: {key}"
             assert key in known, f"{name}: {key} is not a documented variable of profile-service"
         url = env["PROFILE_DATABASE_URL"]
-        assert "@postgres:5432/" in url, url
+        if name == "migrate":
+            assert "@postgres:5432/" in url, f"migrate must reach PostgreSQL itself: {url}"
+        else:
+            # Requests through the pooler; replication and LISTEN straight to PostgreSQL.
+            assert "@pgbouncer:6432/" in url, f"{name}: {url}"
+            assert "@postgres:5432/" in env.get("PROFILE_DATABASE_DIRECT_URL", ""), f"{name} has no direct line"
     for name in replicas(services):
         env = services[name]["environment"]
         nodes = env["PROFILE_MEMCACHED"].split(",")

@@ -161,17 +161,17 @@ def main():
         st.close()
 
     # 3. Unreachable floors from 32 connections.
-    reads_before = metric(port, "profile_cache_events_total", 'event="database_read"')
+    reads_before = metric(port, "profile_service_cache_events_total", 'event="database_read"')
     codes = get_from_threads(port, 32, lambda worker: [f"/users/profile/{owner}?min_version=2147483647"] * 50)
-    reads = metric(port, "profile_cache_events_total", 'event="database_read"') - reads_before
+    reads = metric(port, "profile_service_cache_events_total", 'event="database_read"') - reads_before
     rows.append(("GET ?min_version=2147483647 × 1,600 from 32 connections", f"{codes}; {reads:.0f} PostgreSQL reads"))
 
     # 4. Absent ids.
-    reads_before = metric(port, "profile_cache_events_total", 'event="database_read"')
+    reads_before = metric(port, "profile_service_cache_events_total", 'event="database_read"')
     absent = [9_400_000_000_000_000 + owner % 1_000_000 * 1000 + i for i in range(100)]
     codes = get_from_threads(
         port, 16, lambda worker: [f"/users/profile/{absent[i % 100]}" for i in range(worker, 2000, 16)])
-    reads = metric(port, "profile_cache_events_total", 'event="database_read"') - reads_before
+    reads = metric(port, "profile_service_cache_events_total", 'event="database_read"') - reads_before
     rows.append(("2,000 GETs of 100 absent ids", f"{codes}; {reads:.0f} PostgreSQL reads"))
 
     # 5. Expect: 100-continue without credentials, 3,000 connections held.

@@ -53,7 +53,7 @@ public final class CacheStatistics: Sendable {
         let exported: Metrics.Counter
 
         init(_ event: Event) {
-            exported = Metrics.Counter(label: "profile_cache_events_total", dimensions: [("event", event.metricName)])
+            exported = Metrics.Counter(label: MetricFamily.cacheEvents.name, dimensions: [("event", event.metricName)])
         }
     }
 
@@ -84,7 +84,7 @@ public final class CacheStatistics: Sendable {
 }
 
 extension CacheStatistics.Event {
-    /// The `event` label of `profile_cache_events_total`.
+    /// The `event` label of `profile_service_cache_events_total`.
     public var metricName: String {
         switch self {
         case .hit: "hit"

@@ -49,7 +49,7 @@ public final class NodeCircuitBreaker: Sendable {
         var phase = Phase.closed
     }
 
-    /// What the breaker saw and did, counted since start (`profile_memcached_breaker_events_total`).
+    /// What the breaker saw and did, counted since start (`profile_service_memcached_breaker_events_total`).
     public enum Event: String, CaseIterable, Sendable {
         /// An operation that reached a node failed (a timeout, a refused connection, …).
         case failed
@@ -67,7 +67,7 @@ public final class NodeCircuitBreaker: Sendable {
 
         init(_ event: Event) {
             exported = Metrics.Counter(
-                label: "profile_memcached_breaker_events_total", dimensions: [("event", event.rawValue)])
+                label: MetricFamily.memcachedBreakerEvents.name, dimensions: [("event", event.rawValue)])
         }
     }
 

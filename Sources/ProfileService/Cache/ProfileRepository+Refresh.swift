@@ -54,7 +54,12 @@ extension ProfileRepository {
     /// - Parameter lookup: the entry as read just now, if it was; else it is read first.
     private func refresh(after change: ProfileChange, lookup: MemcachedGetResult?) -> RefreshOutcome {
         let key = configuration.key(for: change.id)
-        guard case .changed(_, let version, let row) = change else { return invalidate(key) }
+        guard case .changed(_, let version, let row) = change else {
+            // A deletion: only an entry memcached holds needs deleting (a reader that leases after
+            // this look reads the row's absence from PostgreSQL).
+            if case .miss? = lookup { return .absent }
+            return invalidate(key)
+        }
         var lookup = lookup
         for _ in 0..<configuration.writeThroughAttempts {
             let found = lookup ?? cache.get(key)

@@ -17,6 +17,13 @@ public struct ChangeFeedConfiguration: Sendable {
     public var retryInterval: Duration = .milliseconds(250)
     /// Transactions applied together at most; more are applied in the next batch.
     public var maxBatchTransactions = 1024
+    /// Changes held in memory at once, at most (docs/design.md §3.9): batches are applied when
+    /// they reach it, and a larger transaction is applied in parts of this many as it arrives,
+    /// its position confirmed once its last part is. About 0.5 KiB each.
+    public var maxChangesInMemory = 10_000
+    /// How often a status update goes to PostgreSQL even when the position does not move — while
+    /// a large transaction is worked through — so that `wal_sender_timeout` never ends the session.
+    public var statusKeepAliveInterval: Duration = .seconds(5)
     /// How long a committed change may wait for others to be applied with it: memcached is then
     /// read in one round trip per batch, PostgreSQL notified once per batch and the feed's
     /// thread woken once per batch, not once per commit. Adds at most this to the time a change

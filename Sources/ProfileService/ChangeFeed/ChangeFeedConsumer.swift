@@ -27,6 +27,9 @@ final class ChangeFeedConsumer {
     private var lastStatus = ContinuousClock.now
     private var lastRetry = ContinuousClock.now
     private var lastSlotCheck: ContinuousClock.Instant?
+    /// Changes of the transaction being applied in parts whose last part has not been applied:
+    /// part of what the position cannot confirm yet.
+    private var openTransactionChanges = 0
     private var slotReady = false
     /// The stream's refusals at the slot's position, to recognise a change it will never send.
     private var refusals = RepeatedRefusals()
@@ -278,9 +281,13 @@ final class ChangeFeedConsumer {
 
     /// Reads the stream, applying each run of committed transactions as one batch as soon as
     /// nothing more is waiting, so a busy stream is applied in batches and a quiet one at once.
+    /// A batch holds at most ``ChangeFeedConfiguration/maxChangesInMemory`` changes, and a larger
+    /// transaction is applied in parts as it arrives (docs/design.md §3.9).
     private func consume(_ stream: LogicalReplicationStream) throws {
-        var decoder = ProfileChangeDecoder()
+        var decoder = ProfileChangeDecoder(maximumPartChanges: configuration.maxChangesInMemory)
         var ready: [CommittedTransaction] = []
+        var readyChanges = 0
+        openTransactionChanges = 0
         /// When the oldest transaction in `ready` arrived.
         var gatheringSince = ContinuousClock.now
         while !isStopping() {
@@ -300,12 +307,22 @@ final class ChangeFeedConsumer {
                 let decoded = try PgOutputDecoder.decode(payload)
                 if case .begin = decoded { progress.transactionBegan() }
                 if let transaction = try decoder.consume(decoded) {
-                    progress.transactionCommitted()
-                    if ready.isEmpty { gatheringSince = .now }
-                    ready.append(transaction)
-                    if ready.count >= configuration.maxBatchTransactions {
+                    if transaction.isComplete { progress.transactionCommitted() }
+                    // Never more than the bound at once: what is ready goes first if this would pass it.
+                    if !ready.isEmpty, readyChanges + transaction.changes.count > configuration.maxChangesInMemory {
                         apply(ready)
                         ready = []
+                        readyChanges = 0
+                    }
+                    if ready.isEmpty { gatheringSince = .now }
+                    ready.append(transaction)
+                    readyChanges += transaction.changes.count
+                    if ready.count >= configuration.maxBatchTransactions || readyChanges >= configuration.maxChangesInMemory
+                        || !transaction.isComplete
+                    {
+                        apply(ready)
+                        ready = []
+                        readyChanges = 0
                     }
                 }
             case .keepalive(let walEnd, _, let replyRequested)?:
@@ -322,6 +339,7 @@ final class ChangeFeedConsumer {
                     }
                     apply(ready)
                     ready = []
+                    readyChanges = 0
                 }
             }
             retryPending(force: false)
@@ -371,9 +389,15 @@ final class ChangeFeedConsumer {
                 pending.release(change.id)
             }
         }
+        // A transaction's position is confirmed with its last part, never with an earlier one.
+        if let lastComplete = transactions.last(where: \.isComplete) {
+            progress.appliedTransactions(through: lastComplete.endLSN)
+        }
+        openTransactionChanges = transactions.last?.isComplete == false ? openTransactionChanges + changes.count : 0
         if let last = transactions.last {
-            progress.appliedTransactions(through: last.endLSN)
-            monitor.recordApplied(outcomes, lastCommitTime: last.commitTime)
+            monitor.recordApplied(
+                outcomes, lastCommitTime: last.commitTime, heldInMemory: changes.count,
+                waiting: openTransactionChanges)
         }
         // Held changes too: receivers fetch with `min_version`, which never needs memcached to
         // have the change (docs/design.md §3.3), so their streams need not wait for a node.
@@ -402,7 +426,10 @@ final class ChangeFeedConsumer {
     /// that position moves (or the server asks), and refreshes the lag the monitor shows.
     private func report(to stream: LogicalReplicationStream, force: Bool) throws {
         let position = progress.reportable(heldBack: pending.holdsBack)
-        if force || (progress.advances(to: position) && lastStatus.duration(to: .now) >= configuration.statusInterval) {
+        let sinceStatus = lastStatus.duration(to: .now)
+        if force || (progress.advances(to: position) && sinceStatus >= configuration.statusInterval)
+            || sinceStatus >= configuration.statusKeepAliveInterval
+        {
             try stream.sendStatus(flushed: position)
             progress.confirmed(position)
             lastStatus = .now
@@ -410,6 +437,9 @@ final class ChangeFeedConsumer {
             return
         }
         lastMonitorUpdate = .now
+        // The server's own end of WAL, not only what the stream has shown: while PostgreSQL decodes
+        // a large transaction it sends nothing of it, and the lag must not read as caught up.
+        if let flushed = try? LogicalReplicationSetup.currentPosition(on: connection) { progress.received(walEnd: flushed) }
         monitor.recordPosition(confirmed: progress.confirmed, serverEnd: progress.serverEnd, pending: pending.count)
     }
 

@@ -34,6 +34,11 @@ public struct ChangeFeedStatus: Sendable, Equatable {
     public var changesApplied: Int
     /// Changes (and flushes) held back because their memcached node did not answer.
     public var pendingRepairs: Int
+    /// Changes of a transaction applied in parts that wait for its last part (docs/design.md §3.9).
+    public var changesWaiting = 0
+    /// The most changes the feed held in memory at once since it started (bounded by
+    /// ``ChangeFeedConfiguration/maxChangesInMemory``).
+    public var mostChangesHeld = 0
     /// Gaps in the commit stream this instance closed (docs/design.md §3.7).
     public var gapsClosed = 0
     /// The slot's `wal_status` as last read (`reserved`, `extended`, `unreserved`, `lost`), or
@@ -48,25 +53,26 @@ public struct ChangeFeedStatus: Sendable, Equatable {
 ///
 /// | series | meaning |
 /// | --- | --- |
-/// | `profile_change_feed_active` | 1 while this instance consumes the slot |
-/// | `profile_change_feed_lag_bytes` | WAL sent past the confirmed position |
-/// | `profile_change_feed_lag_seconds` | commit → applied, of the last applied transaction |
-/// | `profile_change_feed_changes_total{outcome}` | changes applied, by ``ProfileRepository/RefreshOutcome`` |
-/// | `profile_change_feed_pending_repairs` | changes and flushes waiting for a memcached node |
-/// | `profile_change_feed_stalled` | 1 while the feed cannot go on by itself (see ``ChangeFeedState/stalled``) |
-/// | `profile_change_feed_gaps_total` | gaps in the commit stream closed by invalidating the cache |
-/// | `profile_change_feed_slot_retained_bytes` | WAL the server keeps for the slot (bounded by `max_slot_wal_keep_size`) |
-/// | `profile_change_feed_slot_lost` | 1 while the slot is missing or invalidated (`wal_status = lost`) |
+/// | `profile_service_change_feed_active` | 1 while this instance consumes the slot |
+/// | `profile_service_change_feed_lag_bytes` | WAL sent past the confirmed position |
+/// | `profile_service_change_feed_lag_seconds` | commit → applied, of the last applied transaction |
+/// | `profile_service_change_feed_changes_total{outcome}` | changes applied, by ``ProfileRepository/RefreshOutcome`` |
+/// | `profile_service_change_feed_pending_repairs` | changes and flushes waiting for a memcached node |
+/// | `profile_service_change_feed_stalled` | 1 while the feed cannot go on by itself (see ``ChangeFeedState/stalled``) |
+/// | `profile_service_change_feed_gaps_total` | gaps in the commit stream closed by invalidating the cache |
+/// | `profile_service_change_feed_slot_retained_bytes` | WAL the server keeps for the slot (bounded by `max_slot_wal_keep_size`) |
+/// | `profile_service_change_feed_slot_lost` | 1 while the slot is missing or invalidated (`wal_status = lost`) |
 public final class ChangeFeedMonitor: Sendable {
     private let status: Mutex<ChangeFeedStatus>
-    private let activeGauge = Gauge(label: "profile_change_feed_active")
-    private let lagBytesGauge = Gauge(label: "profile_change_feed_lag_bytes")
-    private let lagSecondsGauge = Gauge(label: "profile_change_feed_lag_seconds")
-    private let pendingGauge = Gauge(label: "profile_change_feed_pending_repairs")
-    private let stalledGauge = Gauge(label: "profile_change_feed_stalled")
-    private let gapsCounter = Counter(label: "profile_change_feed_gaps_total")
-    private let slotRetainedGauge = Gauge(label: "profile_change_feed_slot_retained_bytes")
-    private let slotLostGauge = Gauge(label: "profile_change_feed_slot_lost")
+    private let activeGauge = Gauge(label: MetricFamily.changeFeedActive.name)
+    private let lagBytesGauge = Gauge(label: MetricFamily.changeFeedLagBytes.name)
+    private let lagSecondsGauge = Gauge(label: MetricFamily.changeFeedLagSeconds.name)
+    private let pendingGauge = Gauge(label: MetricFamily.changeFeedPendingRepairs.name)
+    private let waitingGauge = Gauge(label: MetricFamily.changeFeedChangesWaiting.name)
+    private let stalledGauge = Gauge(label: MetricFamily.changeFeedStalled.name)
+    private let gapsCounter = Counter(label: MetricFamily.changeFeedGaps.name)
+    private let slotRetainedGauge = Gauge(label: MetricFamily.changeFeedSlotRetainedBytes.name)
+    private let slotLostGauge = Gauge(label: MetricFamily.changeFeedSlotLost.name)
     private let outcomeCounters: [ProfileRepository.RefreshOutcome: Counter]
 
     public init(enabled: Bool) {
@@ -76,7 +82,7 @@ public final class ChangeFeedMonitor: Sendable {
                 changesApplied: 0, pendingRepairs: 0))
         var counters: [ProfileRepository.RefreshOutcome: Counter] = [:]
         for outcome in [ProfileRepository.RefreshOutcome.current, .stored, .invalidated, .absent, .failed] {
-            counters[outcome] = Counter(label: "profile_change_feed_changes_total", dimensions: [("outcome", outcome.rawValue)])
+            counters[outcome] = Counter(label: MetricFamily.changeFeedChanges.name, dimensions: [("outcome", outcome.rawValue)])
         }
         outcomeCounters = counters
     }
@@ -108,14 +114,23 @@ public final class ChangeFeedMonitor: Sendable {
         status.withLock { $0.gapsClosed += 1 }
     }
 
-    func recordApplied(_ outcomes: [ProfileRepository.RefreshOutcome], lastCommitTime: Int64) {
-        for outcome in outcomes { outcomeCounters[outcome]?.increment() }
+    /// A batch was applied: `heldInMemory` changes at once; `waiting` changes of a transaction
+    /// applied in parts wait for its last part before the position can move past them.
+    func recordApplied(
+        _ outcomes: [ProfileRepository.RefreshOutcome], lastCommitTime: Int64, heldInMemory: Int = 0, waiting: Int = 0
+    ) {
+        var counts: [ProfileRepository.RefreshOutcome: Int] = [:]
+        for outcome in outcomes { counts[outcome, default: 0] += 1 }
+        for (outcome, count) in counts { outcomeCounters[outcome]?.increment(by: count) }
         let lag = max(0, Double(Int64.postgresNow - lastCommitTime) / 1_000_000)
         status.withLock {
             $0.changesApplied += outcomes.count
             $0.lagSeconds = lag
+            $0.changesWaiting = waiting
+            $0.mostChangesHeld = max($0.mostChangesHeld, heldInMemory)
         }
         lagSecondsGauge.record(lag)
+        waitingGauge.record(waiting)
     }
 
     func recordPosition(confirmed: LSN, serverEnd: LSN, pending: Int) {

@@ -10,7 +10,7 @@ import Synchronization
 /// change feed hands it every batch it applied; a share of the changes is sampled and, after a
 /// delay, memcached is checked for an entry older than the change; a suspect is confirmed against
 /// PostgreSQL before it counts, and a confirmed violation is repaired. The outcomes go to
-/// `profile_consistency_checks_total{result}` (``ConsistencyVerdict/Outcome``), from which an
+/// `profile_service_consistency_checks_total{result}` (``ConsistencyVerdict/Outcome``), from which an
 /// operator reads "n nines within the delay".
 ///
 /// Its own thread and connections (a ``ProfileWorker``); the feed's thread only appends to a
@@ -45,7 +45,7 @@ public final class ConsistencyObserver: Sendable {
         self.logger = logger
         var counters: [ConsistencyVerdict.Outcome: Counter] = [:]
         for outcome in ConsistencyVerdict.Outcome.allCases {
-            counters[outcome] = Counter(label: "profile_consistency_checks_total", dimensions: [("result", outcome.rawValue)])
+            counters[outcome] = Counter(label: MetricFamily.consistencyChecks.name, dimensions: [("result", outcome.rawValue)])
         }
         self.counters = counters
     }

@@ -6,7 +6,7 @@
 /// row is newer than the entry: the entry may have been repaired meanwhile from a read that the
 /// sample does not know of, and a change can be superseded by a later one.
 public enum ConsistencyVerdict {
-    /// What a check concludes (the `result` label of `profile_consistency_checks_total`).
+    /// What a check concludes (the `result` label of `profile_service_consistency_checks_total`).
     public enum Outcome: String, Sendable, CaseIterable {
         /// memcached holds no entry older than the change.
         case consistent

@@ -1,14 +1,18 @@
 public import PostgresClient
 
-/// One committed transaction's changes to `user_profiles`, in commit order.
+/// One committed transaction's changes to `user_profiles`, in commit order — or, for a
+/// transaction larger than the decoder's part size, one part of them (docs/design.md §3.9).
 public struct CommittedTransaction: Sendable, Equatable {
     public var changes: [ProfileChange]
-    /// Where the transaction's commit record ends: the position to confirm once it is applied.
+    /// Where the transaction's commit record ends: the position to confirm once it is applied
+    /// (`.zero` in a part that is not the last).
     public var endLSN: LSN
     /// Commit time, microseconds since 2000-01-01 UTC (PostgreSQL's epoch).
     public var commitTime: Int64
     /// The whole table was truncated: every cached profile is stale.
     public var truncated: Bool = false
+    /// The transaction's last part (or all of it): once applied, its position may be confirmed.
+    public var isComplete: Bool = true
 }
 
 /// Turns pgoutput messages into ``CommittedTransaction``s of ``ProfileChange``s.
@@ -25,8 +29,16 @@ public struct ProfileChangeDecoder {
 
     private var relations: [UInt32: PgOutputRelation] = [:]
     private var open: CommittedTransaction?
+    /// Changes a part holds at most (docs/design.md §3.9).
+    private let maximumPartChanges: Int
 
-    public init() {}
+    /// - Parameter maximumPartChanges: a transaction with more changes is handed out in parts of
+    ///   this many as they arrive, so that memory does not grow with the transaction. That is
+    ///   safe because pgoutput, without `streaming`, sends a transaction only once it has
+    ///   committed: every part is committed data.
+    public init(maximumPartChanges: Int = .max) {
+        self.maximumPartChanges = max(1, maximumPartChanges)
+    }
 
     public enum DecodingError: Error, Equatable, CustomStringConvertible {
         /// A row of a relation whose columns were never described.
@@ -52,15 +64,20 @@ public struct ProfileChangeDecoder {
         case .insert(let relationID, let new), .update(let relationID, _, let new):
             guard let columns = try profileColumns(relationID) else { return nil }
             open?.changes.append(try Self.change(from: new, columns: columns))
+            return partIfFull()
         case .delete(let relationID, let old):
             guard let columns = try profileColumns(relationID) else { return nil }
             guard let index = columns.firstIndex(where: { $0.name == "id" }), index < old.count,
                 case .text(let text) = old[index], let id = Int64(text)
             else { throw .malformedRow("a delete without its id") }
             open?.changes.append(.deleted(id: id))
+            return partIfFull()
         case .truncate(let relationIDs):
             if relationIDs.contains(where: { relations[$0].map(Self.isProfileTable) ?? false }) {
+                // The changes before it go first, so that the flush comes after them.
+                let before = open.map { !$0.changes.isEmpty } == true ? takePart() : nil
                 open?.truncated = true
+                return before
             }
         case .commit(_, let endLSN, let commitTime):
             guard var transaction = open else { return nil }
@@ -74,6 +91,22 @@ public struct ProfileChangeDecoder {
         return nil
     }
 
+    /// The open transaction's changes so far as a part, when it has reached the part size.
+    private mutating func partIfFull() -> CommittedTransaction? {
+        guard let open, open.changes.count >= maximumPartChanges else { return nil }
+        return takePart()
+    }
+
+    /// Hands out what the open transaction holds as a part that is not its last.
+    private mutating func takePart() -> CommittedTransaction? {
+        guard var part = open else { return nil }
+        part.isComplete = false
+        part.endLSN = .zero
+        open?.changes = []
+        open?.truncated = false
+        return part
+    }
+
     private static func isProfileTable(_ relation: PgOutputRelation) -> Bool {
         relation.name == tableName
     }
@@ -84,19 +117,22 @@ public struct ProfileChangeDecoder {
     }
 
     /// An inserted or updated row: its id and version always, the whole profile when every
-    /// column the API shows is there.
+    /// column the API shows is there. Runs once per changed row — a million for a backfill — so
+    /// it looks columns up by position and reads text as bytes.
     static func change(
         from values: [PgOutputValue], columns: [PgOutputRelation.Column]
     ) throws(DecodingError) -> ProfileChange {
-        var text: [String: String] = [:]
-        for (column, value) in zip(columns, values) {
-            if case .text(let string) = value { text[column.name] = string }
+        func text(_ name: String) -> String? {
+            guard let index = columns.firstIndex(where: { $0.name == name }), index < values.count,
+                case .text(let string) = values[index]
+            else { return nil }
+            return string
         }
-        guard let id = text["id"].flatMap({ Int64($0) }) else { throw .malformedRow("no id") }
-        guard let version = text["version"].flatMap({ Int32($0) }) else { throw .malformedRow("no version for \(id)") }
+        guard let id = text("id").flatMap({ Int64($0) }) else { throw .malformedRow("no id") }
+        guard let version = text("version").flatMap({ Int32($0) }) else { throw .malformedRow("no version for \(id)") }
         var row: Profile?
-        if let username = text["username"], let displayName = text["display_name"],
-            let updatedAt = text["updated_at"].flatMap(apiTimestamp)
+        if let username = text("username"), let displayName = text("display_name"),
+            let updatedAt = text("updated_at").flatMap(apiTimestamp)
         {
             row = Profile(id: id, username: username, displayName: displayName, version: version, updatedAt: updatedAt)
         }
@@ -108,31 +144,28 @@ public struct ProfileChangeDecoder {
     /// (`2026-11-23T12:51:45.120000Z`). `nil` for anything else: the change then applies by
     /// version alone.
     static func apiTimestamp(_ text: String) -> String? {
-        guard text.hasSuffix("+00") else { return nil }
-        let body = text.dropLast(3)
-        let parts = body.split(separator: " ", omittingEmptySubsequences: false)
-        guard parts.count == 2, parts[1].count >= 8, matches(parts[0], "dddd-dd-dd"),
-            matches(parts[1].prefix(8), "dd:dd:dd")
-        else { return nil }
-        let time = parts[1]
-        let seconds = time.prefix(8)
-        var fraction = ""
-        if time.count > 8 {
-            guard time[time.index(time.startIndex, offsetBy: 8)] == "." else { return nil }
-            fraction = String(time.dropFirst(9))
-        }
-        guard fraction.count <= 6, matches(Substring(fraction), String(repeating: "d", count: fraction.count)) else {
+        var bytes = Array(text.utf8)
+        // `dddd-dd-dd dd:dd:dd`, then an optional `.` and 1–6 digits, then `+00`.
+        let shape = Array("dddd-dd-dd dd:dd:dd".utf8)
+        guard bytes.count >= shape.count + 3, bytes.suffix(3).elementsEqual("+00".utf8) else { return nil }
+        bytes.removeLast(3)
+        let isDigit = { (byte: UInt8) in (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) }
+        for (byte, expected) in zip(bytes, shape) where expected == UInt8(ascii: "d") ? !isDigit(byte) : byte != expected {
             return nil
         }
-        fraction += String(repeating: "0", count: 6 - fraction.count)
-        return "\(parts[0])T\(seconds).\(fraction)Z"
-    }
-
-    /// Whether `text` has `pattern`'s shape: `d` is an ASCII digit, anything else itself.
-    private static func matches(_ text: Substring, _ pattern: String) -> Bool {
-        text.count == pattern.count
-            && zip(text, pattern).allSatisfy { character, expected in
-                expected == "d" ? ("0"..."9").contains(character) : character == expected
+        var fraction = bytes[shape.count...]
+        if !fraction.isEmpty {
+            guard fraction.first == UInt8(ascii: "."), fraction.count <= 7, fraction.dropFirst().allSatisfy(isDigit) else {
+                return nil
             }
+            fraction = fraction.dropFirst()
+        }
+        var api = Array(bytes[..<shape.count])
+        api[10] = UInt8(ascii: "T")
+        api.append(UInt8(ascii: "."))
+        api.append(contentsOf: fraction)
+        api.append(contentsOf: repeatElement(UInt8(ascii: "0"), count: 6 - fraction.count))
+        api.append(UInt8(ascii: "Z"))
+        return String(decoding: api, as: UTF8.self)
     }
 }

@@ -23,7 +23,7 @@ extension ProfileResponder {
 
     /// A profile write's head, before its body is read (``HTTPServer/HTTPResponder/screen(head:)``):
     /// a request its token may not make is answered now — no `100 Continue`, no body read or
-    /// buffered — and counted in `http_requests_refused_before_body_total`. Everything else passes
+    /// buffered — and counted in `profile_service_http_requests_refused_before_body_total`. Everything else passes
     /// and is checked again, with its body, by the route.
     public func screen(head: HTTPRequest) -> HTTPResponse? {
         guard head.method == .put, head.path.hasPrefix(Self.profilePathPrefix), !head.path.hasSuffix(Self.eventsSuffix),

@@ -1,6 +1,7 @@
 public import HTTP1
 public import HTTPServer
 public import Logging
+import PostgresClient
 import Synchronization
 
 /// Routes the service's requests (``Route``), on the server's worker threads.
@@ -146,9 +147,18 @@ public struct ProfileResponder: HTTPResponder {
                 .serviceUnavailable, #"{"status":"draining","memcached":"\#(memcached)","change_feed":\#(feed)}"#)
         }
         guard worker.store.isHealthy() else {
+            // libpq's reason, so that an operator sees "password authentication failed" or
+            // "certificate verify failed" here and not only in the log.
+            var reason: [UInt8] = []
+            if let message = lifecycle.databaseHealth?.downReason {
+                reason = Array(#","database_error":""#.utf8)
+                HTTPResponse.appendJSONEscaped(message, to: &reason)
+                reason.append(UInt8(ascii: "\""))
+            }
+            let databaseError = String(decoding: reason, as: UTF8.self)
             return Self.json(
                 .serviceUnavailable,
-                #"{"status":"unavailable","database":"down","memcached":"\#(memcached)","change_feed":\#(feed)}"#)
+                #"{"status":"unavailable","database":"down"\#(databaseError),"memcached":"\#(memcached)","change_feed":\#(feed)}"#)
         }
         return Self.json(.ok, #"{"status":"ready","database":"up","memcached":"\#(memcached)","change_feed":\#(feed)}"#)
     }

@@ -46,7 +46,7 @@ public final class ProfileUpdateHub: Sendable {
         min(.milliseconds(50 * (1 << min(max(failures - 1, 0), 6))), .seconds(2))
     }
 
-    private let retries = Counter(label: "sse_fetch_retries_total")
+    private let retries = Counter(label: MetricFamily.sseFetchRetries.name)
 
     public init(streams: EventStreams, retryMilliseconds: Int = 2000, logger: Logger) {
         self.streams = streams

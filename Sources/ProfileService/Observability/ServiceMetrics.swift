@@ -1,27 +1,18 @@
 public import HTTPServer
+public import MemcachedClient
 import Metrics
+public import PostgresClient
 public import ServiceRuntime
 import Synchronization
 
 /// The service's metrics, through swift-metrics: the executable bootstraps the backend
-/// (Prometheus) and renders `GET /metrics`; without a backend every metric is a no-op.
+/// (Prometheus) and renders `GET /metrics`; without a backend every metric is a no-op. Every
+/// family, with its type, labels and help, is declared in ``MetricFamily``.
 ///
 /// Every label set is closed: routes are the responder's route names (or `unmatched`), methods the
-/// ones in ``methodLabel(_:)`` (else `other`), statuses the service's own: nothing from request text
-/// becomes a label, so no client can grow `/metrics` (docs/design.md §5.5).
-///
-/// | series | labels |
-/// | --- | --- |
-/// | `http_requests_total` | `route`, `method`, `status` |
-/// | `http_request_duration_seconds` (histogram) | `route`, `method`, `status` |
-/// | `profile_cache_events_total` | `event` (see ``CacheStatistics/Event``) |
-/// | `profile_database_errors_total` | `kind` |
-/// | `http_open_connections`, `http_queued_requests`, `http_busy_workers` (gauges) | |
-/// | `sse_subscribers`, `sse_subscriptions` (gauges: streams, and profiles they follow together), `sse_events_sent_total`, `sse_subscribers_cut_slow_total`, `sse_subscribers_refused_total` | |
-/// | `sse_subscribers_refused_per_client_total` (429), `sse_subscribers_ended_total` (lifetime or token expiry) | |
-/// | `http_requests_refused_before_body_total` | profile writes refused on their head, body unread |
-/// | `http_idle_connections_closed_for_room_total` | idle keep-alive connections closed at the connection limit |
-/// | `profile_log_lines_dropped_total` | log lines the ``LogSink`` dropped because stderr blocked |
+/// ones in ``methodLabel(_:)`` (else `other`), statuses the service's own, nodes and replicas the
+/// configured ones: nothing from request text becomes a label, so no client can grow `/metrics`
+/// (docs/design.md §5.5).
 public final class ServiceMetrics: Sendable {
     struct RequestKey: Hashable {
         var route: String
@@ -38,29 +29,31 @@ public final class ServiceMetrics: Sendable {
 
         init(_ key: RequestKey) {
             let dimensions = [("route", key.route), ("method", key.method), ("status", String(key.status))]
-            count = Counter(label: "http_requests_total", dimensions: dimensions)
-            duration = Metrics.Timer(label: "http_request_duration_seconds", dimensions: dimensions)
+            count = Counter(label: MetricFamily.httpRequests.name, dimensions: dimensions)
+            duration = Metrics.Timer(label: MetricFamily.httpRequestDuration.name, dimensions: dimensions)
         }
     }
-    private let openConnections = Gauge(label: "http_open_connections")
-    private let queuedRequests = Gauge(label: "http_queued_requests")
-    private let busyWorkers = Gauge(label: "http_busy_workers")
-    private let streamSubscribers = Gauge(label: "sse_subscribers")
-    private let streamSubscriptions = Gauge(label: "sse_subscriptions")
-    private let streamEventsSent = Counter(label: "sse_events_sent_total")
-    private let streamsCutAsSlow = Counter(label: "sse_subscribers_cut_slow_total")
-    private let streamsRefused = Counter(label: "sse_subscribers_refused_total")
-    private let streamsRefusedPerClient = Counter(label: "sse_subscribers_refused_per_client_total")
-    private let streamsEnded = Counter(label: "sse_subscribers_ended_total")
-    private let idleClosedForRoom = Counter(label: "http_idle_connections_closed_for_room_total")
-    /// The server's counters' values at the last sample: the counters advance by the difference.
-    private let sampledServerCounters = Mutex<[Int]>([0, 0, 0, 0, 0, 0])
-    private let droppedLogLines = Counter(label: "profile_log_lines_dropped_total")
-    private let refusedBeforeBody = Counter(label: "http_requests_refused_before_body_total")
-    /// Where the server's statistics come from; set once the server exists.
+    private let openConnections = Gauge(label: MetricFamily.httpOpenConnections.name)
+    private let queuedRequests = Gauge(label: MetricFamily.httpQueuedRequests.name)
+    private let busyWorkers = Gauge(label: MetricFamily.httpBusyWorkers.name)
+    private let streamSubscribers = Gauge(label: MetricFamily.sseSubscribers.name)
+    private let streamSubscriptions = Gauge(label: MetricFamily.sseSubscriptions.name)
+    private let streamEventsSent = SampledCounter(.sseEventsSent)
+    private let streamsCutAsSlow = SampledCounter(.sseCutAsSlow)
+    private let streamsRefused = SampledCounter(.sseRefused)
+    private let streamsRefusedPerClient = SampledCounter(.sseRefusedPerClient)
+    private let streamsEnded = SampledCounter(.sseEnded)
+    private let idleClosedForRoom = SampledCounter(.httpIdleClosedForRoom)
+    private let refusedAtCapacity = SampledCounter(.httpRefusedAtCapacity)
+    private let droppedLogLines = SampledCounter(.logLinesDropped)
+    private let databasePoolRefused = SampledCounter(.databasePoolRefused)
+    private let databaseUp = Gauge(label: MetricFamily.databaseUp.name)
+    private let refusedBeforeBody = Counter(label: MetricFamily.httpRefusedBeforeBody.name)
+    /// Where the sampled figures come from; each is set once, at start.
     private let serverStatistics = Mutex<(@Sendable () -> HTTPServerStatistics)?>(nil)
-    /// The sink whose drops are reported, and how many of them the counter has seen.
-    private let logSink = Mutex<(sink: LogSink, reported: Int)?>(nil)
+    private let logSink = Mutex<LogSink?>(nil)
+    private let database = Mutex<(health: PostgresServerHealth, pool: PostgresConnectionPool)?>(nil)
+    private let memcachedNodes = Mutex<(breaker: NodeCircuitBreaker, nodes: [(MemcachedServer, Gauge)])?>(nil)
 
     public init() {}
 
@@ -98,43 +91,67 @@ public final class ServiceMetrics: Sendable {
         serverStatistics.withLock { $0 = statistics }
     }
 
-    /// Lets `/metrics` report the lines `sink` dropped (`profile_log_lines_dropped_total`).
+    /// Lets `/metrics` report the lines `sink` dropped (`profile_service_log_lines_dropped_total`).
     public func observe(logSink sink: LogSink) {
-        logSink.withLock { $0 = (sink, sink.droppedLines) }
-        droppedLogLines.increment(by: 0)  // the series exists from the start
+        logSink.withLock { $0 = sink }
+        droppedLogLines.advance(to: sink.droppedLines)
     }
 
-    /// Refreshes the gauges that are sampled rather than counted; call before rendering.
+    /// Lets `/metrics` report whether the primary answers and the pool's refusals.
+    public func observe(database health: PostgresServerHealth, pool: PostgresConnectionPool) {
+        database.withLock { $0 = (health, pool) }
+        databasePoolRefused.advance(to: pool.refused)
+    }
+
+    /// Lets `/metrics` report each node's breaker (`profile_service_memcached_node_up{node}`).
+    public func observe(memcachedNodes nodes: [MemcachedServer], breaker: NodeCircuitBreaker) {
+        let gauges = nodes.map { ($0, Gauge(label: MetricFamily.memcachedNodeUp.name, dimensions: [("node", "\($0)")])) }
+        memcachedNodes.withLock { $0 = (breaker, gauges) }
+    }
+
+    /// Refreshes the figures that are sampled rather than counted; call before rendering.
     func sampleGauges() {
-        let newlyDropped = logSink.withLock { state -> Int in
-            guard let (sink, reported) = state else { return 0 }
-            let total = sink.droppedLines
-            state = (sink, total)
-            return total - reported
+        if let sink = logSink.withLock({ $0 }) { droppedLogLines.advance(to: sink.droppedLines) }
+        if let (health, pool) = database.withLock({ $0 }) {
+            databaseUp.record(health.isDown ? 0 : 1)
+            databasePoolRefused.advance(to: pool.refused)
         }
-        if newlyDropped > 0 { droppedLogLines.increment(by: newlyDropped) }
+        if let (breaker, nodes) = memcachedNodes.withLock({ $0 }) {
+            for (node, gauge) in nodes { gauge.record(breaker.isOpen(node) ? 0 : 1) }
+        }
         guard let statistics = serverStatistics.withLock({ $0 })?() else { return }
         openConnections.record(statistics.openConnections)
         queuedRequests.record(statistics.queuedRequests)
         busyWorkers.record(statistics.busyWorkers)
-        let streams = statistics.eventStreams
-        if let streams {
-            streamSubscribers.record(streams.subscribers)
-            streamSubscriptions.record(streams.subscriptions)
+        idleClosedForRoom.advance(to: statistics.idleConnectionsClosedForRoom)
+        refusedAtCapacity.advance(to: statistics.requestsRefusedAtCapacity)
+        guard let streams = statistics.eventStreams else { return }
+        streamSubscribers.record(streams.subscribers)
+        streamSubscriptions.record(streams.subscriptions)
+        streamEventsSent.advance(to: streams.eventsSent)
+        streamsCutAsSlow.advance(to: streams.subscribersCutAsSlow)
+        streamsRefused.advance(to: streams.subscribersRefused)
+        streamsRefusedPerClient.advance(to: streams.subscribersRefusedPerClient)
+        streamsEnded.advance(to: streams.subscribersEnded)
+    }
+}
+
+/// A counter that mirrors a total counted elsewhere (the server's, the log sink's, the pool's):
+/// each sample advances it by what the total gained since the last.
+private final class SampledCounter: Sendable {
+    private let counter: Counter
+    private let sampled = Mutex(0)
+
+    init(_ family: MetricFamily) {
+        counter = Counter(label: family.name)
+    }
+
+    func advance(to total: Int) {
+        let gained = sampled.withLock { last in
+            defer { last = max(last, total) }
+            return total - last
         }
-        let counted: [(Counter, Int)] = [
-            (streamEventsSent, streams?.eventsSent ?? 0), (streamsCutAsSlow, streams?.subscribersCutAsSlow ?? 0),
-            (streamsRefused, streams?.subscribersRefused ?? 0),
-            (streamsRefusedPerClient, streams?.subscribersRefusedPerClient ?? 0),
-            (streamsEnded, streams?.subscribersEnded ?? 0), (idleClosedForRoom, statistics.idleConnectionsClosedForRoom),
-        ]
-        let increments = sampledServerCounters.withLock { last in
-            defer { last = counted.map(\.1) }
-            return zip(counted, last).map { $0.1 - $1 }
-        }
-        for ((counter, _), increment) in zip(counted, increments) where increment > 0 {
-            counter.increment(by: increment)
-        }
+        if gained > 0 { counter.increment(by: gained) }
     }
 }
 

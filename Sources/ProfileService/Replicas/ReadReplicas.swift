@@ -12,10 +12,10 @@ import Synchronization
 ///
 /// | series | meaning |
 /// | --- | --- |
-/// | `profile_replica_up{replica}` | 1 while reads may go to the standby |
-/// | `profile_replica_lag_bytes{replica}` | primary's WAL position − standby's replay position, at the last check |
-/// | `profile_replica_lag_seconds{replica}` | since the last commit the standby replayed; 0 when caught up |
-/// | `profile_replica_reads_total{replica,outcome}` | `served`, `behind` (had not replayed the read's position), `failed` |
+/// | `profile_service_replica_up{replica}` | 1 while reads may go to the standby |
+/// | `profile_service_replica_lag_bytes{replica}` | primary's WAL position − standby's replay position, at the last check |
+/// | `profile_service_replica_lag_seconds{replica}` | since the last commit the standby replayed; 0 when caught up |
+/// | `profile_service_replica_reads_total{replica,outcome}` | `served`, `behind` (had not replayed the read's position), `failed` |
 public final class ReadReplicas: Sendable {
     public struct Configuration: Sendable {
         public var standbys: [PostgresConfiguration]
@@ -112,14 +112,14 @@ public final class ReadReplicas: Sendable {
             self.name = name
             status = Mutex(Status(name: name, state: .unknown, readsServed: 0))
             func reads(_ outcome: String) -> Counter {
-                Counter(label: "profile_replica_reads_total", dimensions: [("replica", name), ("outcome", outcome)])
+                Counter(label: MetricFamily.replicaReads.name, dimensions: [("replica", name), ("outcome", outcome)])
             }
             served = reads("served")
             behind = reads("behind")
             failed = reads("failed")
-            upGauge = Gauge(label: "profile_replica_up", dimensions: [("replica", name)])
-            lagBytesGauge = Gauge(label: "profile_replica_lag_bytes", dimensions: [("replica", name)])
-            lagSecondsGauge = Gauge(label: "profile_replica_lag_seconds", dimensions: [("replica", name)])
+            upGauge = Gauge(label: MetricFamily.replicaUp.name, dimensions: [("replica", name)])
+            lagBytesGauge = Gauge(label: MetricFamily.replicaLagBytes.name, dimensions: [("replica", name)])
+            lagSecondsGauge = Gauge(label: MetricFamily.replicaLagSeconds.name, dimensions: [("replica", name)])
             upGauge.record(0)
         }
 

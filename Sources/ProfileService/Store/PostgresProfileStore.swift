@@ -162,7 +162,7 @@ public final class PostgresProfileStore: ProfileStore {
     private func map(_ error: any Error) -> ProfileStoreError {
         if let error = error as? ProfileStoreError { return error }
         let kind = (error as? PostgresError).map { "\($0.kind)" } ?? "decoding"
-        Counter(label: "profile_database_errors_total", dimensions: [("kind", kind)]).increment()
+        Counter(label: MetricFamily.databaseErrors.name, dimensions: [("kind", kind)]).increment()
         if let error = error as? PostgresError, error.isUnavailable || error.isRetryable {
             logger.warning("database unavailable", metadata: ["error": "\(error)"])
             return .unavailable

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The cost of the pooled line, side by side in one run: one instance with --database-url through
+# PgBouncer in transaction mode (scripts/deps.sh start-pgbouncer; every statement unnamed, parsed
+# with its parameters in the same round trip) and --database-direct-url PostgreSQL, one straight
+# to PostgreSQL (named prepared statements), under the same memcached flush storm.
+#
+#   scripts/bench-pooler.sh [ROUNDS (3)] [DURATION (10s)]
+#
+# Release build, defaults but --no-access-log, on the servers of scripts/deps.sh plus an unmeasured
+# instance that consumes the change feed. Workloads (wrk -t2 -c64, order alternating by round):
+# get_db (GETs of 10,000 ids, memcached flushed every 2 ms: every read a PostgreSQL read) and
+# mixed_db (the same with 10 % PUTs). Prints each run and the medians (requests/s, p99), with the
+# ratio pooled / direct. BENCH_WORKLOADS="get_db" runs only those.
+# Ports: 18096 (pooled), 18097 (direct), 18093 (feed).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+rounds=${1:-3}
+duration=${2:-10s}
+workloads=${BENCH_WORKLOADS:-get_db mixed_db}
+command -v wrk >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null
+scripts/deps.sh start >/dev/null
+scripts/deps.sh start-pgbouncer >/dev/null
+eval "$(scripts/deps.sh env)"
+pooled_url=${PROFILE_PGBOUNCER_TRANSACTION_URL:?PgBouncer did not start}
+out=.build/bench-pooler
+mkdir -p "$out"
+swift build -c release --product profile-service >/dev/null
+source scripts/bench/side_by_side.sh
+bench_start .build/release/profile-service 18093
+sleep 1
+bench_start .build/release/profile-service 18096 --no-change-feed \
+    --database-url "$pooled_url" --database-direct-url "$PROFILE_DATABASE_URL"
+bench_start .build/release/profile-service 18097 --no-change-feed
+declare -A rps p99
+run() { # name port workload
+    local name=$1 port=$2 workload=$3 args=() flusher result
+    case $workload in
+        get_db) args=(0.0 10000) ;;
+        mixed_db) args=(0.1 10000) ;;
+    esac
+    python3 scripts/bench/memcached_flush.py "${PROFILE_MEMCACHED}" 0.002 3600 2>/dev/null &
+    flusher=$!
+    result=$(BENCH_TOKEN=$token wrk -t2 -c64 -d"$duration" --latency -s scripts/bench/mixed.lua "http://127.0.0.1:$port" -- "${args[@]}")
+    kill "$flusher" 2>/dev/null
+    rps[$name,$workload]+="$(awk '/Requests\/sec/ {print $2}' <<<"$result") "
+    p99[$name,$workload]+="$(awk '$1 == "99%" {v = $2 + 0; if ($2 ~ /us$/) v /= 1000; else if ($2 ~ /[0-9]s$/) v *= 1000; print v}' <<<"$result") "
+    echo "bench-pooler: $workload $name $(awk '/Requests\/sec/ {print $2}' <<<"$result") req/s," \
+        "p99 $(awk '$1 == "99%" {print $2}' <<<"$result"), non-2xx $(awk '/Non-2xx/ {print $5}' <<<"$result")" >&2
+}
+for round in $(seq 1 "$rounds"); do
+    for workload in $workloads; do
+        if [ $((round % 2)) = 1 ]; then run pooled 18096 "$workload"; run direct 18097 "$workload"
+        else run direct 18097 "$workload"; run pooled 18096 "$workload"; fi
+    done
+done
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+echo "| workload | through PgBouncer (transaction) req/s | p99 | direct req/s | p99 | ratio |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: |"
+for workload in $workloads; do
+    pooled=$(median <<<"${rps[pooled,$workload]}"); direct=$(median <<<"${rps[direct,$workload]}")
+    echo "| $workload | $pooled | $(median <<<"${p99[pooled,$workload]}") ms | $direct | $(median <<<"${p99[direct,$workload]}") ms |" \
+        "$(awk -v a="$pooled" -v b="$direct" 'BEGIN {printf "%.2f×", a / b}') |"
+done
