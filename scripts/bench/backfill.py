@@ -35,6 +35,23 @@ def rss_kib(pid):
     return 0
 
 
+def cpu_seconds(pid):
+    """User plus system CPU time of process `pid`, in seconds (/proc/PID/stat)."""
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def walsender_pid(database_url):
+    """The walsender streaming the change feed's slot."""
+    answer = subprocess.run(["psql", "-X", "-tA", database_url, "-c",
+                             "SELECT active_pid FROM pg_replication_slots WHERE slot_name = 'profile_service_cache'"],
+                            capture_output=True, text=True).stdout.strip()
+    return int(answer) if answer.isdigit() else None
+
+
 def metric(port, name, labels=""):
     text = get(port, "/metrics")[1]
     pattern = re.escape(name + (("{" + labels + "}") if labels else "")) + r" ([0-9.e+]+)"
@@ -116,6 +133,8 @@ def main():
     started = time.time()
     subprocess.run(["psql", "-X", "-q", options.database_url, "-c", statement], check=True)
     committed_at[0] = time.time()
+    walsender = walsender_pid(options.database_url)
+    cpu_at_commit = (cpu_seconds(options.pid), cpu_seconds(walsender) if walsender else 0.0)
     print(f"backfill: the statement took {committed_at[0] - started:.1f} s", file=sys.stderr)
 
     sample = random.sample(cached, min(options.sample, len(cached)))
@@ -136,6 +155,8 @@ def main():
     deadline = time.time() + 60
     while time.time() < deadline and (not samples or samples[-1][1] != 0):
         time.sleep(0.5)
+    cpu_used = (cpu_seconds(options.pid) - cpu_at_commit[0],
+                (cpu_seconds(walsender) - cpu_at_commit[1]) if walsender else None)
     time.sleep(3)  # the observer checks 2 s after a change
     stop_sampling.set()
     wrk.send_signal(signal.SIGINT)  # wrk prints its figures when interrupted
@@ -169,6 +190,8 @@ def main():
           + (f"{all_new_after:.1f} s" if all_new_after is not None else f"not within {options.timeout:.0f} s ({len(remaining)} stale)") + " |")
     print("| the feed caught up (lag_bytes 0) after COMMIT | "
           + (f"{caught_up:.1f} s" if caught_up is not None else "not yet") + " |")
+    print(f"| CPU from COMMIT until caught up | the instance {cpu_used[0]:.1f} s (the feed and the GET load),"
+          f" PostgreSQL's walsender " + (f"{cpu_used[1]:.1f} s" if cpu_used[1] is not None else "?") + " |")
     print(f"| lag_bytes > 0 from COMMIT until they were | {'yes' if lag_positive_until_repaired else 'no'}"
           f" (peak {max([s[1] for s in after_commit] or [0]) / 1e6:.0f} MB; 0 while stale in {lag_zero_while_stale} polls) |")
     print(f"| consistency violations (during and after) | {violations:.0f} of {checks:.0f} checks since start |")
