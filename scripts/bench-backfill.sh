@@ -33,6 +33,7 @@ service=$!
 # deletions is left in the slot for the next consumer (a test run, say).
 cleanup() {
     psql -X -q "$PROFILE_DATABASE_URL" -c "DELETE FROM user_profiles WHERE id BETWEEN $first AND $last" || true
+    sleep 2  # /readyz refreshes the lag every second: a figure from before the COMMIT may still show
     for _ in $(seq 1 240); do
         curl -fs 127.0.0.1:18098/readyz | grep -q '"lag_bytes":0,' && break
         sleep 0.5

@@ -166,14 +166,19 @@ start_postgres() {
     fi
 }
 
-# Stops the PostgreSQL server of pid file $1 (named $2 in the message): a fast shutdown, killed
-# after 10 s.
+# Stops the PostgreSQL server of pid file $1 (named $2 in the message): a fast shutdown; after 10 s
+# an immediate one (SIGQUIT: the postmaster ends its children and releases its shared memory — a
+# walsender with a large backlog can hold a fast shutdown up); SIGKILL only as the last resort,
+# since it leaves the children and the shared memory behind and the next start then fails.
 stop_cluster() {
     if pid_alive "$1"; then
         local pid
         pid=$(head -n1 "$1")
         log "stopping $2 (pid $pid)"
         kill -INT "$pid" # fast shutdown
+        for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+        log "$2 did not stop within 10 s: immediate shutdown"
+        kill -QUIT "$pid" 2>/dev/null || true
         for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
         kill -KILL "$pid" 2>/dev/null || true
     fi
