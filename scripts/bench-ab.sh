@@ -66,9 +66,9 @@ run() { # name port workload
     esac
     result=$(BENCH_TOKEN=$token wrk -t2 -c64 -d"$duration" --latency -s $script "http://127.0.0.1:$port" -- "${args[@]}")
     [ -n "$flusher" ] && kill "$flusher" 2>/dev/null
-    rps[$name,$workload]+="$(awk '/Requests\/sec/ {print $2}' <<<"$result") "
-    p99[$name,$workload]+="$(awk '$1 == "99%" {v = $2 + 0; if ($2 ~ /us$/) v /= 1000; else if ($2 ~ /[0-9]s$/) v *= 1000; print v}' <<<"$result") "
-    echo "bench-ab: $workload $name $(awk '/Requests\/sec/ {print $2}' <<<"$result") req/s, p99 $(awk '$1 == "99%" {print $2}' <<<"$result")" >&2
+    rps[$name,$workload]+="$(bench_rps "$result") "
+    p99[$name,$workload]+="$(bench_p99_ms "$result") "
+    echo "bench-ab: $workload $name $(bench_rps "$result") req/s, p99 $(awk '$1 == "99%" {print $2}' <<<"$result")" >&2
 }
 for round in $(seq 1 "$rounds"); do
     for workload in $workloads; do
@@ -76,11 +76,10 @@ for round in $(seq 1 "$rounds"); do
         else run old 18092 "$workload"; run new 18091 "$workload"; fi
     done
 done
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 if [ -n "$bench_rtt_note" ]; then echo "$bench_rtt_note"; echo; fi
 echo "| workload | this checkout req/s | p99 | $rev req/s | p99 | ratio |"
 echo "| --- | ---: | ---: | ---: | ---: | ---: |"
 for workload in $workloads; do
-    new=$(median <<<"${rps[new,$workload]}"); old=$(median <<<"${rps[old,$workload]}")
-    echo "| $workload | $new | $(median <<<"${p99[new,$workload]}") ms | $old | $(median <<<"${p99[old,$workload]}") ms | $(awk -v a="$new" -v b="$old" 'BEGIN {printf "%.2f×", a / b}') |"
+    new=$(bench_median <<<"${rps[new,$workload]}"); old=$(bench_median <<<"${rps[old,$workload]}")
+    echo "| $workload | $new | $(bench_median <<<"${p99[new,$workload]}") ms | $old | $(bench_median <<<"${p99[old,$workload]}") ms | $(awk -v a="$new" -v b="$old" 'BEGIN {printf "%.2f×", a / b}') |"
 done

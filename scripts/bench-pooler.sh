@@ -33,19 +33,12 @@ bench_start .build/release/profile-service 18096 --no-change-feed \
 bench_start .build/release/profile-service 18097 --no-change-feed
 declare -A rps p99
 run() { # name port workload
-    local name=$1 port=$2 workload=$3 args=() flusher result
-    case $workload in
-        get_db) args=(0.0 10000) ;;
-        mixed_db) args=(0.1 10000) ;;
-    esac
-    python3 scripts/bench/memcached_flush.py "${PROFILE_MEMCACHED}" 0.002 3600 2>/dev/null &
-    flusher=$!
-    result=$(BENCH_TOKEN=$token wrk -t2 -c64 -d"$duration" --latency -s scripts/bench/mixed.lua "http://127.0.0.1:$port" -- "${args[@]}")
-    kill "$flusher" 2>/dev/null
-    rps[$name,$workload]+="$(awk '/Requests\/sec/ {print $2}' <<<"$result") "
-    p99[$name,$workload]+="$(awk '$1 == "99%" {v = $2 + 0; if ($2 ~ /us$/) v /= 1000; else if ($2 ~ /[0-9]s$/) v *= 1000; print v}' <<<"$result") "
-    echo "bench-pooler: $workload $name $(awk '/Requests\/sec/ {print $2}' <<<"$result") req/s," \
-        "p99 $(awk '$1 == "99%" {print $2}' <<<"$result"), non-2xx $(awk '/Non-2xx/ {print $5}' <<<"$result")" >&2
+    local name=$1 port=$2 workload=$3
+    bench_flush_storm "$port" "$workload"
+    rps[$name,$workload]+="$(bench_rps "$bench_result") "
+    p99[$name,$workload]+="$(bench_p99_ms "$bench_result") "
+    echo "bench-pooler: $workload $name $(bench_rps "$bench_result") req/s," \
+        "p99 $(awk '$1 == "99%" {print $2}' <<<"$bench_result"), non-2xx $(awk '/Non-2xx/ {print $5}' <<<"$bench_result")" >&2
 }
 for round in $(seq 1 "$rounds"); do
     for workload in $workloads; do
@@ -53,11 +46,10 @@ for round in $(seq 1 "$rounds"); do
         else run direct 18097 "$workload"; run pooled 18096 "$workload"; fi
     done
 done
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 echo "| workload | through PgBouncer (transaction) req/s | p99 | direct req/s | p99 | ratio |"
 echo "| --- | ---: | ---: | ---: | ---: | ---: |"
 for workload in $workloads; do
-    pooled=$(median <<<"${rps[pooled,$workload]}"); direct=$(median <<<"${rps[direct,$workload]}")
-    echo "| $workload | $pooled | $(median <<<"${p99[pooled,$workload]}") ms | $direct | $(median <<<"${p99[direct,$workload]}") ms |" \
+    pooled=$(bench_median <<<"${rps[pooled,$workload]}"); direct=$(bench_median <<<"${rps[direct,$workload]}")
+    echo "| $workload | $pooled | $(bench_median <<<"${p99[pooled,$workload]}") ms | $direct | $(bench_median <<<"${p99[direct,$workload]}") ms |" \
         "$(awk -v a="$pooled" -v b="$direct" 'BEGIN {printf "%.2f×", a / b}') |"
 done

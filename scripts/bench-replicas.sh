@@ -48,29 +48,23 @@ counter() { # port event
 }
 declare -A rps p99 primary standby positions cpu requests
 run() { # name port workload
-    local name=$1 port=$2 workload=$3 args=() flusher result before_db before_sb before_pos
-    case $workload in
-        get_db) args=(0.0 10000) ;;
-        mixed_db) args=(0.1 10000) ;;
-    esac
-    python3 scripts/bench/memcached_flush.py "${PROFILE_MEMCACHED}" 0.002 3600 2>/dev/null &
-    flusher=$!
+    local name=$1 port=$2 workload=$3 result before_db before_sb before_pos
     before_db=$(counter "$port" database_read); before_sb=$(counter "$port" standby_read)
     before_pos=$(counter "$port" primary_position)
     local before_cpu=$(primary_cpu_ms)
-    result=$(BENCH_TOKEN=$token wrk -t2 -c64 -d"$duration" --latency -s scripts/bench/mixed.lua "http://127.0.0.1:$port" -- "${args[@]}")
-    kill "$flusher" 2>/dev/null
+    bench_flush_storm "$port" "$workload"
+    result=$bench_result
     local used=$(($(primary_cpu_ms) - before_cpu)) count=$(awk '/requests in/ {print $1}' <<<"$result")
     cpu[$name,$workload]=$((${cpu[$name,$workload]:-0} + used))
     requests[$name,$workload]=$((${requests[$name,$workload]:-0} + count))
     local db=$(($(counter "$port" database_read) - before_db)) sb=$(($(counter "$port" standby_read) - before_sb))
     local pos=$(($(counter "$port" primary_position) - before_pos))
-    rps[$name,$workload]+="$(awk '/Requests\/sec/ {print $2}' <<<"$result") "
-    p99[$name,$workload]+="$(awk '$1 == "99%" {v = $2 + 0; if ($2 ~ /us$/) v /= 1000; else if ($2 ~ /[0-9]s$/) v *= 1000; print v}' <<<"$result") "
+    rps[$name,$workload]+="$(bench_rps "$result") "
+    p99[$name,$workload]+="$(bench_p99_ms "$result") "
     primary[$name,$workload]=$((${primary[$name,$workload]:-0} + db))
     standby[$name,$workload]=$((${standby[$name,$workload]:-0} + sb))
     positions[$name,$workload]=$((${positions[$name,$workload]:-0} + pos))
-    echo "bench-replicas: $workload $name $(awk '/Requests\/sec/ {print $2}' <<<"$result") req/s," \
+    echo "bench-replicas: $workload $name $(bench_rps "$result") req/s," \
         "p99 $(awk '$1 == "99%" {print $2}' <<<"$result"), miss rows: primary $db standby $sb, positions $pos," \
         "primary CPU $used ms," \
         "non-2xx $(awk '/Non-2xx/ {print $5}' <<<"$result")" >&2
@@ -81,17 +75,16 @@ for round in $(seq 1 "$rounds"); do
         else run primary 18095 "$workload"; run standby 18094 "$workload"; fi
     done
 done
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 share() { awk -v p="$1" -v s="$2" 'BEGIN {if (p + s == 0) print "—"; else printf "%.1f %%", 100 * p / (p + s)}'; }
 per_thousand() { awk -v c="$1" -v r="$2" 'BEGIN {if (r == 0) print "—"; else printf "%.0f ms", 1000 * c / r}'; }
 echo "| workload | with standby req/s | p99 | primary share of miss rows | positions per 100 miss rows | primary CPU per 1,000 requests | without req/s | p99 | primary CPU per 1,000 requests | ratio |"
 echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 for workload in $workloads; do
-    with=$(median <<<"${rps[standby,$workload]}"); without=$(median <<<"${rps[primary,$workload]}")
+    with=$(bench_median <<<"${rps[standby,$workload]}"); without=$(bench_median <<<"${rps[primary,$workload]}")
     rows=$((${primary[standby,$workload]} + ${standby[standby,$workload]}))
-    echo "| $workload | $with | $(median <<<"${p99[standby,$workload]}") ms | $(share "${primary[standby,$workload]}" "${standby[standby,$workload]}") |" \
+    echo "| $workload | $with | $(bench_median <<<"${p99[standby,$workload]}") ms | $(share "${primary[standby,$workload]}" "${standby[standby,$workload]}") |" \
         "$(awk -v p="${positions[standby,$workload]}" -v r="$rows" 'BEGIN {if (r == 0) print "—"; else printf "%.1f", 100 * p / r}') |" \
         "$(per_thousand "${cpu[standby,$workload]}" "${requests[standby,$workload]}") |" \
-        "$without | $(median <<<"${p99[primary,$workload]}") ms | $(per_thousand "${cpu[primary,$workload]}" "${requests[primary,$workload]}") |" \
+        "$without | $(bench_median <<<"${p99[primary,$workload]}") ms | $(per_thousand "${cpu[primary,$workload]}" "${requests[primary,$workload]}") |" \
         "$(awk -v a="$with" -v b="$without" 'BEGIN {printf "%.2f×", a / b}') |"
 done

@@ -18,25 +18,12 @@ Needs openssl, PostgreSQL's server binaries and memcached (scripts/deps.sh insta
 
   scripts/check-database-tls.py --binary .build/debug/profile-service
 """
-import argparse, glob, json, os, shutil, socket, subprocess, sys, tempfile, time, urllib.request, urllib.error
+import argparse, glob, json, os, shutil, subprocess, sys, tempfile, time, urllib.request, urllib.error
+
+from checklist import check, failures, free_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PASSWORD = "scram-" + os.urandom(12).hex()
-failures = []
-
-
-def check(condition, what):
-    print(("ok    " if condition else "FAIL  ") + what, flush=True)
-    if not condition:
-        failures.append(what)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run(arguments, **options):
     done = subprocess.run(arguments, capture_output=True, text=True, **options)
     if done.returncode != 0:

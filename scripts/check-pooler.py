@@ -19,24 +19,11 @@ give PostgreSQL itself as --database-direct-url.
   eval "$(scripts/deps.sh env)"
   scripts/check-pooler.py --binary .build/debug/profile-service
 """
-import argparse, http.client, json, os, random, socket, subprocess, sys, tempfile, threading, time
+import argparse, http.client, json, os, random, subprocess, sys, tempfile, threading, time
+
+from checklist import check, failures, free_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-failures = []
-
-
-def check(condition, what):
-    print(("ok    " if condition else "FAIL  ") + what, flush=True)
-    if not condition:
-        failures.append(what)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def request(port, method, path, body=None, connection=None):
     own = connection is None
     connection = connection or http.client.HTTPConnection("127.0.0.1", port, timeout=15)

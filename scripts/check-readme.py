@@ -13,6 +13,8 @@ of its own, so that no test's "ada" stands in its way).
 """
 import argparse, os, re, socket, subprocess, sys, tempfile, time
 
+from checklist import free_port
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -25,12 +27,6 @@ def commands(readme):
     if not block:
         sys.exit("check-readme: no ```sh block in 'Read and write a profile'")
     return block.group(1)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main():

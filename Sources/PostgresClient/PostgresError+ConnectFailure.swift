@@ -13,6 +13,12 @@ extension PostgresError {
         return Self.permanentConnectFailures.contains { message.contains($0) }
     }
 
+    /// Whether a connection pooler refused the session's startup settings (PgBouncer:
+    /// "unsupported startup parameter: options"): the URL reaches a pooler, not PostgreSQL.
+    public var isPoolerRefusingStartupParameters: Bool {
+        kind == .connectionUnavailable && message.contains("unsupported startup parameter")
+    }
+
     static let permanentConnectFailures = [
         "password authentication failed",
         "SCRAM authentication failed",

@@ -177,8 +177,7 @@ extension ProfileServiceCommand {
             defer { connection.close() }
             do {
                 try connection.connect()
-            } catch let error as PostgresError where error.message.contains("unsupported startup parameter") {
-                // PgBouncer refusing the session settings: a pooler where PostgreSQL was expected.
+            } catch let error as PostgresError where error.isPoolerRefusingStartupParameters {
                 throw RuntimeFailure(
                     description: "cannot connect to PostgreSQL: \(error.message) (\(line) reaches a connection pooler: "
                         + "give the pooler as --database-url and PostgreSQL itself as --database-direct-url)")

@@ -55,3 +55,24 @@ bench_start() { # binary port [args…]
     echo "$(basename "$0"): the service on $port did not become ready" >&2
     exit 1
 }
+# Figures of one wrk run ($1: its --latency output): requests/s, and p99 in milliseconds.
+bench_rps() { awk '/Requests\/sec/ {print $2}' <<<"$1"; }
+bench_p99_ms() { awk '$1 == "99%" {v = $2 + 0; if ($2 ~ /us$/) v /= 1000; else if ($2 ~ /[0-9]s$/) v *= 1000; print v}' <<<"$1"; }
+# The median of the numbers on stdin (separated by spaces or lines).
+bench_median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+# A flush-storm run: memcached flushed every 2 ms while wrk -t2 -c64 runs scripts/bench/mixed.lua
+# for $duration against port $1 — workload $2, get_db (GETs of 10,000 ids) or mixed_db (10 % PUTs).
+# Sets $bench_result to wrk's output.
+bench_flush_storm() { # port workload
+    local port=$1 flusher args=()
+    case $2 in
+        get_db) args=(0.0 10000) ;;
+        mixed_db) args=(0.1 10000) ;;
+        *) echo "$(basename "$0"): unknown workload $2" >&2; exit 2 ;;
+    esac
+    python3 scripts/bench/memcached_flush.py "${PROFILE_MEMCACHED}" 0.002 3600 2>/dev/null &
+    flusher=$!
+    bench_result=$(BENCH_TOKEN=$token wrk -t2 -c64 -d"$duration" --latency -s scripts/bench/mixed.lua \
+        "http://127.0.0.1:$port" -- "${args[@]}")
+    kill "$flusher" 2>/dev/null || true
+}

@@ -118,7 +118,8 @@ public struct ProfileChangeDecoder {
 
     /// An inserted or updated row: its id and version always, the whole profile when every
     /// column the API shows is there. Runs once per changed row — a million for a backfill — so
-    /// it looks columns up by position and reads text as bytes.
+    /// it reads the relation's short column list instead of building a dictionary per row, and
+    /// timestamps as bytes.
     static func change(
         from values: [PgOutputValue], columns: [PgOutputRelation.Column]
     ) throws(DecodingError) -> ProfileChange {
