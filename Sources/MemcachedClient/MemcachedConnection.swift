@@ -116,13 +116,28 @@ public final class MemcachedConnection {
     public func get(_ key: String) -> MemcachedGetResult {
         let handle = ownedHandle()
         if let error = Self.validate(key) { return .failure(error) }
+        if let error = requestGet(key, handle) { return .failure(error) }
+        return readGetAnswer(key, handle)
+    }
+
+    /// Sends `gets` of one key (``get(_:)``'s first half); the answer waits for ``readGetAnswer(_:_:)``.
+    private func requestGet(_ key: String, _ handle: UnsafeMutablePointer<memcached_st>) -> MemcachedError? {
         var key = key
         return key.withUTF8 { keyBytes in
             keyBytes.withMemoryRebound(to: CChar.self) { keyChars in
                 var keyPointer: UnsafePointer<CChar>? = keyChars.baseAddress
                 var keyLength = keyChars.count
                 let rc = memcached_mget(handle, &keyPointer, &keyLength, 1)
-                guard rc == MEMCACHED_SUCCESS else { return .failure(self.error(rc, "get")) }
+                return rc == MEMCACHED_SUCCESS ? nil : self.error(rc, "get")
+            }
+        }
+    }
+
+    /// Reads the answer to ``requestGet(_:_:)``: `memcached_fetch_result` until NULL.
+    private func readGetAnswer(_ key: String, _ handle: UnsafeMutablePointer<memcached_st>) -> MemcachedGetResult {
+        var key = key
+        return key.withUTF8 { keyBytes in
+            keyBytes.withMemoryRebound(to: CChar.self) { keyChars in
                 var item: MemcachedItem?
                 var fetchRC = MEMCACHED_SUCCESS
                 while let fetched = memcached_fetch_result(handle, self.result, &fetchRC) {
@@ -295,20 +310,42 @@ public final class MemcachedConnection {
     public func addAndGet(
         _ key: String, value: [UInt8], flags: UInt32 = 0, expiration: Int = 0
     ) -> MemcachedGetResult {
+        addAndGet(key, value: value, flags: flags, expiration: expiration, around: {}).found
+    }
+
+    /// ``addAndGet(_:value:flags:expiration:)`` with `body` run while the answer travels: the
+    /// `add` and the `gets` are sent, `body` runs, then the answer is read — one round trip
+    /// overlapped with whatever `body` waits on (a PostgreSQL statement on another connection).
+    /// The entry read is as memcached held it at some moment between the send and the end of
+    /// `body`. `body` must not use this connection. When it throws, the answer is still read
+    /// (the connection stays in step) and the error is rethrown.
+    public func addAndGet<Value, Failure: Error>(
+        _ key: String, value: [UInt8], flags: UInt32 = 0, expiration: Int = 0,
+        around body: () throws(Failure) -> Value
+    ) throws(Failure) -> (value: Value, found: MemcachedGetResult) {
         let handle = ownedHandle()
-        if let error = Self.validate(key) { return .failure(error) }
+        if let error = Self.validate(key) { return (try body(), .failure(error)) }
         memcached_behavior_set(handle, MEMCACHED_BEHAVIOR_NOREPLY, 1)
         let sent = store("add", key, value) { handle, key, keyLength, value, valueLength in
             memcached_add(handle, key, keyLength, value, valueLength, expiration, flags)
         }
         memcached_behavior_set(handle, MEMCACHED_BEHAVIOR_NOREPLY, 0)
+        var requestError: MemcachedError?
         if case .failure(let error) = sent {
-            memcached_quit(handle)
-            return .failure(error)
+            requestError = error
+        } else {
+            requestError = requestGet(key, handle)
         }
-        let result = get(key)
-        if case .failure = result { memcached_quit(handle) }
-        return result
+        let outcome = Result(catching: body)
+        let found: MemcachedGetResult
+        if let requestError {
+            memcached_quit(handle)
+            found = .failure(requestError)
+        } else {
+            found = readGetAnswer(key, handle)
+            if case .failure = found { memcached_quit(handle) }
+        }
+        return (try outcome.get(), found)
     }
 
     /// ``addAndGet(_:value:flags:expiration:)`` for several keys in one round trip per node:

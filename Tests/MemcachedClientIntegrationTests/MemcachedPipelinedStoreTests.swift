@@ -28,6 +28,57 @@ extension LiveMemcachedTests {
             #expect(item == items[free[3]])
         }
 
+        /// `addAndGet(_:value:around:)`: the add and the `gets` are on the wire while the body
+        /// runs (another connection sees the add land from inside it), the answer is read after,
+        /// and a body that throws leaves the connection in step.
+        @Test func anAddAndGetAroundABodyIsSentBeforeItAndReadAfterIt() throws {
+            let connection = try LiveMemcachedTests.connection()
+            let observer = try LiveMemcachedTests.connection()
+            defer {
+                connection.close()
+                observer.close()
+            }
+            let free = LiveMemcachedTests.uniqueKey()
+            let taken = LiveMemcachedTests.uniqueKey()
+            #expect(connection.set(taken, value: Array("old".utf8)) == .stored)
+
+            let sent = connection.addAndGet(free, value: Array("lease".utf8), expiration: 30) { () -> Bool in
+                // Seen from elsewhere before the body returns: the add went out before it.
+                let deadline = ContinuousClock.now + .seconds(2)
+                while ContinuousClock.now < deadline {
+                    if case .hit(let item) = observer.get(free), item.value == Array("lease".utf8) { return true }
+                }
+                return false
+            }
+            #expect(sent.value, "the add was not on the wire while the body ran")
+            guard case .hit(let lease) = sent.found else {
+                Issue.record("the key was not read back: \(sent.found)")
+                return
+            }
+            #expect(lease.value == Array("lease".utf8))
+
+            let refused = connection.addAndGet(taken, value: Array("lease".utf8)) { 7 }
+            #expect(refused.value == 7)
+            guard case .hit(let old) = refused.found else {
+                Issue.record("the taken key was not read back: \(refused.found)")
+                return
+            }
+            #expect(old.value == Array("old".utf8), "an add over an entry is refused")
+
+            struct Thrown: Error {}
+            #expect(throws: Thrown.self) {
+                _ = try connection.addAndGet(LiveMemcachedTests.uniqueKey(), value: [1]) { () throws(Thrown) -> Int in
+                    throw Thrown()
+                }
+            }
+            #expect(connection.set(free + ":after", value: [2]) == .stored, "the connection is in step")
+            guard case .hit(let after) = connection.get(free + ":after") else {
+                Issue.record("the next get was not answered")
+                return
+            }
+            #expect(after.value == [2])
+        }
+
         @Test func casesLandOnlyOverTheirCASAndTheReadBackTellsWhich() throws {
             let connection = try LiveMemcachedTests.connection()
             defer { connection.close() }

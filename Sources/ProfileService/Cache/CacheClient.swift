@@ -12,6 +12,13 @@ public protocol CacheClient: AnyObject {
     /// `add`, then `get` of the same key: the entry as it is after the add (see
     /// ``MemcachedConnection/addAndGet(_:value:flags:expiration:)``, which does both in one round trip).
     func addAndGet(_ key: String, value: [UInt8], flags: UInt32, expiration: Int) -> MemcachedGetResult
+    /// ``addAndGet(_:value:flags:expiration:)`` whose answer travels while `body` runs: the entry
+    /// as memcached held it at some moment before `body` returned (see
+    /// ``MemcachedConnection/addAndGet(_:value:flags:expiration:around:)``, which overlaps the
+    /// round trip with `body`). `body` runs exactly once, also when memcached fails.
+    func addAndGet<Value, Failure: Error>(
+        _ key: String, value: [UInt8], flags: UInt32, expiration: Int, around body: () throws(Failure) -> Value
+    ) throws(Failure) -> (value: Value, found: MemcachedGetResult)
     func cas(_ key: String, value: [UInt8], cas: UInt64, flags: UInt32, expiration: Int) -> MemcachedStoreResult
     /// `add` of every value, then `get` of every key: the entries after the adds (see
     /// ``MemcachedConnection/addAndGet(many:flags:)``, one round trip per node).
@@ -56,6 +63,15 @@ extension CacheClient {
             return .failure(error)
         }
         return get(key)
+    }
+
+    /// The add and the read first, then `body`: no overlap; clients that can pipeline
+    /// (``MemcachedConnection``) send both before `body` and read the answer after it.
+    public func addAndGet<Value, Failure: Error>(
+        _ key: String, value: [UInt8], flags: UInt32, expiration: Int, around body: () throws(Failure) -> Value
+    ) throws(Failure) -> (value: Value, found: MemcachedGetResult) {
+        let found = addAndGet(key, value: value, flags: flags, expiration: expiration)
+        return (try body(), found)
     }
 
     /// One round trip per store and one multi-get; clients that can pipeline

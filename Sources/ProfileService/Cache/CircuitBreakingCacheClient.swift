@@ -144,6 +144,24 @@ final class CircuitBreakingCacheClient: CacheClient {
             error: { if case .failure(let e) = $0 { e } else { nil } }, skipped: .failure(Self.skipped))
     }
 
+    /// The add and the read go out before `body` runs and are read after it (see ``CacheClient``);
+    /// when the breaker skips the node, `body` runs alone.
+    func addAndGet<Value, Failure: Error>(
+        _ key: String, value: [UInt8], flags: UInt32, expiration: Int, around body: () throws(Failure) -> Value
+    ) throws(Failure) -> (value: Value, found: MemcachedGetResult) {
+        var outcome: Result<Value, Failure>?
+        let found = guarded(
+            { base.server(forKey: key) },
+            { () -> MemcachedGetResult in
+                let sent = base.addAndGet(
+                    key, value: value, flags: flags, expiration: expiration, around: { Result(catching: body) })
+                outcome = sent.value
+                return sent.found
+            },
+            error: { if case .failure(let e) = $0 { e } else { nil } }, skipped: .failure(Self.skipped))
+        return (try (outcome ?? Result(catching: body)).get(), found)
+    }
+
     func cas(_ key: String, value: [UInt8], cas: UInt64, flags: UInt32, expiration: Int) -> MemcachedStoreResult {
         guarded(
             { base.server(forKey: key) }, { base.cas(key, value: value, cas: cas, flags: flags, expiration: expiration) },

@@ -6,26 +6,34 @@ import MemcachedClient
 extension ProfileRepository {
     /// The optimistic update, then a guarded write-through of the new version.
     ///
+    /// The write-through's first look at the entry travels beside the `UPDATE` (see
+    /// ``writing(key:_:)``), so a write costs the statement's round trip and one `cas`.
     /// A 409 refreshes the entry to the current row it reports; an update whose outcome is
     /// unknown (the connection broke around COMMIT) invalidates an older entry, since the new
     /// version may be committed. The change feed repairs both as well; these repairs only make
-    /// it sooner.
+    /// it sooner. Both delete the lease the look may have put down (a refresh deletes any lease).
     public func updateDisplayName(id: Int64, to displayName: String, expectedVersion: Int32)
         throws(ProfileStoreError) -> ProfileUpdateOutcome
     {
         cache.beginRequest()
         prefetched[id] = nil
+        let (written, look) = writing(key: configuration.key(for: id)) { () throws(ProfileStoreError) in
+            try store.updateDisplayName(id: id, to: displayName, expectedVersion: expectedVersion)
+        }
         let outcome: ProfileUpdateOutcome
-        do {
-            outcome = try store.updateDisplayName(id: id, to: displayName, expectedVersion: expectedVersion)
-        } catch .unavailable {
-            if expectedVersion < Int32.max {
+        switch written {
+        case .success(let updated):
+            outcome = updated
+        case .failure(let error):
+            if error == .unavailable, expectedVersion < Int32.max {
                 refresh(after: .changed(id: id, version: expectedVersion + 1, row: nil))
+            } else {
+                releaseLease(of: look)
             }
-            throw .unavailable
+            throw error
         }
         switch outcome {
-        case .updated(let profile): writeThrough(profile)
+        case .updated(let profile): writeThrough(profile, look: look)
         case .versionMismatch(let current): refresh(after: .changed(id: id, version: current.version, row: current))
         case .notFound: refresh(after: .deleted(id: id))
         }
@@ -35,9 +43,54 @@ extension ProfileRepository {
     public func create(id: Int64, username: String, displayName: String) throws(ProfileStoreError) -> Profile {
         cache.beginRequest()
         prefetched[id] = nil
-        let profile = try store.create(id: id, username: username, displayName: displayName)
-        writeThrough(profile)
-        return profile
+        let (written, look) = writing(key: configuration.key(for: id)) { () throws(ProfileStoreError) in
+            try store.create(id: id, username: username, displayName: displayName)
+        }
+        switch written {
+        case .success(let profile):
+            writeThrough(profile, look: look)
+            return profile
+        case .failure(let error):
+            releaseLease(of: look)
+            throw error
+        }
+    }
+
+    /// The write-through's first look at a key, taken beside the statement that writes its row.
+    struct EntryLook {
+        let key: String
+        /// The key as memcached held it after an `add` of the writer's lease.
+        let found: MemcachedGetResult
+        let leaseToken: UInt64
+
+        /// The CAS value of the writer's own lease, when the `add` found the key free.
+        var ownLeaseCAS: UInt64? {
+            guard case .hit(let item) = found, CacheEntry(decoding: item.value) == .lease(token: leaseToken) else { return nil }
+            return item.cas
+        }
+    }
+
+    /// Runs `write` with the entry's first look in flight beside it (docs/design.md §2.2): a
+    /// lease `add`ed where the key is free and the key read back, sent before the statement and
+    /// read after it, so the look costs no round trip of its own. Either answer is usable after
+    /// the commit, whichever moment memcached read the key at: a profile entry as the
+    /// write-through's cas target (an entry unchanged since any moment proves no newer version
+    /// was written through since), the writer's own lease as a reader's lease (the row is read
+    /// again after it, before it is populated).
+    private func writing<Written>(
+        key: String, _ write: () throws(ProfileStoreError) -> Written
+    ) -> (Result<Written, ProfileStoreError>, EntryLook) {
+        let token = UInt64.random(in: 1...UInt64.max, using: &random)
+        let sent = cache.addAndGet(
+            key, value: CacheEntry.encodeLease(token: token), flags: 0, expiration: configuration.leaseTTLSeconds,
+            around: { Result(catching: write) })
+        return (sent.value, EntryLook(key: key, found: sent.found, leaseToken: token))
+    }
+
+    /// Deletes the lease a look put down for a write that did not happen: readers would wait on it
+    /// until it expires. Deleting is always safe: at worst the next reader misses.
+    private func releaseLease(of look: EntryLook) {
+        if look.ownLeaseCAS != nil { _ = cache.delete(look.key) }
     }
 
     /// Brings the cache up to `profile` without ever moving it backwards.
@@ -55,10 +108,21 @@ extension ProfileRepository {
     /// unreachable from here), the change feed repairs the entry once the node answers (§3).
     @discardableResult
     public func writeThrough(_ profile: Profile) -> WriteThroughOutcome {
+        writeThrough(profile, look: nil)
+    }
+
+    /// - Parameter look: the first look at the entry, taken beside the statement that committed
+    ///   `profile` (``writing(key:_:)``); later attempts look again.
+    @discardableResult
+    private func writeThrough(_ profile: Profile, look: EntryLook?) -> WriteThroughOutcome {
         let key = configuration.key(for: profile.id)
+        var look = look
         attempts: for _ in 0..<configuration.writeThroughAttempts {
+            let found = look?.found ?? cache.get(key)
+            let ownLeaseCAS = look?.ownLeaseCAS
+            look = nil
             let replacingCAS: UInt64?
-            switch cache.get(key) {
+            switch found {
             case .hit(let item):
                 // A profile entry, or the record of an absent one (version 0: a creation replaces it).
                 if let cachedVersion = CacheEntry(decoding: item.value)?.version {
@@ -86,7 +150,7 @@ extension ProfileRepository {
             case .failure:
                 break attempts
             }
-            switch repopulate(id: profile.id, key: key, replacingCAS: replacingCAS) {
+            switch repopulate(id: profile.id, key: key, replacingCAS: replacingCAS, heldLeaseCAS: ownLeaseCAS) {
             case .stored:
                 statistics.record(.writeThroughStored)
                 return .stored
@@ -110,9 +174,10 @@ extension ProfileRepository {
         }
     }
 
-    /// Stores the current row under a lease of the writer's own (see ``writeThrough(_:)``).
-    private func repopulate(id: Int64, key: String, replacingCAS: UInt64?) -> PopulateOutcome {
-        guard let leaseCAS = takeLease(key: key, replacingCAS: replacingCAS) else { return .lost }
+    /// Stores the current row under a lease of the writer's own (see ``writeThrough(_:)``): the
+    /// one its look put down (`heldLeaseCAS`), else one taken now.
+    private func repopulate(id: Int64, key: String, replacingCAS: UInt64?, heldLeaseCAS: UInt64?) -> PopulateOutcome {
+        guard let leaseCAS = heldLeaseCAS ?? takeLease(key: key, replacingCAS: replacingCAS) else { return .lost }
         statistics.record(.databaseRead)
         guard let row = try? store.profile(id: id) else {
             _ = cache.delete(key)  // always safe: at worst the next reader misses
