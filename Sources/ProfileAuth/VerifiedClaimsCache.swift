@@ -21,7 +21,23 @@ final class VerifiedClaimsCache: Sendable {
     static let shardCount = 32
 
     private final class Shard: Sendable {
-        let claims = Mutex<[[UInt8]: TokenClaims]>([:])
+        let claims = Mutex<[Key: Verified]>([:])
+    }
+
+    /// What a verified token's later uses need: its claims, and its scopes as a set (made once).
+    struct Verified: Sendable {
+        let claims: TokenClaims
+        let scopes: Set<String>
+    }
+
+    /// A token's bytes, hashed in one call (the synthesized hash of `[UInt8]` feeds the hasher
+    /// byte by byte, which showed in a PUT's profile).
+    private struct Key: Hashable {
+        let bytes: [UInt8]
+
+        func hash(into hasher: inout Hasher) {
+            bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
+        }
     }
 
     private let shards: [Shard] = (0..<shardCount).map { _ in Shard() }
@@ -33,16 +49,16 @@ final class VerifiedClaimsCache: Sendable {
         return shards[Int(mixed % UInt64(Self.shardCount))]
     }
 
-    func claims(of token: Substring) -> TokenClaims? {
-        let key = Array(token.utf8)
+    func verified(_ token: Substring) -> Verified? {
+        let key = Key(bytes: Array(token.utf8))
         return shard.claims.withLock { $0[key] }
     }
 
-    func insert(_ claims: TokenClaims, of token: Substring) {
-        let key = Array(token.utf8)
+    func insert(_ verified: Verified, of token: Substring) {
+        let key = Key(bytes: Array(token.utf8))
         shard.claims.withLock { cached in
             if cached.count >= Self.shardCapacity { cached.removeAll(keepingCapacity: true) }
-            cached[key] = claims
+            cached[key] = verified
         }
     }
 }

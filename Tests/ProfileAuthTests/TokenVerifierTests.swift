@@ -54,8 +54,19 @@ import _CryptoExtras
             "Basic x", "Bearer", "Bearer ", "Bearer a.b", "Bearer a.b.c.d", "Bearer a..c", "Bearer !!.??.**",
             "Token " + hs256(TestTokens.claims()), "Bearer " + hs256(TestTokens.claims()) + " extra",
             "Bearer " + String(repeating: "a", count: 9000) + ".b.c",
+            "Bearerx " + hs256(TestTokens.claims()), "Béarer " + hs256(TestTokens.claims()),
+            "Bearer " + hs256(TestTokens.claims()) + ",x", "Bearer\t" + hs256(TestTokens.claims()),
         ] {
             #expect(error(verifier, header) == .malformed, "\(header.prefix(40))")
+        }
+    }
+
+    /// The scheme in any case, spaces before it and around the token (RFC 9110 §11.1, §11.4).
+    @Test func theBearerSchemeIsCaseInsensitiveAndSpacesAroundTheTokenAreAllowed() throws {
+        let verifier = try hs256Verifier()
+        let token = hs256(TestTokens.claims())
+        for header in ["bearer " + token, "BEARER " + token, "  Bearer   " + token + " \t", "bEaReR " + token] {
+            #expect(error(verifier, header) == nil, "\(header.prefix(20))")
         }
     }
 
