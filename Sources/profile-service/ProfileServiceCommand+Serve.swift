@@ -67,7 +67,7 @@ extension ProfileServiceCommand {
                 read (up to 64) and looks them up with one memcached multi-get; misses and all other \
                 requests go to --workers. 0: every request goes to --workers. [PROFILE_BATCH_WORKERS]
                 """)
-        var batchWorkers: Int = EnvironmentDefaults.int("PROFILE_BATCH_WORKERS", 2)
+        var batchWorkers: Int = EnvironmentDefaults.int("PROFILE_BATCH_WORKERS", 4)
 
         @Option(
             help: """
