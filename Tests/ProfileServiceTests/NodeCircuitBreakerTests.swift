@@ -118,6 +118,41 @@ import Testing
         #expect(worker.get("k") == .miss, "the next request tries the node again")
         #expect(fakeNode.calls.load(ordering: .relaxed) == 3)
     }
+
+    /// A write's look around its statement (``CacheClient/addAndGet(_:value:flags:expiration:around:)``):
+    /// the statement runs exactly once whatever the node does, and the look's failure is booked.
+    @Test func aLookAroundAStatementRunsTheStatementOnceWhenTheNodeFailsOrIsSkipped() {
+        let breaker = breaker(threshold: 1)
+        let fakeNode = FakeNode()
+        let worker = CircuitBreakingCacheClient(FakeNodeClient(fakeNode, server: node), breaker: breaker)
+        var statements = 0
+        let healthy = worker.addAndGet("k", value: [1], flags: 0, expiration: 0) { () -> Int in
+            statements += 1
+            return 7
+        }
+        #expect(healthy.value == 7 && statements == 1)
+        #expect(healthy.found == .miss)
+
+        fakeNode.isUp.store(false, ordering: .relaxed)
+        worker.beginRequest()
+        let failed = worker.addAndGet("k", value: [1], flags: 0, expiration: 0) { () -> Int in
+            statements += 1
+            return 8
+        }
+        #expect(failed.value == 8 && statements == 2)
+        if case .failure = failed.found {} else { Issue.record("a failed node's look must fail, not miss") }
+        #expect(breaker.state(of: node) == .open, "the look's failure is booked against the node")
+
+        worker.beginRequest()
+        let callsBefore = fakeNode.calls.load(ordering: .relaxed)
+        let skipped = worker.addAndGet("k", value: [1], flags: 0, expiration: 0) { () -> Int in
+            statements += 1
+            return 9
+        }
+        #expect(skipped.value == 9 && statements == 3, "the statement runs while the node is skipped")
+        #expect(skipped.found == .failure(CircuitBreakingCacheClient.skipped))
+        #expect(fakeNode.calls.load(ordering: .relaxed) == callsBefore, "no I/O to a skipped node")
+    }
 }
 
 /// A clock the test moves by hand.
