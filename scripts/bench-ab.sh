@@ -70,12 +70,7 @@ run() { # name port workload
     p99[$name,$workload]+="$(bench_p99_ms "$result") "
     echo "bench-ab: $workload $name $(bench_rps "$result") req/s, p99 $(awk '$1 == "99%" {print $2}' <<<"$result")" >&2
 }
-for round in $(seq 1 "$rounds"); do
-    for workload in $workloads; do
-        if [ $((round % 2)) = 1 ]; then run new 18091 "$workload"; run old 18092 "$workload"
-        else run old 18092 "$workload"; run new 18091 "$workload"; fi
-    done
-done
+bench_alternate new 18091 old 18092
 if [ -n "$bench_rtt_note" ]; then echo "$bench_rtt_note"; echo; fi
 echo "| workload | this checkout req/s | p99 | $rev req/s | p99 | ratio |"
 echo "| --- | ---: | ---: | ---: | ---: | ---: |"

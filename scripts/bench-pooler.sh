@@ -40,12 +40,7 @@ run() { # name port workload
     echo "bench-pooler: $workload $name $(bench_rps "$bench_result") req/s," \
         "p99 $(awk '$1 == "99%" {print $2}' <<<"$bench_result"), non-2xx $(awk '/Non-2xx/ {print $5}' <<<"$bench_result")" >&2
 }
-for round in $(seq 1 "$rounds"); do
-    for workload in $workloads; do
-        if [ $((round % 2)) = 1 ]; then run pooled 18096 "$workload"; run direct 18097 "$workload"
-        else run direct 18097 "$workload"; run pooled 18096 "$workload"; fi
-    done
-done
+bench_alternate pooled 18096 direct 18097
 echo "| workload | through PgBouncer (transaction) req/s | p99 | direct req/s | p99 | ratio |"
 echo "| --- | ---: | ---: | ---: | ---: | ---: |"
 for workload in $workloads; do

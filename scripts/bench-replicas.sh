@@ -69,12 +69,7 @@ run() { # name port workload
         "primary CPU $used ms," \
         "non-2xx $(awk '/Non-2xx/ {print $5}' <<<"$result")" >&2
 }
-for round in $(seq 1 "$rounds"); do
-    for workload in $workloads; do
-        if [ $((round % 2)) = 1 ]; then run standby 18094 "$workload"; run primary 18095 "$workload"
-        else run primary 18095 "$workload"; run standby 18094 "$workload"; fi
-    done
-done
+bench_alternate standby 18094 primary 18095
 share() { awk -v p="$1" -v s="$2" 'BEGIN {if (p + s == 0) print "—"; else printf "%.1f %%", 100 * p / (p + s)}'; }
 per_thousand() { awk -v c="$1" -v r="$2" 'BEGIN {if (r == 0) print "—"; else printf "%.0f ms", 1000 * c / r}'; }
 echo "| workload | with standby req/s | p99 | primary share of miss rows | positions per 100 miss rows | primary CPU per 1,000 requests | without req/s | p99 | primary CPU per 1,000 requests | ratio |"

@@ -325,27 +325,24 @@ public final class MemcachedConnection {
     ) throws(Failure) -> (value: Value, found: MemcachedGetResult) {
         let handle = ownedHandle()
         if let error = Self.validate(key) { return (try body(), .failure(error)) }
-        memcached_behavior_set(handle, MEMCACHED_BEHAVIOR_NOREPLY, 1)
-        let sent = store("add", key, value) { handle, key, keyLength, value, valueLength in
-            memcached_add(handle, key, keyLength, value, valueLength, expiration, flags)
+        let sent = withoutReplies(handle) {
+            store("add", key, value) { handle, key, keyLength, value, valueLength in
+                memcached_add(handle, key, keyLength, value, valueLength, expiration, flags)
+            }
         }
-        memcached_behavior_set(handle, MEMCACHED_BEHAVIOR_NOREPLY, 0)
-        var requestError: MemcachedError?
-        if case .failure(let error) = sent {
-            requestError = error
-        } else {
-            requestError = requestGet(key, handle)
-        }
+        let requestError: MemcachedError? = if case .failure(let error) = sent { error } else { requestGet(key, handle) }
         let outcome = Result(catching: body)
-        let found: MemcachedGetResult
-        if let requestError {
-            memcached_quit(handle)
-            found = .failure(requestError)
-        } else {
-            found = readGetAnswer(key, handle)
-            if case .failure = found { memcached_quit(handle) }
-        }
+        let found: MemcachedGetResult = requestError.map { .failure($0) } ?? readGetAnswer(key, handle)
+        if case .failure = found { memcached_quit(handle) }
         return (try outcome.get(), found)
+    }
+
+    /// Runs `send` with `MEMCACHED_BEHAVIOR_NOREPLY` set: libmemcached sends its stores at once
+    /// and counts no answer to wait for (see ``addAndGet(_:value:flags:expiration:)``).
+    private func withoutReplies<Sent>(_ handle: UnsafeMutablePointer<memcached_st>, _ send: () -> Sent) -> Sent {
+        memcached_behavior_set(handle, MEMCACHED_BEHAVIOR_NOREPLY, 1)
+        defer { memcached_behavior_set(handle, MEMCACHED_BEHAVIOR_NOREPLY, 0) }
+        return send()
     }
 
     /// ``addAndGet(_:value:flags:expiration:)`` for several keys in one round trip per node:
@@ -378,15 +375,14 @@ public final class MemcachedConnection {
     ) -> Result<[String: MemcachedItem], MemcachedError> {
         let handle = ownedHandle()
         for store in stores { if let error = Self.validate(store.key) { return .failure(error) } }
-        memcached_behavior_set(handle, MEMCACHED_BEHAVIOR_NOREPLY, 1)
-        var failure: MemcachedError?
-        for request in stores {
-            if case .failure(let error) = store("store", request.key, request.value, { call($0, $1, $2, $3, $4, request) }) {
-                failure = error
-                break
+        let failure: MemcachedError? = withoutReplies(handle) {
+            for request in stores {
+                if case .failure(let error) = store("store", request.key, request.value, { call($0, $1, $2, $3, $4, request) }) {
+                    return error
+                }
             }
+            return nil
         }
-        memcached_behavior_set(handle, MEMCACHED_BEHAVIOR_NOREPLY, 0)
         if let failure {
             memcached_quit(handle)
             return .failure(failure)

@@ -1,7 +1,8 @@
-# Sourced by the side-by-side benchmarks (bench-ab.sh, bench-replicas.sh) once this checkout's
-# release build is there and $out is set: migrates and seeds the database of scripts/deps.sh, makes
+# Sourced by the side-by-side benchmarks (bench-ab.sh, bench-pooler.sh, bench-replicas.sh) once
+# this checkout's release build is there and $out is set: migrates and seeds the database of scripts/deps.sh, makes
 # a JWT secret in $out and an admin $token, and starts services with `bench_start BINARY PORT
-# [args…]` (defaults but --no-access-log, log in $out, ready or exit), each killed on exit.
+# [args…]` (defaults but --no-access-log, log in $out, ready or exit), each killed on exit, and runs
+# their rounds with `bench_alternate` (the order alternating by round).
 # BENCH_SERVE_ARGS="--flag value …" is appended to every service's serve command line (every binary
 # started must know those flags).
 # BENCH_RTT_MS (0.2 allowed; default 0: direct) starts one delay proxy (scripts/delay.sh, state in
@@ -54,6 +55,17 @@ bench_start() { # binary port [args…]
     for _ in $(seq 1 100); do curl -fs "127.0.0.1:$port/readyz" >/dev/null && return; sleep 0.1; done
     echo "$(basename "$0"): the service on $port did not become ready" >&2
     exit 1
+}
+# Every workload of $workloads, $rounds times, against two services: the caller's
+# `run NAME PORT WORKLOAD` for each, the first one first in odd rounds and second in even ones.
+bench_alternate() { # name_a port_a name_b port_b
+    local round workload
+    for round in $(seq 1 "$rounds"); do
+        for workload in $workloads; do
+            if [ $((round % 2)) = 1 ]; then run "$1" "$2" "$workload"; run "$3" "$4" "$workload"
+            else run "$3" "$4" "$workload"; run "$1" "$2" "$workload"; fi
+        done
+    done
 }
 # Figures of one wrk run ($1: its --latency output): requests/s, and p99 in milliseconds.
 bench_rps() { awk '/Requests\/sec/ {print $2}' <<<"$1"; }

@@ -7,7 +7,7 @@ extension ProfileRepository {
     /// The optimistic update, then a guarded write-through of the new version.
     ///
     /// The write-through's first look at the entry travels beside the `UPDATE` (see
-    /// ``writing(key:_:)``), so a write costs the statement's round trip and one `cas`.
+    /// ``writing(id:_:)``), so a write costs the statement's round trip and one `cas`.
     /// A 409 refreshes the entry to the current row it reports; an update whose outcome is
     /// unknown (the connection broke around COMMIT) invalidates an older entry, since the new
     /// version may be committed. The change feed repairs both as well; these repairs only make
@@ -15,9 +15,7 @@ extension ProfileRepository {
     public func updateDisplayName(id: Int64, to displayName: String, expectedVersion: Int32)
         throws(ProfileStoreError) -> ProfileUpdateOutcome
     {
-        cache.beginRequest()
-        prefetched[id] = nil
-        let (written, look) = writing(key: configuration.key(for: id)) { () throws(ProfileStoreError) in
+        let (written, look) = writing(id: id) { () throws(ProfileStoreError) in
             try store.updateDisplayName(id: id, to: displayName, expectedVersion: expectedVersion)
         }
         let outcome: ProfileUpdateOutcome
@@ -41,9 +39,7 @@ extension ProfileRepository {
     }
 
     public func create(id: Int64, username: String, displayName: String) throws(ProfileStoreError) -> Profile {
-        cache.beginRequest()
-        prefetched[id] = nil
-        let (written, look) = writing(key: configuration.key(for: id)) { () throws(ProfileStoreError) in
+        let (written, look) = writing(id: id) { () throws(ProfileStoreError) in
             try store.create(id: id, username: username, displayName: displayName)
         }
         switch written {
@@ -76,10 +72,14 @@ extension ProfileRepository {
     /// the commit, whichever moment memcached read the key at: a profile entry as the
     /// write-through's cas target (an entry unchanged since any moment proves no newer version
     /// was written through since), the writer's own lease as a reader's lease (the row is read
-    /// again after it, before it is populated).
+    /// again after it, before it is populated). Begins the request for the circuit breaker and
+    /// drops any batch lookup of the id (a write answers from nothing read before it).
     private func writing<Written>(
-        key: String, _ write: () throws(ProfileStoreError) -> Written
+        id: Int64, _ write: () throws(ProfileStoreError) -> Written
     ) -> (Result<Written, ProfileStoreError>, EntryLook) {
+        cache.beginRequest()
+        prefetched[id] = nil
+        let key = configuration.key(for: id)
         let token = UInt64.random(in: 1...UInt64.max, using: &random)
         let sent = cache.addAndGet(
             key, value: CacheEntry.encodeLease(token: token), flags: 0, expiration: configuration.leaseTTLSeconds,
@@ -112,7 +112,7 @@ extension ProfileRepository {
     }
 
     /// - Parameter look: the first look at the entry, taken beside the statement that committed
-    ///   `profile` (``writing(key:_:)``); later attempts look again.
+    ///   `profile` (``writing(id:_:)``); later attempts look again.
     @discardableResult
     private func writeThrough(_ profile: Profile, look: EntryLook?) -> WriteThroughOutcome {
         let key = configuration.key(for: profile.id)
