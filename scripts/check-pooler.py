@@ -42,7 +42,9 @@ def psql(database, sql):
 
 
 def deps(*arguments):
-    subprocess.run([os.path.join(ROOT, "scripts/deps.sh")] + list(arguments), check=True, capture_output=True)
+    done = subprocess.run([os.path.join(ROOT, "scripts/deps.sh")] + list(arguments), capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"scripts/deps.sh {' '.join(arguments)} failed ({done.returncode}):\n{done.stderr}")
 
 
 def pooler_pid(mode):

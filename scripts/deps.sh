@@ -119,6 +119,32 @@ require_free_port() {
     return 1
 }
 
+# Runs a server's start, "$@", until it succeeds. The default ports are in the kernel's ephemeral
+# range (32768-60999): a client connection the kernel gave the port as its own end keeps a server
+# from binding it while it lives and for up to 60 s after it closes (TIME-WAIT), though nobody
+# listens there. When a start fails that way (the server's log, $3, says "Address already in use"
+# and the port takes no connections) it is tried again every 5 s, for up to 90 s.
+# $1: the port; $2: what is started, for the messages; $4: the setting that moves the port.
+start_past_closed_connections() {
+    local port=$1 what=$2 server_log=$3 setting=$4 logged attempt
+    shift 4
+    for attempt in $(seq 1 18); do
+        logged=$(stat -c %s "$server_log" 2>/dev/null || echo 0)
+        "$@" && return 0
+        if ! tail -c +"$((logged + 1))" "$server_log" 2>/dev/null | grep -q 'Address already in use' ||
+            port_in_use "$port"; then
+            log "$what did not start; see $server_log"
+            return 1
+        fi
+        [ "$attempt" = 1 ] &&
+            log "port $port is held by a client connection's own end (TIME-WAIT), not a listener; trying again every 5 s"
+        sleep 5
+    done
+    log "cannot start $what: port $port on 127.0.0.1 is still held by a connection's own end, not a listener"
+    log "use another port: $setting"
+    return 1
+}
+
 pg_pidfile() { echo "$pg_data/postmaster.pid"; }
 
 pg_setting() {
@@ -148,12 +174,13 @@ start_postgres() {
         require_free_port "$pg_port" postgres "PROFILE_PG_PORT=<port> (now $pg_port)" \
             "not by this checkout's server (state: $state)"
         log "starting postgres on 127.0.0.1:$pg_port"
-        as_postgres "$(pg_bin pg_ctl)" -D "$pg_data" -l "$pg_log" -w -t 60 start -o \
+        start_past_closed_connections "$pg_port" postgres "$pg_log" "PROFILE_PG_PORT=<port> (now $pg_port)" \
+            as_postgres "$(pg_bin pg_ctl)" -D "$pg_data" -l "$pg_log" -w -t 60 start -o \
             "-c listen_addresses=127.0.0.1 -p $pg_port -c unix_socket_directories=$state/postgres \
              -c max_connections=200 -c fsync=off -c synchronous_commit=on -c shared_buffers=128MB \
              -c wal_level=logical -c max_replication_slots=10 -c max_wal_senders=10 \
              -c max_slot_wal_keep_size=$slot_wal_keep -c wal_sender_timeout=30s" \
-            >/dev/null
+            >/dev/null 2>&1
     fi
     local i
     for i in $(seq 1 50); do
@@ -319,27 +346,11 @@ start_standby() {
          ('max_connections', 'max_worker_processes', 'max_wal_senders', 'max_prepared_transactions',
           'max_locks_per_transaction')")
     log "starting postgres standby of 127.0.0.1:$pg_port on 127.0.0.1:$standby_port (recovery_min_apply_delay ${standby_delay}ms)"
-    # The port is in the kernel's ephemeral range: a closed client connection that used it as its
-    # own port (TIME-WAIT, up to 60 s) keeps the standby from binding it though nobody listens.
-    local logged attempt
-    for attempt in $(seq 1 8); do
-        logged=$(stat -c %s "$standby_log" 2>/dev/null || echo 0)
+    start_past_closed_connections "$standby_port" "postgres standby" "$standby_log" \
+        "PROFILE_PG_STANDBY_PORT=<port> (now $standby_port)" \
         as_postgres "$(pg_bin pg_ctl)" -D "$standby_data" -l "$standby_log" -w -t 120 start -o \
-            "-c listen_addresses=127.0.0.1 -p $standby_port -c unix_socket_directories=$standby_dir \
-             -c hot_standby=on -c fsync=off -c shared_buffers=32MB $minimums" >/dev/null 2>&1 && break
-        if tail -c +"$((logged + 1))" "$standby_log" | grep -q 'Address already in use' && ! port_in_use "$standby_port"; then
-            if [ "$attempt" -lt 8 ]; then
-                log "port $standby_port is still held by a closed connection (TIME-WAIT); trying again in 10 s"
-                sleep 10
-                continue
-            fi
-            log "cannot start postgres standby: port $standby_port on 127.0.0.1 is held by a connection's own end, not a listener"
-            log "use another port: PROFILE_PG_STANDBY_PORT=<port> (now $standby_port)"
-            return 1
-        fi
-        log "the standby did not start; see $standby_log"
-        return 1
-    done
+        "-c listen_addresses=127.0.0.1 -p $standby_port -c unix_socket_directories=$standby_dir \
+         -c hot_standby=on -c fsync=off -c shared_buffers=32MB $minimums" >/dev/null 2>&1 || return 1
     for i in $(seq 1 300); do
         [ "$(standby_sql "SELECT status FROM pg_stat_wal_receiver")" = streaming ] && return 0
         sleep 0.2
@@ -435,9 +446,21 @@ pidfile = $dir/pgbouncer.pid
 EOF
     chown -R postgres: "$dir"
     log "starting pgbouncer ($mode pooling) on 127.0.0.1:$port"
-    as_postgres pgbouncer -d -q "$dir/pgbouncer.ini"
-    for _ in $(seq 1 50); do port_in_use "$port" && return 0; sleep 0.1; done
-    log "pgbouncer ($mode) did not start; see $dir/pgbouncer.log"; return 1
+    start_past_closed_connections "$port" "pgbouncer ($mode)" "$dir/pgbouncer.log" \
+        "PROFILE_PGBOUNCER_PORTS=<port>,<port> (now $pgbouncer_ports)" launch_pgbouncer "$dir" "$port"
+}
+
+# Starts the PgBouncer configured in folder $1 and waits until it listens on port $2; fails as soon
+# as it has exited (it logs why, for instance a port it cannot bind).
+launch_pgbouncer() {
+    local dir=$1 port=$2
+    as_postgres pgbouncer -d -q "$dir/pgbouncer.ini" || return 1
+    for _ in $(seq 1 50); do
+        port_in_use "$port" && return 0
+        pid_alive "$dir/pgbouncer.pid" || { sleep 0.1; pid_alive "$dir/pgbouncer.pid" || port_in_use "$port" || return 1; }
+        sleep 0.1
+    done
+    return 1
 }
 
 stop_pgbouncer() {
