@@ -62,38 +62,6 @@ enum ProfileWriteRequest: Equatable {
         }
     }
 
-    private struct Fields: Decodable {
-        var displayName: String?
-        var username: String?
-        var version: Int64?
-
-        enum CodingKeys: String, CodingKey {
-            case displayName = "display_name", username, version
-        }
-
-        /// A field that is present must have a value of its type: `null` is refused (decoding a
-        /// non-optional throws `valueNotFound`), never read as an absent field.
-        init(from decoder: any Decoder) throws {
-            let container = try decoder.container(keyedBy: CodingKeys.self)
-            if container.contains(.displayName) {
-                displayName = try container.decode(String.self, forKey: .displayName)
-            }
-            if container.contains(.username) {
-                username = try container.decode(String.self, forKey: .username)
-            }
-            // Decoded as a number first so that 1.5 is reported against "version", not as bad JSON.
-            if container.contains(.version) {
-                let number = try container.decode(Double.self, forKey: .version)
-                guard number.rounded() == number, abs(number) < 1e15 else {
-                    throw DecodingError.typeMismatch(
-                        Int64.self,
-                        .init(codingPath: [CodingKeys.version], debugDescription: "version must be an integer"))
-                }
-                version = Int64(number)
-            }
-        }
-    }
-
     /// What one pass over the JSON outside its strings finds, before Foundation parses it.
     private struct Structure {
         var deepestNesting = 0
@@ -124,11 +92,12 @@ enum ProfileWriteRequest: Equatable {
         }
     }
 
-    private static func decodeFields(_ body: [UInt8]) throws(ProfileRequestError) -> Fields {
+    private static func decodeFields(_ body: [UInt8]) throws(ProfileRequestError) -> ProfileWriteFields {
         guard !body.isEmpty else { throw .malformed(field: nil, "the request needs a JSON object body") }
         guard body.count <= maximumBodyBytes else {
             throw .malformed(field: nil, "the body is larger than \(maximumBodyBytes) bytes")
         }
+        if let fields = ProfileWriteFields(scanningFlatObject: body) { return fields }
         // Bounds the parser's work on hostile input such as `[[[[…]]]]`, and refuses trailing commas.
         let structure = Structure(scanning: body)
         guard !structure.hasTrailingComma else { throw .malformed(field: nil, "the body is not a valid JSON object") }
@@ -136,7 +105,7 @@ enum ProfileWriteRequest: Equatable {
             throw .malformed(field: nil, "the body nests objects or arrays deeper than \(maximumNestingDepth) levels")
         }
         do {
-            return try JSONDecoder().decode(Fields.self, from: Data(body))
+            return try JSONDecoder().decode(ProfileWriteFields.self, from: Data(body))
         } catch let DecodingError.typeMismatch(_, context), let DecodingError.dataCorrupted(context),
             let DecodingError.valueNotFound(_, context)
         {
@@ -146,6 +115,35 @@ enum ProfileWriteRequest: Equatable {
             throw .malformed(field: nil, "the body is not a valid JSON object")
         } catch {
             throw .malformed(field: nil, "the body is not a valid JSON object")
+        }
+    }
+}
+
+/// Foundation's reading of a body, for what ``ProfileWriteFields/init(scanningFlatObject:)`` leaves to it.
+extension ProfileWriteFields: Decodable {
+    enum CodingKeys: String, CodingKey {
+        case displayName = "display_name", username, version
+    }
+
+    /// A field that is present must have a value of its type: `null` is refused (decoding a
+    /// non-optional throws `valueNotFound`), never read as an absent field.
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        if container.contains(.displayName) {
+            displayName = try container.decode(String.self, forKey: .displayName)
+        }
+        if container.contains(.username) {
+            username = try container.decode(String.self, forKey: .username)
+        }
+        // Decoded as a number first so that 1.5 is reported against "version", not as bad JSON.
+        if container.contains(.version) {
+            let number = try container.decode(Double.self, forKey: .version)
+            guard number.rounded() == number, abs(number) < 1e15 else {
+                throw DecodingError.typeMismatch(
+                    Int64.self,
+                    .init(codingPath: [CodingKeys.version], debugDescription: "version must be an integer"))
+            }
+            version = Int64(number)
         }
     }
 }
