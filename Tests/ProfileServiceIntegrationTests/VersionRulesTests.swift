@@ -5,7 +5,7 @@ import TestSupport
 
 @testable import ProfileService
 
-/// The database enforces what the cache relies on (migrations/0003, docs/design.md §2.5): a
+/// The database enforces what the cache relies on (migrations/0003 and 0004, docs/design.md §2.5): a
 /// version names one content of an id over its whole history, whoever writes. Each statement is
 /// what an operator at a psql prompt would type.
 @Suite(.serialized, .requires(.postgres)) struct VersionRulesTests {
@@ -43,6 +43,8 @@ import TestSupport
         #expect(try row(seeded.id)?.version == 4, "a new content gets a higher version")
         try sql("UPDATE user_profiles SET display_name = display_name WHERE id = \(seeded.id)")
         #expect(try row(seeded.id)?.version == 4, "no change, no new version")
+        try sql("UPDATE user_profiles SET version = version + 5 WHERE id = \(seeded.id)")
+        #expect(try row(seeded.id)?.version == 9, "a version the statement raised stays, content changed or not")
     }
 
     @Test func theServicesUpdateRaisesTheVersionByExactlyOne() throws {
@@ -99,6 +101,9 @@ import TestSupport
         try sql("UPDATE user_profiles SET display_name = 'next' WHERE id = \(seeded.id)")
         #expect(try row(seeded.id)?.version == updated.version + 1, "then one at a time again")
         try sql("DELETE FROM user_profiles WHERE id = \(seeded.id)")
+        let created = try backends.seed()
+        #expect(created.version == highest + VersionFloor.margin + 1, "a new profile starts above the floor too")
+        try sql("DELETE FROM user_profiles WHERE id = \(created.id)")
     }
 
     @Test func anIDCannotChange() throws {
