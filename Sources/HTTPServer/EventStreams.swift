@@ -103,6 +103,9 @@ public final class EventStreams: Sendable {
 
     public let configuration: Configuration
     private let topics = Mutex<[Int64: Topic]>([:])
+    /// How many topics `topics` holds, kept under its lock: every write asks whether its profile
+    /// is watched, and while nothing is (the usual case) the answer costs no lock.
+    private let watchedTopicCount = Atomic<Int>(0)
     private let outbox = Mutex(Outbox())
     /// Open (or opening) streams per client, for ``Configuration/maxSubscribersPerClient``.
     private let clients = Mutex<[String: Int]>([:])
@@ -120,13 +123,17 @@ public final class EventStreams: Sendable {
 
     /// Marks `topic` as watched by one more holder (see the type's steps).
     public func retain(topic: Int64) {
-        topics.withLock { $0[topic, default: Topic()].holders += 1 }
+        topics.withLock { topics in
+            topics[topic, default: Topic()].holders += 1
+            watchedTopicCount.store(topics.count, ordering: .releasing)
+        }
     }
 
     /// Marks each of `topics` (distinct) as watched by one more holder: a list's stream.
     public func retain(topics list: [Int64]) {
         topics.withLock { topics in
             for topic in list { topics[topic, default: Topic()].holders += 1 }
+            watchedTopicCount.store(topics.count, ordering: .releasing)
         }
     }
 
@@ -160,7 +167,7 @@ public final class EventStreams: Sendable {
     /// Drops one holder of each of `topics` and, when given, one stream of `client`.
     public func release(topics list: [Int64], client: String?) {
         topics.withLock { topics in
-            for topic in list { Self.release(topic, in: &topics) }
+            for topic in list { release(topic, in: &topics) }
         }
         guard let client else { return }
         clients.withLock { clients in
@@ -171,18 +178,20 @@ public final class EventStreams: Sendable {
 
     /// Drops one holder of `topic`; the topic and its latest event are forgotten with the last one.
     public func release(topic: Int64) {
-        topics.withLock { Self.release(topic, in: &$0) }
+        topics.withLock { release(topic, in: &$0) }
     }
 
-    private static func release(_ topic: Int64, in topics: inout [Int64: Topic]) {
+    private func release(_ topic: Int64, in topics: inout [Int64: Topic]) {
         guard var entry = topics[topic] else { return }
         entry.holders -= 1
         topics[topic] = entry.holders > 0 ? entry : nil
+        watchedTopicCount.store(topics.count, ordering: .releasing)
     }
 
     /// Whether anyone follows `topic` (or is about to).
     public func isWatched(topic: Int64) -> Bool {
-        topics.withLock { $0[topic] != nil }
+        guard watchedTopicCount.load(ordering: .acquiring) > 0 else { return false }
+        return topics.withLock { $0[topic] != nil }
     }
 
     /// The position of the newest event published to `topic` while watched, if any.
