@@ -178,4 +178,25 @@ import Testing
         let shallow = #"{"display_name":"Ada","version":1,"extra":{"a":[1,{"b":"[[[[[[[[["}]}}"#
         #expect(error(shallow) == nil)
     }
+
+    /// A name of code points below U+0300 skips normalization: it must be its own NFC form, alone
+    /// and next to any other of them.
+    @Test func namesBelowTheCombiningMarksAreTheirOwnNFCForm() throws {
+        let below = (UInt32(0)..<0x300).compactMap { Unicode.Scalar($0) }
+        for scalar in below {
+            let text = String(Character(scalar))
+            #expect(ProfileValidation.isNFCByItsCodePoints(text))
+            #expect(Array(text.precomposedStringWithCanonicalMapping.unicodeScalars) == [scalar])
+        }
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<2_000 {
+            var scalars = String.UnicodeScalarView()
+            for _ in 0..<8 { scalars.append(below.randomElement(using: &generator)!) }
+            let text = String(scalars)
+            #expect(Array(text.precomposedStringWithCanonicalMapping.unicodeScalars) == Array(text.unicodeScalars))
+        }
+        #expect(!ProfileValidation.isNFCByItsCodePoints("e\u{301}"), "a combining mark goes to Foundation")
+        #expect(!ProfileValidation.isNFCByItsCodePoints("\u{FB2C}"))
+        #expect(try ProfileValidation.validDisplayName("Zoe\u{308}") == "Zo\u{EB}")
+    }
 }

@@ -14,11 +14,19 @@ enum ProfileValidation {
     /// is three code points in NFC), and the bound is a promise about what readers get.
     static func validDisplayName(_ raw: String) throws(ProfileRequestError) -> String {
         try checkDisplayName(raw)
+        guard !isNFCByItsCodePoints(raw) else { return raw }
         let normalized = raw.precomposedStringWithCanonicalMapping
         if normalized.unicodeScalars.count != raw.unicodeScalars.count {
             try checkDisplayName(normalized)
         }
         return normalized
+    }
+
+    /// Whether `value` is in NFC for certain without normalizing it: every code point below U+0300
+    /// (ASCII, Latin-1, Latin Extended) is its own NFC form, and none of them combines with
+    /// another — the combining marks begin at U+0300. Most names are; the rest go to Foundation.
+    static func isNFCByItsCodePoints(_ value: String) -> Bool {
+        value.utf8.allSatisfy { $0 < 0xCC }  // UTF-8 lead and continuation bytes of U+0000–U+02FF
     }
 
     private static func checkDisplayName(_ value: String) throws(ProfileRequestError) {
