@@ -34,9 +34,25 @@ private struct FlatObjectScanner {
         case other  // true, false, null, or an integer too long to read exactly
     }
 
+    /// The fields the service reads, by their key's bytes.
+    private enum Field {
+        case displayName, username, version
+
+        init?(key: ArraySlice<UInt8>) {
+            if key.elementsEqual("display_name".utf8) {
+                self = .displayName
+            } else if key.elementsEqual("username".utf8) {
+                self = .username
+            } else if key.elementsEqual("version".utf8) {
+                self = .version
+            } else {
+                return nil
+            }
+        }
+    }
+
     mutating func scan() -> ProfileWriteFields? {
         var fields = ProfileWriteFields()
-        var seen = (displayName: false, username: false, version: false)
         skipWhitespace()
         guard take(UInt8(ascii: "{")) else { return nil }
         skipWhitespace()
@@ -48,19 +64,12 @@ private struct FlatObjectScanner {
                 guard take(UInt8(ascii: ":")) else { return nil }
                 skipWhitespace()
                 guard let value = value() else { return nil }
-                switch (key.elementsEqual("display_name".utf8), key.elementsEqual("username".utf8),
-                    key.elementsEqual("version".utf8), value)
-                {
-                case (true, _, _, .string(let text)) where !seen.displayName:
-                    seen.displayName = true
-                    fields.displayName = text
-                case (_, true, _, .string(let text)) where !seen.username:
-                    seen.username = true
-                    fields.username = text
-                case (_, _, true, .integer(let number)) where !seen.version:
-                    seen.version = true
-                    fields.version = number
-                case (false, false, false, _): break  // a field the service ignores
+                // A known field twice, or of another type, is Foundation's to answer.
+                switch (Field(key: key), value) {
+                case (nil, _): break  // a field the service ignores
+                case (.displayName?, .string(let text)) where fields.displayName == nil: fields.displayName = text
+                case (.username?, .string(let text)) where fields.username == nil: fields.username = text
+                case (.version?, .integer(let number)) where fields.version == nil: fields.version = number
                 default: return nil
                 }
                 skipWhitespace()
@@ -78,12 +87,7 @@ private struct FlatObjectScanner {
     }
 
     private mutating func skipWhitespace() {
-        while position < bytes.count {
-            switch bytes[position] {
-            case UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\n"), UInt8(ascii: "\r"): position += 1
-            default: return
-            }
-        }
+        while position < bytes.count, JSONSyntax.isWhitespace(bytes[position]) { position += 1 }
     }
 
     /// A string without escapes or control characters: its bytes, between the quotes.
@@ -129,8 +133,11 @@ private struct FlatObjectScanner {
         }
         let digits = position - start
         guard digits > 0, digits == 1 || bytes[start] != UInt8(ascii: "0") else { return nil }
-        if position < bytes.count, [UInt8(ascii: "."), UInt8(ascii: "e"), UInt8(ascii: "E")].contains(bytes[position]) {
-            return nil
+        if position < bytes.count {
+            switch bytes[position] {
+            case UInt8(ascii: "."), UInt8(ascii: "e"), UInt8(ascii: "E"): return nil
+            default: break
+            }
         }
         guard digits <= 15 else { return .other }
         return .integer(negative ? -magnitude : magnitude)
@@ -141,5 +148,16 @@ private struct FlatObjectScanner {
         guard position + count <= bytes.count, bytes[position..<position + count].elementsEqual(word.utf8) else { return nil }
         position += count
         return .other
+    }
+}
+
+/// RFC 8259's bytes, for the scans of a write's body.
+enum JSONSyntax {
+    /// Space, tab, line feed or carriage return: the only whitespace JSON allows between tokens.
+    static func isWhitespace(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\n"), UInt8(ascii: "\r"): true
+        default: false
+        }
     }
 }

@@ -76,8 +76,8 @@ enum ProfileWriteRequest: Equatable {
                     else if byte == UInt8(ascii: "\"") { inString = false }
                     continue
                 }
+                if JSONSyntax.isWhitespace(byte) { continue }
                 switch byte {
-                case UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\n"), UInt8(ascii: "\r"): continue
                 case UInt8(ascii: "\""): inString = true
                 case UInt8(ascii: "{"), UInt8(ascii: "["):
                     depth += 1
