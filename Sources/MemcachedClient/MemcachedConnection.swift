@@ -175,6 +175,21 @@ public final class MemcachedConnection {
     public func get(many keys: [String]) -> Result<[String: MemcachedItem], MemcachedError> {
         let handle = ownedHandle()
         guard !keys.isEmpty else { return .success([:]) }
+        return requestMany(keys, handle).flatMap { readAnswers(to: $0, handle) }
+    }
+
+    /// A multi-get written to the nodes, its answers not read yet.
+    private struct PendingMultiGet {
+        let requested: Set<String>
+        let sendCode: memcached_return_t
+        /// A node that should have been asked but was not (libmemcached skipped it).
+        let unasked: MemcachedServer?
+    }
+
+    /// Writes `gets` of every key to the nodes they live on; ``readAnswers(to:_:)`` reads them.
+    private func requestMany(
+        _ keys: [String], _ handle: UnsafeMutablePointer<memcached_st>
+    ) -> Result<PendingMultiGet, MemcachedError> {
         var joined: [CChar] = []
         var lengths: [Int] = []
         lengths.reserveCapacity(keys.count)
@@ -186,7 +201,6 @@ public final class MemcachedConnection {
                 lengths.append(bytes.count)
             }
         }
-        let requested = Set(keys)
         return joined.withUnsafeBufferPointer { chars in
             var pointers: [UnsafePointer<CChar>?] = []
             pointers.reserveCapacity(keys.count)
@@ -210,62 +224,70 @@ public final class MemcachedConnection {
                     unasked = Self.server(instance)
                 }
             }
-            var items: [String: MemcachedItem] = [:]
-            var outOfStep = false
-            var fetchRC = MEMCACHED_SUCCESS
-            // Read every answer that arrives, even after a failure, so none is left for the next call.
-            while let fetched = memcached_fetch_result(handle, self.result, &fetchRC) {
-                let keyBytes = UnsafeRawBufferPointer(
-                    start: memcached_result_key_value(fetched), count: memcached_result_key_length(fetched))
-                let key = String(decoding: keyBytes, as: UTF8.self)
-                guard requested.contains(key) else {
-                    outOfStep = true
-                    continue
-                }
-                items[key] = Self.item(copying: fetched)
-            }
-            if outOfStep {
-                // See get(_:): an answer for a key not asked for; never trust this connection's order.
-                memcached_quit(handle)
-                return .failure(
-                    MemcachedError(
-                        code: .serverError, message: "memcached answered for another key; reconnecting",
-                        returnCode: Int32(MEMCACHED_PROTOCOL_ERROR.rawValue)))
-            }
-            var failure: MemcachedError
-            if rc != MEMCACHED_SUCCESS {
-                failure = self.error(rc, "get")
-            } else if let unasked {
-                failure = MemcachedError(
-                    code: .connectionFailure, message: "a node of the multi-get could not be reached",
-                    returnCode: Int32(MEMCACHED_SOME_ERRORS.rawValue), node: unasked)
-            } else if let silent = Self.nodeOwingAnAnswer(handle) {
-                // Only a positive answer is an answer (docs/design.md §2.4): with two or more
-                // nodes owing answers, libmemcached 1.1.4 polls them together, and when none is
-                // readable within the poll timeout it leaves its fetch loop with
-                // MEMCACHED_NOTFOUND (src/libmemcached/io.cc memcached_io_get_readable_server),
-                // as if every key were absent. A node that still owes its answer was silent.
-                failure = MemcachedError(
-                    code: .timeout, message: "a node of the multi-get did not answer within the poll timeout",
-                    returnCode: Int32(MEMCACHED_TIMEOUT.rawValue), node: silent)
-            } else {
-                switch fetchRC {
-                case MEMCACHED_END, MEMCACHED_NOTFOUND, MEMCACHED_SUCCESS:
-                    return .success(items)
-                default:
-                    failure = self.error(fetchRC, "get")
-                }
-            }
-            // Name the failed node (a timeout or broken connection marks it the last disconnected)
-            // so the caller can hold it against that node alone.
-            if failure.node == nil, let instance = memcached_server_get_last_disconnect(handle) {
-                failure.node = Self.server(instance)
-            }
-            // A fetch that stopped at one node's failure may leave another node's answers
-            // unread: start every node afresh rather than read them as the next call's.
-            memcached_quit(handle)
-            return .failure(failure)
+            return .success(PendingMultiGet(requested: Set(keys), sendCode: rc, unasked: unasked))
         }
+    }
+
+    /// Reads every answer of a multi-get ``requestMany(_:_:)`` sent.
+    private func readAnswers(
+        to pending: PendingMultiGet, _ handle: UnsafeMutablePointer<memcached_st>
+    ) -> Result<[String: MemcachedItem], MemcachedError> {
+        let rc = pending.sendCode
+        var items: [String: MemcachedItem] = [:]
+        var outOfStep = false
+        var fetchRC = MEMCACHED_SUCCESS
+        // Read every answer that arrives, even after a failure, so none is left for the next call.
+        while let fetched = memcached_fetch_result(handle, self.result, &fetchRC) {
+            let keyBytes = UnsafeRawBufferPointer(
+                start: memcached_result_key_value(fetched), count: memcached_result_key_length(fetched))
+            let key = String(decoding: keyBytes, as: UTF8.self)
+            guard pending.requested.contains(key) else {
+                outOfStep = true
+                continue
+            }
+            items[key] = Self.item(copying: fetched)
+        }
+        if outOfStep {
+            // See get(_:): an answer for a key not asked for; never trust this connection's order.
+            memcached_quit(handle)
+            return .failure(
+                MemcachedError(
+                    code: .serverError, message: "memcached answered for another key; reconnecting",
+                    returnCode: Int32(MEMCACHED_PROTOCOL_ERROR.rawValue)))
+        }
+        var failure: MemcachedError
+        if rc != MEMCACHED_SUCCESS {
+            failure = self.error(rc, "get")
+        } else if let unasked = pending.unasked {
+            failure = MemcachedError(
+                code: .connectionFailure, message: "a node of the multi-get could not be reached",
+                returnCode: Int32(MEMCACHED_SOME_ERRORS.rawValue), node: unasked)
+        } else if let silent = Self.nodeOwingAnAnswer(handle) {
+            // Only a positive answer is an answer (docs/design.md §2.4): with two or more
+            // nodes owing answers, libmemcached 1.1.4 polls them together, and when none is
+            // readable within the poll timeout it leaves its fetch loop with
+            // MEMCACHED_NOTFOUND (src/libmemcached/io.cc memcached_io_get_readable_server),
+            // as if every key were absent. A node that still owes its answer was silent.
+            failure = MemcachedError(
+                code: .timeout, message: "a node of the multi-get did not answer within the poll timeout",
+                returnCode: Int32(MEMCACHED_TIMEOUT.rawValue), node: silent)
+        } else {
+            switch fetchRC {
+            case MEMCACHED_END, MEMCACHED_NOTFOUND, MEMCACHED_SUCCESS:
+                return .success(items)
+            default:
+                failure = self.error(fetchRC, "get")
+            }
+        }
+        // Name the failed node (a timeout or broken connection marks it the last disconnected)
+        // so the caller can hold it against that node alone.
+        if failure.node == nil, let instance = memcached_server_get_last_disconnect(handle) {
+            failure.node = Self.server(instance)
+        }
+        // A fetch that stopped at one node's failure may leave another node's answers
+        // unread: start every node afresh rather than read them as the next call's.
+        memcached_quit(handle)
+        return .failure(failure)
     }
 
     /// The first node of the handle that was sent a request whose answer has not been read.
@@ -368,12 +390,45 @@ public final class MemcachedConnection {
         }
     }
 
+    /// ``addAndGet(many:flags:)`` with `body` run while the answers travel: every `add` and the
+    /// multi-get are sent, `body` runs, then the answers are read — one round trip per node
+    /// overlapped with whatever `body` waits on (a PostgreSQL statement on another connection),
+    /// as ``addAndGet(_:value:flags:expiration:around:)`` does for one key. Each entry read is as
+    /// memcached held it at some moment between the send and the end of `body`. `body` must not
+    /// use this connection; it runs exactly once, also when memcached fails.
+    public func addAndGet<Value, Failure: Error>(
+        many stores: [MemcachedStore], flags: UInt32 = 0, around body: () throws(Failure) -> Value
+    ) throws(Failure) -> (value: Value, found: Result<[String: MemcachedItem], MemcachedError>) {
+        let handle = ownedHandle()
+        guard !stores.isEmpty else { return (try body(), .success([:])) }
+        let pending = sendStores(stores, handle) { handle, key, keyLength, value, valueLength, store in
+            memcached_add(handle, key, keyLength, value, valueLength, store.expiration, flags)
+        }.flatMap { requestMany(stores.map(\.key), handle) }
+        let outcome = Result(catching: body)
+        let found = pending.flatMap { readAnswers(to: $0, handle) }
+        if case .failure = found { memcached_quit(handle) }
+        return (try outcome.get(), found)
+    }
+
     private func storeAndGet(
         _ stores: [MemcachedStore],
         _ call: (UnsafeMutablePointer<memcached_st>, UnsafePointer<CChar>?, Int, UnsafePointer<CChar>?, Int, MemcachedStore)
             -> memcached_return_t
     ) -> Result<[String: MemcachedItem], MemcachedError> {
         let handle = ownedHandle()
+        if case .failure(let error) = sendStores(stores, handle, call) { return .failure(error) }
+        let result = get(many: stores.map(\.key))
+        if case .failure = result { memcached_quit(handle) }
+        return result
+    }
+
+    /// Sends every store with `noreply`; on a failure the connections are closed, since an
+    /// answer may be pending that nothing will read.
+    private func sendStores(
+        _ stores: [MemcachedStore], _ handle: UnsafeMutablePointer<memcached_st>,
+        _ call: (UnsafeMutablePointer<memcached_st>, UnsafePointer<CChar>?, Int, UnsafePointer<CChar>?, Int, MemcachedStore)
+            -> memcached_return_t
+    ) -> Result<Void, MemcachedError> {
         for store in stores { if let error = Self.validate(store.key) { return .failure(error) } }
         let failure: MemcachedError? = withoutReplies(handle) {
             for request in stores {
@@ -387,9 +442,7 @@ public final class MemcachedConnection {
             memcached_quit(handle)
             return .failure(failure)
         }
-        let result = get(many: stores.map(\.key))
-        if case .failure = result { memcached_quit(handle) }
-        return result
+        return .success(())
     }
 
     /// Stores a value only if the key does not exist (`add`); ``MemcachedStoreResult/notStored``

@@ -28,6 +28,53 @@ extension LiveMemcachedTests {
             #expect(item == items[free[3]])
         }
 
+        /// `addAndGet(many:around:)`: every add and the multi-get are on the wire, on both nodes,
+        /// while the body runs; the answers are read after it, the free keys holding the adds and
+        /// the taken ones their entries; a body that throws leaves the connection in step.
+        @Test func manyAddsAndGetsAroundABodyAreSentBeforeItAndReadAfterIt() throws {
+            let connection = try LiveMemcachedTests.connection()
+            let observer = try LiveMemcachedTests.connection()
+            defer {
+                connection.close()
+                observer.close()
+            }
+            let prefix = LiveMemcachedTests.uniqueKey()
+            let taken = (0..<6).map { "\(prefix):taken:\($0)" }
+            let free = (0..<12).map { "\(prefix):free:\($0)" }
+            for key in taken { #expect(connection.set(key, value: Array("old".utf8)) == .stored) }
+            #expect(Set(free.compactMap { connection.server(forKey: $0) }).count == 2, "keys on both nodes")
+            let stores = (taken + free).map { MemcachedStore(key: $0, value: Array("lease \($0)".utf8), expiration: 30) }
+
+            var runs = 0
+            let sent = connection.addAndGet(many: stores) { () -> Bool in
+                runs += 1
+                // Seen from elsewhere before the body returns: every add went out before it.
+                let deadline = ContinuousClock.now + .seconds(2)
+                while ContinuousClock.now < deadline {
+                    if case .success(let items) = observer.get(many: free), items.count == free.count { return true }
+                }
+                return false
+            }
+            #expect(runs == 1)
+            #expect(sent.value, "the adds were not on the wire while the body ran")
+            let items = try sent.found.get()
+            for key in taken { #expect(items[key]?.value == Array("old".utf8), "an add over an entry is refused") }
+            for key in free { #expect(items[key]?.value == Array("lease \(key)".utf8), "an add where none was lands") }
+
+            struct Thrown: Error {}
+            #expect(throws: Thrown.self) {
+                _ = try connection.addAndGet(many: [MemcachedStore(key: prefix + ":thrown", value: [1], expiration: 30)]) {
+                    () throws(Thrown) -> Int in throw Thrown()
+                }
+            }
+            #expect(connection.set(prefix + ":after", value: [2]) == .stored, "the connection is in step")
+            guard case .hit(let after) = connection.get(prefix + ":after") else {
+                Issue.record("the next get was not answered")
+                return
+            }
+            #expect(after.value == [2])
+        }
+
         /// `addAndGet(_:value:around:)`: the add and the `gets` are on the wire while the body
         /// runs (another connection sees the add land from inside it), the answer is read after,
         /// and a body that throws leaves the connection in step.

@@ -23,6 +23,12 @@ public protocol CacheClient: AnyObject {
     /// `add` of every value, then `get` of every key: the entries after the adds (see
     /// ``MemcachedConnection/addAndGet(many:flags:)``, one round trip per node).
     func addAndGet(many stores: [MemcachedStore], flags: UInt32) -> Result<[String: MemcachedItem], MemcachedError>
+    /// ``addAndGet(many:flags:)`` whose answers travel while `body` runs (see
+    /// ``MemcachedConnection/addAndGet(many:flags:around:)``). `body` runs exactly once, also
+    /// when memcached fails.
+    func addAndGet<Value, Failure: Error>(
+        many stores: [MemcachedStore], flags: UInt32, around body: () throws(Failure) -> Value
+    ) throws(Failure) -> (value: Value, found: Result<[String: MemcachedItem], MemcachedError>)
     /// `cas` of every value over its CAS unique, then `get` of every key: the entries after the
     /// stores, which alone tell whether each landed (see ``MemcachedConnection/casAndGet(many:flags:)``).
     func casAndGet(many stores: [MemcachedStore], flags: UInt32) -> Result<[String: MemcachedItem], MemcachedError>
@@ -80,6 +86,15 @@ extension CacheClient {
     public func addAndGet(many stores: [MemcachedStore], flags: UInt32) -> Result<[String: MemcachedItem], MemcachedError> {
         for store in stores { _ = add(store.key, value: store.value, flags: flags, expiration: store.expiration) }
         return get(many: stores.map(\.key))
+    }
+
+    /// The adds and the read first, then `body`: no overlap; clients that can pipeline
+    /// (``MemcachedConnection``) send them before `body` and read the answers after it.
+    public func addAndGet<Value, Failure: Error>(
+        many stores: [MemcachedStore], flags: UInt32, around body: () throws(Failure) -> Value
+    ) throws(Failure) -> (value: Value, found: Result<[String: MemcachedItem], MemcachedError>) {
+        let found = addAndGet(many: stores, flags: flags)
+        return (try body(), found)
     }
 
     /// One round trip per store and one multi-get; see ``addAndGet(many:flags:)``.

@@ -132,6 +132,20 @@ final class CircuitBreakingCacheClient: CacheClient {
         guardedMany { base.casAndGet(many: stores, flags: flags) }
     }
 
+    /// The adds and the read go out before `body` runs and are read after it; while the breaker
+    /// skips multi-key operations, `body` runs alone.
+    func addAndGet<Value, Failure: Error>(
+        many stores: [MemcachedStore], flags: UInt32, around body: () throws(Failure) -> Value
+    ) throws(Failure) -> (value: Value, found: Result<[String: MemcachedItem], MemcachedError>) {
+        var outcome: Result<Value, Failure>?
+        let found = guardedMany {
+            let sent = base.addAndGet(many: stores, flags: flags, around: { Result(catching: body) })
+            outcome = sent.value
+            return sent.found
+        }
+        return (try (outcome ?? Result(catching: body)).get(), found)
+    }
+
     func add(_ key: String, value: [UInt8], flags: UInt32, expiration: Int) -> MemcachedStoreResult {
         guarded(
             { base.server(forKey: key) }, { base.add(key, value: value, flags: flags, expiration: expiration) },
