@@ -114,6 +114,76 @@ public enum CacheProtocolScenarios {
         #expect(race.shared.statistics.count(.populateLost) == 1)
         #expect(race.shared.statistics.count(.populateStored) == 3)
     }
+
+    /// Updates made together (docs/design.md §9.5), each answered as if alone: a cached profile
+    /// and an uncached one are updated in the one statement and written through; a stale version
+    /// and a second write of the same id in the batch go alone and answer 409; a missing id 404.
+    public static func writesMadeTogetherAnswerEachAsAlone<Backends: RepositoryBackends>(_: Backends.Type) throws {
+        let shared = ProfileCacheShared()
+        let backends = try Backends()
+        let cached = try backends.seed()
+        let cold = try backends.seed()
+        let stale = try backends.seed()
+        let writer = backends.repository(shared, cache: nil)
+        _ = try writer.read(id: cached.id)
+        _ = try writer.read(id: stale.id)
+        let missing = cold.id + 1
+        let writes = [
+            DisplayNameWrite(id: cached.id, displayName: "Cached 2", expectedVersion: 1),
+            DisplayNameWrite(id: cold.id, displayName: "Cold \"2\" \\ NULL, {x}", expectedVersion: 1),
+            DisplayNameWrite(id: stale.id, displayName: "Stale", expectedVersion: 7),
+            DisplayNameWrite(id: cached.id, displayName: "Cached again", expectedVersion: 1),
+            DisplayNameWrite(id: missing, displayName: "Nobody", expectedVersion: 1),
+        ]
+        let outcomes = writer.writingTogether(writes) {
+            writes.map { write in
+                Result { () throws(ProfileStoreError) in
+                    try writer.updateDisplayName(id: write.id, to: write.displayName, expectedVersion: write.expectedVersion)
+                }
+            }
+        }
+        guard case .success(.updated(let first)) = outcomes[0], case .success(.updated(let second)) = outcomes[1] else {
+            Issue.record("not updated: \(outcomes)")
+            return
+        }
+        #expect(first.version == 2 && first.displayName == "Cached 2")
+        #expect(second.version == 2 && second.displayName == writes[1].displayName, "the name arrives as sent")
+        #expect(outcomes[2] == .success(.versionMismatch(current: stale)))
+        #expect(outcomes[3] == .success(.versionMismatch(current: first)), "the batch's write came first")
+        #expect(outcomes[4] == .success(.notFound))
+        #expect(backends.cachedVersion(cached.id, shared: shared) == 2)
+        #expect(backends.cachedVersion(cold.id, shared: shared) == 2)
+        #expect(shared.statistics.count(.writeThroughStored) == 2, "\(shared.statistics.snapshot)")
+        #expect(shared.statistics.count(.writeThroughCASConflict) == 0)
+        let reader = backends.repository(shared, cache: nil)
+        #expect(try reader.read(id: cold.id).map { [$0.version, $0.cacheOutcome == .hit ? 1 : 0] } == [2, 1])
+        #expect(try reader.read(id: stale.id)?.version == 1)
+    }
+
+    /// The stale-set race with the writer's version made together with another write: the
+    /// reader's late populate of version 1 must not replace the batch's version 2.
+    public static func aLateReaderDoesNotOverwriteAVersionWrittenTogether<Backends: RepositoryBackends>(
+        _: Backends.Type
+    ) throws {
+        let race = try StaleSetRace<Backends>()
+        let other = try race.backends.seed()
+        let read = race.run(
+            { repository, id in [try? repository.read(id: id)].map { $0??.version } },
+            write: { writer, id in
+                let writes = [
+                    DisplayNameWrite(id: id, displayName: "Writer", expectedVersion: 1),
+                    DisplayNameWrite(id: other.id, displayName: "Other", expectedVersion: 1),
+                ]
+                return writer.writingTogether(writes) {
+                    _ = try? writer.updateDisplayName(id: other.id, to: "Other", expectedVersion: 1)
+                    return try? writer.updateDisplayName(id: id, to: "Writer", expectedVersion: 1)
+                }
+            })
+        #expect(read == [1], "the reader began before the write: version 1 is a fair answer")
+        #expect(race.cachedVersion(race.written.id) == 2, "the late populate must not land")
+        #expect(race.cachedVersion(other.id) == 2)
+        #expect(race.shared.statistics.count(.populateLost) == 1)
+    }
 }
 
 /// The stage of a stale-set race (docs/design.md §2.1): a profile at version 1, not cached, and a
@@ -135,7 +205,12 @@ struct StaleSetRace<Backends: RepositoryBackends> {
     /// Runs `read` on a thread of its own (with backends of its own), holds it after its
     /// PostgreSQL read of ``written`` while a writer commits version 2 and writes it through, then
     /// lets it go on; returns the versions `read` answered.
-    func run(_ read: @escaping @Sendable (ProfileRepository, Int64) -> [Int32?]) -> [Int32?] {
+    func run(
+        _ read: @escaping @Sendable (ProfileRepository, Int64) -> [Int32?],
+        write: (ProfileRepository, Int64) -> ProfileUpdateOutcome? = { writer, id in
+            try? writer.updateDisplayName(id: id, to: "Writer", expectedVersion: 1)
+        }
+    ) -> [Int32?] {
         let result = Mutex<[Int32?]>([])
         let shared = shared
         let id = written.id
@@ -147,7 +222,7 @@ struct StaleSetRace<Backends: RepositoryBackends> {
             result.withLock { $0 = answered }
         }
         gate.waitUntilPaused()
-        let outcome = try? backends.repository(shared, cache: nil).updateDisplayName(id: id, to: "Writer", expectedVersion: 1)
+        let outcome = write(backends.repository(shared, cache: nil), id)
         if case .updated(let updated)? = outcome {
             #expect(updated.version == 2)
             #expect(cachedVersion(id) == 2, "the write-through replaced the lease")

@@ -29,6 +29,10 @@ open class ForwardingProfileStore: ProfileStore {
         try base.updateDisplayName(id: id, to: displayName, expectedVersion: expectedVersion)
     }
 
+    open func updateDisplayNames(_ writes: [DisplayNameWrite]) throws(ProfileStoreError) -> [Int64: Profile]? {
+        try base.updateDisplayNames(writes)
+    }
+
     open func create(id: Int64, username: String, displayName: String) throws(ProfileStoreError) -> Profile {
         try base.create(id: id, username: username, displayName: displayName)
     }

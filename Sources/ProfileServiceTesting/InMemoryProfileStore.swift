@@ -103,6 +103,22 @@ public final class InMemoryProfileStore: ProfileStore {
         }
     }
 
+    /// All of them under one lock, as one transaction.
+    public func updateDisplayNames(_ writes: [DisplayNameWrite]) throws(ProfileStoreError) -> [Int64: Profile]? {
+        try database.withState { (state: inout InMemoryDatabase.State) throws(ProfileStoreError) -> [Int64: Profile]? in
+            var updated: [Int64: Profile] = [:]
+            for write in writes {
+                guard let current = state.rows[write.id], current.version == write.expectedVersion else { continue }
+                let row = Profile(
+                    id: write.id, username: current.username, displayName: write.displayName,
+                    version: current.version + 1, updatedAt: InMemoryDatabase.timestamp())
+                state.commit(write.id, row)
+                updated[write.id] = row
+            }
+            return updated
+        }
+    }
+
     public func create(id: Int64, username: String, displayName: String) throws(ProfileStoreError) -> Profile {
         try database.withState { (state: inout InMemoryDatabase.State) throws(ProfileStoreError) -> Profile in
             if let current = state.rows[id] { throw .idTaken(current: current) }

@@ -127,71 +127,6 @@ import ProfileServiceTesting
     }
 }
 
-private final class OperationLog {
-    var entries: [String] = []
-}
-
-/// The cache operations a write makes, in order (an `addAndGet` around a body as two entries).
-private final class RecordingCache: CacheClient {
-    let base: any CacheClient
-    let log: OperationLog
-
-    init(_ base: any CacheClient, log: OperationLog) {
-        self.base = base
-        self.log = log
-    }
-
-    func addAndGet<Value, Failure: Error>(
-        _ key: String, value: [UInt8], flags: UInt32, expiration: Int, around body: () throws(Failure) -> Value
-    ) throws(Failure) -> (value: Value, found: MemcachedGetResult) {
-        log.entries.append("look sent")
-        let found = base.addAndGet(key, value: value, flags: flags, expiration: expiration)
-        let value = try body()
-        log.entries.append("look read")
-        return (value, found)
-    }
-
-    func get(_ key: String) -> MemcachedGetResult {
-        log.entries.append("get")
-        return base.get(key)
-    }
-    func add(_ key: String, value: [UInt8], flags: UInt32, expiration: Int) -> MemcachedStoreResult {
-        log.entries.append("add")
-        return base.add(key, value: value, flags: flags, expiration: expiration)
-    }
-    func cas(_ key: String, value: [UInt8], cas: UInt64, flags: UInt32, expiration: Int) -> MemcachedStoreResult {
-        log.entries.append("cas")
-        return base.cas(key, value: value, cas: cas, flags: flags, expiration: expiration)
-    }
-    func delete(_ key: String) -> MemcachedDeleteResult {
-        log.entries.append("delete")
-        return base.delete(key)
-    }
-    func server(forKey key: String) -> MemcachedServer? { base.server(forKey: key) }
-    func flush(server: MemcachedServer) -> MemcachedError? { base.flush(server: server) }
-}
-
-private final class RecordingStore: ForwardingProfileStore {
-    let log: OperationLog
-
-    init(_ base: any ProfileStore, log: OperationLog) {
-        self.log = log
-        super.init(base)
-    }
-
-    override func profile(id: Int64) throws(ProfileStoreError) -> Profile? {
-        log.entries.append("read row")
-        return try base.profile(id: id)
-    }
-
-    override func updateDisplayName(id: Int64, to displayName: String, expectedVersion: Int32)
-        throws(ProfileStoreError) -> ProfileUpdateOutcome
-    {
-        log.entries.append("update")
-        return try base.updateDisplayName(id: id, to: displayName, expectedVersion: expectedVersion)
-    }
-}
-
 /// Runs `afterCommit` once, right after the first update returns.
 private final class AfterUpdate: ForwardingProfileStore {
     private var afterCommit: (() -> Void)?
@@ -213,7 +148,7 @@ private final class AfterUpdate: ForwardingProfileStore {
 }
 
 extension ProfileUpdateOutcome {
-    fileprivate var updatedVersion: Int32? {
+    var updatedVersion: Int32? {
         if case .updated(let profile) = self { profile.version } else { nil }
     }
 }

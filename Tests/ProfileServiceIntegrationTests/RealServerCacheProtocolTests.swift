@@ -25,4 +25,12 @@ import Testing
     @Test func aLoadTogethersLatePopulateDoesNotOverwriteTheWritersVersion() throws {
         try CacheProtocolScenarios.aLoadTogethersLatePopulateDoesNotOverwriteTheWritersVersion(IntegrationBackends.self)
     }
+
+    @Test func writesMadeTogetherAnswerEachAsAlone() throws {
+        try CacheProtocolScenarios.writesMadeTogetherAnswerEachAsAlone(IntegrationBackends.self)
+    }
+
+    @Test func aLateReaderDoesNotOverwriteAVersionWrittenTogether() throws {
+        try CacheProtocolScenarios.aLateReaderDoesNotOverwriteAVersionWrittenTogether(IntegrationBackends.self)
+    }
 }

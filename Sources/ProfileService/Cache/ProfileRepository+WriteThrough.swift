@@ -15,25 +15,39 @@ extension ProfileRepository {
     public func updateDisplayName(id: Int64, to displayName: String, expectedVersion: Int32)
         throws(ProfileStoreError) -> ProfileUpdateOutcome
     {
+        let write = DisplayNameWrite(id: id, displayName: displayName, expectedVersion: expectedVersion)
+        if let together = takeWrittenTogether(write) {
+            if case .success(let profile) = together.outcome, together.writtenThrough { return .updated(profile) }
+            // What the batch left of this write-through goes on alone (§9.5).
+            cache.beginRequest()
+            return try settle(write, together.outcome.map { .updated($0) }, look: together.look)
+        }
         let (written, look) = writing(id: id) { () throws(ProfileStoreError) in
             try store.updateDisplayName(id: id, to: displayName, expectedVersion: expectedVersion)
         }
+        return try settle(write, written, look: look)
+    }
+
+    /// Brings the cache in line with what an update came to, and returns it (or throws its error).
+    private func settle(
+        _ write: DisplayNameWrite, _ written: Result<ProfileUpdateOutcome, ProfileStoreError>, look: EntryLook?
+    ) throws(ProfileStoreError) -> ProfileUpdateOutcome {
         let outcome: ProfileUpdateOutcome
         switch written {
         case .success(let updated):
             outcome = updated
         case .failure(let error):
-            if error == .unavailable, expectedVersion < Int32.max {
-                refresh(after: .changed(id: id, version: expectedVersion + 1, row: nil))
-            } else {
+            if error == .unavailable, write.expectedVersion < Int32.max {
+                refresh(after: .changed(id: write.id, version: write.expectedVersion + 1, row: nil))
+            } else if let look {
                 releaseLease(of: look)
             }
             throw error
         }
         switch outcome {
         case .updated(let profile): writeThrough(profile, look: look)
-        case .versionMismatch(let current): refresh(after: .changed(id: id, version: current.version, row: current))
-        case .notFound: refresh(after: .deleted(id: id))
+        case .versionMismatch(let current): refresh(after: .changed(id: write.id, version: current.version, row: current))
+        case .notFound: refresh(after: .deleted(id: write.id))
         }
         return outcome
     }
@@ -89,7 +103,7 @@ extension ProfileRepository {
 
     /// Deletes the lease a look put down for a write that did not happen: readers would wait on it
     /// until it expires. Deleting is always safe: at worst the next reader misses.
-    private func releaseLease(of look: EntryLook) {
+    func releaseLease(of look: EntryLook) {
         if look.ownLeaseCAS != nil { _ = cache.delete(look.key) }
     }
 
@@ -114,7 +128,7 @@ extension ProfileRepository {
     /// - Parameter look: the first look at the entry, taken beside the statement that committed
     ///   `profile` (``writing(id:_:)``); later attempts look again.
     @discardableResult
-    private func writeThrough(_ profile: Profile, look: EntryLook?) -> WriteThroughOutcome {
+    func writeThrough(_ profile: Profile, look: EntryLook?) -> WriteThroughOutcome {
         let key = configuration.key(for: profile.id)
         var look = look
         attempts: for _ in 0..<configuration.writeThroughAttempts {

@@ -50,6 +50,8 @@ public final class ProfileRepository {
     var prefetched: [Int64: Prefetch] = [:]
     /// Answers loaded together for the reads of ``loadingTogether(_:_:)``, each used once.
     var loaded: [Int64: Result<Representation?, ProfileStoreError>] = [:]
+    /// Writes made together for the requests of ``writingTogether(_:_:)``, each answered once.
+    var writtenTogether: [Int64: WrittenTogether] = [:]
 
     enum Prefetch {
         /// A cached profile at `version`.

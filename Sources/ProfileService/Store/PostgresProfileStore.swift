@@ -18,8 +18,8 @@ public final class PostgresProfileStore: ProfileStore {
 
     /// The statements this store uses; declare them on the connection that you pass in.
     public static let statements: [PostgresStatement] = [
-        Statements.select, Statements.selectMany, Statements.update, Statements.insert, Statements.deletedVersion,
-        Statements.walPosition,
+        Statements.select, Statements.selectMany, Statements.update, Statements.updateMany, Statements.insert,
+        Statements.deletedVersion, Statements.walPosition,
     ]
 
     /// The statements a read-only session (a standby's) needs.
@@ -69,6 +69,20 @@ public final class PostgresProfileStore: ProfileStore {
                 WHERE id = $1 AND version = $2 RETURNING \(columns)
                 """,
             isIdempotent: false)
+        /// Several optimistic updates in one statement, so one transaction; `$1`, `$2` and `$3` are
+        /// arrays in text form of the ids, expected versions and names. Rows are locked in the
+        /// order of the arrays, which the caller sorts by id, so two such statements never
+        /// deadlock each other (were they to, PostgreSQL aborts one and each write goes alone).
+        static let updateMany = PostgresStatement(
+            name: "profile_update_many",
+            sql: """
+                UPDATE user_profiles AS p SET display_name = w.display_name, version = p.version + 1, updated_at = now()
+                FROM unnest($1::bigint[], $2::integer[], $3::text[]) AS w(id, version, display_name)
+                WHERE p.id = w.id AND p.version = w.version
+                RETURNING p.id, p.username, p.display_name, p.version,
+                    to_char(p.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS updated_at
+                """,
+            isIdempotent: false)
         static let insert = PostgresStatement(
             name: "profile_insert",
             sql: """
@@ -110,6 +124,36 @@ public final class PostgresProfileStore: ProfileStore {
         // Nothing matched: tell "gone" from "changed since" with one more read.
         guard let current = try profile(id: id) else { return .notFound }
         return .versionMismatch(current: current)
+    }
+
+    public func updateDisplayNames(_ writes: [DisplayNameWrite]) throws(ProfileStoreError) -> [Int64: Profile]? {
+        guard !writes.isEmpty else { return [:] }
+        let ids = "{" + writes.map { String($0.id) }.joined(separator: ",") + "}"
+        let versions = "{" + writes.map { String($0.expectedVersion) }.joined(separator: ",") + "}"
+        let names = "{" + writes.map { Self.arrayElement($0.displayName) }.joined(separator: ",") + "}"
+        do {
+            let rows = try execute(Statements.updateMany, [ids, versions, names]).rows.map(Self.decode)
+            return Dictionary(rows.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        } catch let error as PostgresError where error.sqlState != nil && !error.isUnavailable {
+            // The server refused the statement (a deadlock, a constraint): in its own transaction,
+            // so nothing changed. Each write alone meets only its own fate.
+            logger.info("several writes refused together; each is made alone", metadata: ["error": "\(error)"])
+            return nil
+        } catch {
+            throw map(error)
+        }
+    }
+
+    /// A text element of an array literal: always quoted (so `NULL` stays a name), with `"` and
+    /// `\` escaped.
+    static func arrayElement(_ text: String) -> String {
+        var element = "\""
+        for character in text.unicodeScalars {
+            if character == "\"" || character == "\\" { element.unicodeScalars.append("\\") }
+            element.unicodeScalars.append(character)
+        }
+        element += "\""
+        return element
     }
 
     public func create(id: Int64, username: String, displayName: String) throws(ProfileStoreError) -> Profile {

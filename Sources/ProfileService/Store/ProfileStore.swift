@@ -14,6 +14,16 @@ public protocol ProfileStore {
     /// Sets the display name if the stored version is `expectedVersion`, bumping the version.
     func updateDisplayName(id: Int64, to displayName: String, expectedVersion: Int32) throws(ProfileStoreError)
         -> ProfileUpdateOutcome
+    /// Sets the display names of several profiles in one statement and one transaction (the
+    /// writes a batch makes together, docs/design.md §9.5): each row changes only if its stored
+    /// version is the one its write expects, exactly as ``updateDisplayName(id:to:expectedVersion:)``.
+    ///
+    /// - Returns: the updated profiles by id — a write whose id is not among them changed nothing
+    ///   (its row is gone or was changed since) — or `nil` when the statement failed and changed
+    ///   nothing (a deadlock, say): make each write alone.
+    /// - Throws: ``ProfileStoreError/unavailable`` when the database cannot answer, or the
+    ///   connection broke and the writes may or may not have committed.
+    func updateDisplayNames(_ writes: [DisplayNameWrite]) throws(ProfileStoreError) -> [Int64: Profile]?
     /// Inserts a new profile at version 1.
     func create(id: Int64, username: String, displayName: String) throws(ProfileStoreError) -> Profile
     /// Whether the store answers now (readiness).
@@ -31,6 +41,24 @@ extension ProfileStore {
         var found: [Int64: Profile] = [:]
         for id in ids { if let profile = try profile(id: id) { found[id] = profile } }
         return found
+    }
+
+    /// No statement for several writes: each is made alone (test doubles).
+    public func updateDisplayNames(_ writes: [DisplayNameWrite]) throws(ProfileStoreError) -> [Int64: Profile]? {
+        nil
+    }
+}
+
+/// One optimistic change of a display name: the row of `id`, if it is still at `expectedVersion`.
+public struct DisplayNameWrite: Sendable, Hashable {
+    public let id: Int64
+    public let displayName: String
+    public let expectedVersion: Int32
+
+    public init(id: Int64, displayName: String, expectedVersion: Int32) {
+        self.id = id
+        self.displayName = displayName
+        self.expectedVersion = expectedVersion
     }
 }
 

@@ -1,0 +1,127 @@
+import Foundation
+import PostgresClient
+import ProfileServiceTesting
+import Synchronization
+import Testing
+import TestSupport
+
+@testable import ProfileService
+
+/// Several optimistic updates in one statement (`PostgresProfileStore.updateDisplayNames`,
+/// docs/design.md §9.5), on the real PostgreSQL.
+@Suite(.serialized, .requires(.postgres, .memcached)) struct UpdatesTogetherTests {
+    let backends: IntegrationBackends
+
+    init() throws {
+        backends = try IntegrationBackends()
+    }
+
+    /// Names travel in an array literal: quotes, backslashes, commas, braces, `NULL` and
+    /// non-ASCII text arrive as sent.
+    @Test func namesArriveExactlyAsSent() throws {
+        let names = [#"say "hi""#, #"back\slash"#, "NULL", "a, b", "{braces}", "Zoë 🐙", " spaced ", #"\""#]
+        let profiles = try names.map { _ in try backends.seed() }
+        let writes = zip(profiles, names).map { DisplayNameWrite(id: $0.id, displayName: $1, expectedVersion: 1) }
+        let updated = try #require(try backends.store.updateDisplayNames(writes))
+        for (profile, name) in zip(profiles, names) {
+            #expect(updated[profile.id]?.displayName == name)
+            #expect(try backends.store.profile(id: profile.id)?.displayName == name)
+        }
+    }
+
+    /// Only rows at their expected version change, all in one transaction (one `now()`); the
+    /// others are left out of the answer and unchanged.
+    @Test func onlyRowsAtTheirExpectedVersionChangeInOneTransaction() throws {
+        let current = try (0..<3).map { _ in try backends.seed() }
+        let moved = try backends.seed()
+        _ = try backends.store.updateDisplayName(id: moved.id, to: "Moved on", expectedVersion: 1)
+        let missing = moved.id + 1
+        let writes =
+            current.map { DisplayNameWrite(id: $0.id, displayName: "Together", expectedVersion: 1) } + [
+                DisplayNameWrite(id: moved.id, displayName: "Stale", expectedVersion: 1),
+                DisplayNameWrite(id: missing, displayName: "Nobody", expectedVersion: 1),
+            ]
+        let updated = try #require(try backends.store.updateDisplayNames(writes))
+        #expect(Set(updated.keys) == Set(current.map(\.id)))
+        #expect(updated.values.allSatisfy { $0.version == 2 && $0.displayName == "Together" })
+        #expect(Set(updated.values.map(\.updatedAt)).count == 1, "one transaction: one now()")
+        #expect(try backends.store.profile(id: moved.id)?.displayName == "Moved on")
+        #expect(try backends.store.profile(id: missing) == nil)
+    }
+
+    /// A statement the server refuses (here a version at the top of its range, whose next one
+    /// cannot exist) changes nothing, and says so: each write is then made alone.
+    @Test func aRefusedStatementChangesNothing() throws {
+        let top = try backends.seed()
+        try backends.connection.simpleQuery("UPDATE user_profiles SET version = 2147483647 WHERE id = \(top.id)")
+        let other = try backends.seed()
+        let writes = [
+            DisplayNameWrite(id: other.id, displayName: "Lost with the batch", expectedVersion: 1),
+            DisplayNameWrite(id: top.id, displayName: "Overflow", expectedVersion: Int32.max),
+        ]
+        #expect(try backends.store.updateDisplayNames(writes) == nil)
+        #expect(try backends.store.profile(id: other.id)?.version == 1, "rolled back with the statement")
+    }
+
+    /// Two writers make overlapping batches in opposite orders, again and again: rows are locked
+    /// in id order, so neither statement is ever refused for a deadlock.
+    @Test func overlappingBatchesInOppositeOrdersNeverDeadlock() throws {
+        let ids = try (0..<12).map { _ in try backends.seed().id }
+        let refusals = Tally()
+        let updates = Tally()
+        let start = DispatchSemaphore(value: 0)
+        let writers = [ids, ids.reversed()].map { order in
+            TestThread {
+                let own = try! IntegrationBackends()
+                let store = CountingRefusals(own.store, refusals: refusals)
+                let repository = ProfileRepository(
+                    store: store, cache: own.cache, shared: ProfileCacheShared(), logger: IntegrationBackends.logger)
+                start.wait()
+                for _ in 0..<40 {
+                    // The versions as they are now: most writes of a round meet the other writer's.
+                    guard let rows = try? own.store.profiles(ids: order) else { continue }
+                    let writes = order.compactMap { id in
+                        rows[id].map { DisplayNameWrite(id: id, displayName: "w\(Int.random(in: 0..<1_000_000))", expectedVersion: $0.version) }
+                    }
+                    repository.writingTogether(writes) {
+                        for write in writes {
+                            if case .updated? = try? repository.updateDisplayName(
+                                id: write.id, to: write.displayName, expectedVersion: write.expectedVersion)
+                            {
+                                updates.add()
+                            }
+                        }
+                    }
+                }
+                withExtendedLifetime(own) {}
+            }
+        }
+        start.signal()
+        start.signal()
+        writers.forEach { $0.join() }
+        #expect(refusals.count == 0, "no statement refused (a deadlock would be)")
+        #expect(updates.count >= 40 * 12, "every round updated every row at least once")
+    }
+}
+
+final class Tally: Sendable {
+    private let value = Atomic<Int>(0)
+    var count: Int { value.load(ordering: .relaxed) }
+    func add() { value.add(1, ordering: .relaxed) }
+}
+
+/// Counts the statements of several writes that the server refused.
+private final class CountingRefusals: ForwardingProfileStore {
+    let refusals: Tally
+
+    init(_ base: any ProfileStore, refusals: Tally) {
+        self.refusals = refusals
+        super.init(base)
+    }
+
+    override func updateDisplayNames(_ writes: [DisplayNameWrite]) throws(ProfileStoreError) -> [Int64: Profile]? {
+        let updated = try base.updateDisplayNames(writes)
+        if updated == nil { refusals.add() }
+        return updated
+    }
+}
