@@ -37,7 +37,7 @@ public protocol HTTPResponder: Sendable {
 
     /// Answers, in the batch lane, those of several requests it can answer without blocking, as
     /// ``respond(to:worker:answer:)`` does, and says what becomes of the others: each answered
-    /// alone, or all of ``BatchRemainder/together`` by one worker at once, with
+    /// alone, or each group of ``BatchRemainder/together`` by one worker at once, with
     /// ``respond(together:worker:answer:)`` (say, misses loaded in one round trip).
     func respondInBatchLane(to requests: [HTTPRequest], worker: Worker, answer: (Int, HTTPResponse) -> Void)
         -> BatchRemainder
@@ -85,12 +85,14 @@ extension HTTPResponder {
 }
 
 /// The requests a batch of the lane left (positions in the batch): the other workers answer
-/// each of ``alone`` by itself and all of ``together`` at once.
+/// each of ``alone`` by itself, and each group of ``together`` at once, one worker per group.
 public struct BatchRemainder: Sendable, Equatable {
     public var alone: [Int]
-    public var together: [Int]
+    /// Groups of positions (say, the reads that load together, and the writes made together):
+    /// each group goes whole to one worker, the groups to different ones.
+    public var together: [[Int]]
 
-    public init(alone: [Int] = [], together: [Int] = []) {
+    public init(alone: [Int] = [], together: [[Int]] = []) {
         self.alone = alone
         self.together = together
     }

@@ -223,9 +223,9 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
             let left = responder.respondInBatchLane(to: requests, worker: worker) {
                 finish(batch[$0], $1, core: core, worker: index, dateCache: &dateCache)
             }
-            let overflow =
-                core.queue.requeue(left.together.map { batch[$0] }, together: true)
-                + core.queue.requeue(left.alone.map { batch[$0] })
+            var overflow: [Job] = []
+            for group in left.together { overflow += core.queue.requeue(group.map { batch[$0] }, together: true) }
+            overflow += core.queue.requeue(left.alone.map { batch[$0] })
             for job in overflow {
                 // The other workers' queue is full: answer as the loop does when it is.
                 core.refusedAtCapacity.add(1, ordering: .relaxed)

@@ -6,7 +6,7 @@ import TestSupport
 import Testing
 
 /// Sends `/lane/…` paths to the batch lane. In the lane, `/lane/hit/…` is answered, `/lane/miss/…`
-/// is left to be answered together and `/lane/other/…` alone. Records which thread kind answered
+/// and `/lane/write/…` are left to be answered together (a group each) and `/lane/other/…` alone. Records which thread kind answered
 /// what, and the groups answered together. `/lane/hold` holds the lane's worker until released.
 final class LaneResponder: HTTPResponder {
     struct Worker { let inLane: Bool }
@@ -41,7 +41,9 @@ final class LaneResponder: HTTPResponder {
                 release.wait()
                 answer(index, Self.answer(request, by: "lane"))
             } else if request.path.hasPrefix("/lane/miss/") {
-                remainder.together.append(index)
+                Self.add(index, toGroupOf: "/lane/miss/", of: requests, in: &remainder)
+            } else if request.path.hasPrefix("/lane/write/") {
+                Self.add(index, toGroupOf: "/lane/write/", of: requests, in: &remainder)
             } else if request.path.hasPrefix("/lane/other/") {
                 remainder.alone.append(index)
             } else {
@@ -49,6 +51,15 @@ final class LaneResponder: HTTPResponder {
             }
         }
         return remainder
+    }
+
+    /// Groups by path prefix: a group's first member names it.
+    static func add(_ index: Int, toGroupOf prefix: String, of requests: [HTTPRequest], in remainder: inout BatchRemainder) {
+        if let group = remainder.together.firstIndex(where: { requests[$0[0]].path.hasPrefix(prefix) }) {
+            remainder.together[group].append(index)
+        } else {
+            remainder.together.append([index])
+        }
     }
 
     func respond(together requests: [HTTPRequest], worker: Worker, answer: (Int, HTTPResponse) -> Void) {
@@ -64,14 +75,17 @@ final class LaneResponder: HTTPResponder {
 
 @Suite struct BatchLaneTests {
     /// The lane's one worker held; requests queue in the lane; released, it takes them as one
-    /// batch: hits answered there, misses handed on as one group, the rest alone.
+    /// batch: hits answered there, misses and writes handed on as a group each, the rest alone.
     @Test func aBatchAnswersItsHitsAndHandsOnItsMissesTogetherAndTheRestAlone() throws {
         let responder = LaneResponder(workerCount: 2)
         try withServer(responder, configure: { $0.workerCount = 2; $0.batchWorkerCount = 1 }) { port, server in
             let holder = try HTTPTestClient(port: port)
             try holder.send("GET /lane/hold HTTP/1.1\r\nHost: a\r\n\r\n")
             responder.held.wait()
-            let paths = ["/lane/hit/1", "/lane/miss/2", "/lane/other/3", "/lane/miss/4", "/lane/hit/5", "/lane/miss/6"]
+            let paths = [
+                "/lane/hit/1", "/lane/miss/2", "/lane/write/7", "/lane/other/3", "/lane/miss/4", "/lane/hit/5", "/lane/miss/6",
+                "/lane/write/8",
+            ]
             let clients = try paths.map { path in
                 let client = try HTTPTestClient(port: port)
                 try client.send("GET \(path) HTTP/1.1\r\nHost: a\r\n\r\n")
@@ -90,8 +104,11 @@ final class LaneResponder: HTTPResponder {
             #expect(answeredBy["/lane/hit/1"] == "lane" && answeredBy["/lane/hit/5"] == "lane")
             #expect(answeredBy["/lane/other/3"] == "alone")
             #expect(["/lane/miss/2", "/lane/miss/4", "/lane/miss/6"].allSatisfy { answeredBy[$0] == "together" })
+            #expect(["/lane/write/7", "/lane/write/8"].allSatisfy { answeredBy[$0] == "together" })
             #expect(responder.laneBatches.withLock { $0 } == [["/lane/hold"], paths])
-            #expect(responder.groups.withLock { $0 } == [["/lane/miss/2", "/lane/miss/4", "/lane/miss/6"]], "one group, whole")
+            #expect(
+                Set(responder.groups.withLock { $0 }) == [["/lane/miss/2", "/lane/miss/4", "/lane/miss/6"], ["/lane/write/7", "/lane/write/8"]],
+                "each group whole, apart from the other")
         }
     }
 

@@ -28,17 +28,17 @@ import Testing
             HTTPRequest(method: .put, target: "/users/profile/\(cached)"), get("/users/profile/\(missing[1])"),
             get("/users/profile/\(cached)?min_version=9"), get("/users/profile/\(missing[2])"),
         ]
-        #expect(requests.map(service.responder.prefersBatchLane) == [true, true, true, true, true, true].enumerated().map { $0.offset != 2 })
+        #expect(requests.allSatisfy(service.responder.prefersBatchLane), "reads and writes of profiles")
 
         var answered: [Int: HTTPResponse] = [:]
         let remainder = service.responder.respondInBatchLane(to: requests, worker: service.worker) { answered[$0] = $1 }
         #expect(Set(answered.keys) == [0], "only the hit is answered in the lane")
         #expect(answered[0]?.status == .ok)
-        #expect(remainder.together == [1, 3, 5])
-        #expect(remainder.alone == [2, 4])
+        #expect(remainder.together == [[1, 3, 5]])
+        #expect(remainder.alone == [2, 4], "a PUT without a body is for the route to refuse, alone")
 
         var loaded: [Int: HTTPResponse] = [:]
-        let together = remainder.together.map { requests[$0] }
+        let together = remainder.together[0].map { requests[$0] }
         service.responder.respond(together: together, worker: service.worker) { loaded[$0] = $1 }
         for (index, id) in missing.enumerated() {
             #expect(loaded[index]?.status == .ok)
@@ -49,6 +49,53 @@ import Testing
         #expect(service.shared.statistics.count(.populateStored) >= 3)
         // Populated: read alone now, each is a hit.
         for id in missing { #expect(service.get(id).headers["X-Cache"] == "hit") }
+    }
+
+    private func put(_ service: InProcessService, _ id: Int64, _ body: String, headers: HTTPHeaders = [:]) -> HTTPRequest {
+        var headers = headers
+        headers.add(name: "Content-Type", value: "application/json")
+        headers.add(name: "Authorization", value: "Bearer \(service.token(for: id))")
+        return HTTPRequest(method: .put, target: "/users/profile/\(id)", headers: headers, body: Array(body.utf8))
+    }
+
+    /// Updates go on as one group, to be made together; creations and bodies the route refuses
+    /// go alone. Made together, each answers as alone: 200 with the new profile, 409 for a
+    /// stale version, 403 for a token that may not write it — and the new versions are cached.
+    @Test func updatesGoTogetherAndEachIsAnsweredAsAlone() throws {
+        let service = try InProcessService()
+        let ids = (0..<4).map { _ in InProcessService.newID() }
+        for id in ids { #expect(service.create(id).status == .created) }
+        let fresh = InProcessService.newID()
+        var foreign = put(service, ids[3], #"{"display_name":"Not yours","version":1}"#)
+        foreign.headers.replaceOrAdd(name: "Authorization", value: "Bearer \(service.token(for: ids[0]))")
+        let requests = [
+            put(service, ids[0], #"{"display_name":"Zero","version":1}"#),
+            put(service, fresh, #"{"username":"u\#(fresh % 1_000_000_000)","display_name":"New"}"#, headers: ["If-None-Match": "*"]),
+            put(service, ids[1], #"{"display_name":"One","version":1}"#),
+            put(service, ids[2], #"{"display_name":"Two","version":5}"#),
+            put(service, ids[2], #"{"display_name":"#),
+            foreign,
+        ]
+        var answered: [Int: HTTPResponse] = [:]
+        let remainder = service.responder.respondInBatchLane(to: requests, worker: service.worker) { answered[$0] = $1 }
+        #expect(answered.isEmpty, "the lane answers no write")
+        #expect(remainder.together == [[0, 2, 3, 5]])
+        #expect(remainder.alone == [1, 4])
+
+        var written: [Int: HTTPResponse] = [:]
+        let group = remainder.together[0].map { requests[$0] }
+        service.responder.respond(together: group, worker: service.worker) { written[$0] = $1 }
+        #expect(written[0]?.status == .ok && written[0]?.json?["display_name"] as? String == "Zero")
+        #expect(written[0]?.headers["ETag"] == "\"2\"")
+        #expect(written[1]?.status == .ok && written[1]?.json?["version"] as? Int == 2)
+        #expect(written[2]?.status == .conflict && written[2]?.problemKind == "version-conflict")
+        #expect(written[3]?.status == .forbidden)
+        #expect(service.shared.statistics.count(.writeThroughStored) >= 2)
+        for id in ids[..<2] {
+            let read = service.get(id)
+            #expect(read.headers["X-Cache"] == "hit" && read.headers["ETag"] == "\"2\"", "written through")
+        }
+        #expect(service.get(ids[3]).headers["ETag"] == "\"1\"", "the refused write changed nothing")
     }
 
     @Test func aMissForAProfileThatDoesNotExistIsA404FromTheLoad() throws {

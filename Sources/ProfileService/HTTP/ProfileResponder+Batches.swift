@@ -15,10 +15,11 @@ extension ProfileResponder {
     /// The most requests a worker of the batch lane takes at once: one multi-get's worth.
     public var batchLaneLimit: Int { 64 }
 
-    /// Profile reads (docs/design.md §9): a batch of the lane answers their hits with one
-    /// multi-get and hands the others on — the misses to be loaded together.
+    /// Profile reads and writes (docs/design.md §9): a batch of the lane answers the reads' hits
+    /// with one multi-get and hands the others on — the misses to be loaded together, the
+    /// updates to be made together.
     public func prefersBatchLane(_ request: HTTPRequest) -> Bool {
-        Self.cachedReadID(request) != nil
+        Self.cachedReadID(request) != nil || Self.isProfileWrite(request)
     }
 
     /// The lane's batch: the hits answered from one multi-get, as ``respond(to:worker:answer:)``
@@ -33,11 +34,21 @@ extension ProfileResponder {
             if worker.repository.isMissingFromPrefetch(id: id) { missing.insert(index) }
         }
         var remainder = BatchRemainder()
+        var loads: [Int] = []
+        var writes: [Int] = []
         for index in left {
-            if missing.contains(index) { remainder.together.append(index) } else { remainder.alone.append(index) }
+            if missing.contains(index) {
+                loads.append(index)
+            } else if Self.displayNameWrite(requests[index]) != nil {
+                writes.append(index)
+            } else {
+                remainder.alone.append(index)
+            }
         }
-        // One miss gains nothing from company.
-        if remainder.together.count == 1 { remainder.alone.append(contentsOf: remainder.together); remainder.together = [] }
+        // One miss, or one write, gains nothing from company.
+        for group in [loads, writes] where !group.isEmpty {
+            if group.count == 1 { remainder.alone += group } else { remainder.together.append(group) }
+        }
         return remainder
     }
 
@@ -45,6 +56,9 @@ extension ProfileResponder {
     /// in one round trip, the rows in one query, every populate in one round trip, each id under
     /// the single read's rules), then each answered as alone, from the load.
     public func respond(together requests: [HTTPRequest], worker: ProfileWorker, answer: (Int, HTTPResponse) -> Void) {
+        if requests.first.map(Self.isProfileWrite) == true {
+            return respond(writingTogether: requests, worker: worker, answer: answer)
+        }
         let members = ProfileListRequest(
             mentions: requests.compactMap { request in
                 Self.cachedReadID(request).map { .init(id: $0, floor: (try? Self.readFloor(of: request)) ?? nil) }

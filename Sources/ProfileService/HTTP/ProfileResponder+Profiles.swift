@@ -32,21 +32,7 @@ extension ProfileResponder {
     func putProfile(_ request: HTTPRequest, worker: ProfileWorker) throws(Problem) -> HTTPResponse {
         let id = try Self.profileID(from: request.path)
         try authorizeWrite(request, id: id)
-        if let contentType = request.headers["Content-Type"], !Self.isJSON(contentType) {
-            throw Problem(.unsupportedMediaType, detail: "send the body as application/json")
-        }
-        if request.body.count > ProfileWriteRequest.maximumBodyBytes {
-            throw Problem(.bodyTooLarge, detail: "a profile write is at most \(ProfileWriteRequest.maximumBodyBytes) bytes")
-        }
-        let write: ProfileWriteRequest
-        do {
-            write = try ProfileWriteRequest.parse(
-                body: request.body,
-                ifMatchVersion: try Self.ifMatchVersion(request.headers["If-Match"]),
-                ifNoneMatchAny: try Self.ifNoneMatchAny(request.headers["If-None-Match"]))
-        } catch {
-            throw error.problem
-        }
+        let write = try Self.writeRequest(of: request)
         do {
             switch write {
             case .update(let displayName, let expectedVersion):
@@ -80,6 +66,24 @@ extension ProfileResponder {
     }
 
     // MARK: Input
+
+    /// The write a `PUT`'s headers and body ask for (its id and authorization aside).
+    static func writeRequest(of request: HTTPRequest) throws(Problem) -> ProfileWriteRequest {
+        if let contentType = request.headers["Content-Type"], !isJSON(contentType) {
+            throw Problem(.unsupportedMediaType, detail: "send the body as application/json")
+        }
+        if request.body.count > ProfileWriteRequest.maximumBodyBytes {
+            throw Problem(.bodyTooLarge, detail: "a profile write is at most \(ProfileWriteRequest.maximumBodyBytes) bytes")
+        }
+        do {
+            return try ProfileWriteRequest.parse(
+                body: request.body,
+                ifMatchVersion: try ifMatchVersion(request.headers["If-Match"]),
+                ifNoneMatchAny: try ifNoneMatchAny(request.headers["If-None-Match"]))
+        } catch {
+            throw error.problem
+        }
+    }
 
     /// A positive 64-bit id in canonical decimal form (no sign, no leading zeros).
     static func profileID(from path: String) throws(Problem) -> Int64 {
