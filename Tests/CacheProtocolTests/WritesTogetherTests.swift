@@ -40,6 +40,7 @@ import Testing
         #expect(versions == [2, 2, 2, 2])
         for profile in profiles { #expect(backends.cachedVersion(profile.id, shared: shared) == 2) }
         #expect(shared.statistics.count(.writeThroughStored) == 4)
+        #expect(shared.statistics.count(.databaseBatchWrite) == 1)
     }
 
     /// Outside ``ProfileRepository/writingTogether(_:_:)``, and for a request whose write the

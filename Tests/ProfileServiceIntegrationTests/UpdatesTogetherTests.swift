@@ -63,8 +63,26 @@ import TestSupport
         #expect(try backends.store.profile(id: other.id)?.version == 1, "rolled back with the statement")
     }
 
-    /// Two writers make overlapping batches in opposite orders, again and again: rows are locked
-    /// in id order, so neither statement is ever refused for a deadlock.
+    /// A row another session holds locked (an operator's open transaction) is skipped, not
+    /// waited for: the statement returns while the lock is held — with a wait it would run into
+    /// the statement timeout and throw — having updated the other rows; the skipped write is
+    /// left out of the answer, to be made alone.
+    @Test func aRowLockedElsewhereIsSkippedNotWaitedFor() throws {
+        let locked = try backends.seed()
+        let free = try backends.seed()
+        let operatorSession = try IntegrationBackends()
+        try operatorSession.connection.simpleQuery("BEGIN")
+        try operatorSession.connection.simpleQuery("UPDATE user_profiles SET display_name = 'psql' WHERE id = \(locked.id)")
+        defer { _ = try? operatorSession.connection.simpleQuery("ROLLBACK") }
+        let writes = [locked, free].map { DisplayNameWrite(id: $0.id, displayName: "Together", expectedVersion: 1) }
+        let updated = try #require(try backends.store.updateDisplayNames(writes))
+        #expect(Set(updated.keys) == [free.id])
+        try operatorSession.connection.simpleQuery("ROLLBACK")
+        #expect(try backends.store.profile(id: locked.id)?.version == 1)
+    }
+
+    /// Two writers make overlapping batches in opposite orders, again and again: a statement
+    /// skips rows the other holds, so neither is ever refused for a deadlock.
     @Test func overlappingBatchesInOppositeOrdersNeverDeadlock() throws {
         let ids = try (0..<12).map { _ in try backends.seed().id }
         let refusals = Tally()

@@ -36,6 +36,8 @@ public final class CacheStatistics: Sendable {
         case writeThroughFailed
         /// One query that read several profiles (a list's misses); each is a `databaseRead` too.
         case databaseBatchRead
+        /// One statement that made several requests' updates (docs/design.md §9.5).
+        case databaseBatchWrite
         /// A profile read from a standby instead of the primary (docs/design.md §8).
         case standbyRead
         /// A standby had not replayed the read's position: the primary answered.
@@ -106,6 +108,7 @@ extension CacheStatistics.Event {
         case .writeThroughDeleted: "write_through_deleted"
         case .writeThroughFailed: "write_through_failed"
         case .databaseBatchRead: "database_batch_read"
+        case .databaseBatchWrite: "database_batch_write"
         case .standbyRead: "standby_read"
         case .standbyBehind: "standby_behind"
         case .standbyBelowFloor: "standby_below_floor"

@@ -38,8 +38,8 @@ extension ProfileRepository {
     }
 
     private func writeTogether(_ requested: [DisplayNameWrite]) {
-        // One write per id (another for the same id goes alone, after), in id order: the order the
-        // statement locks rows in (PostgresProfileStore.updateDisplayNames).
+        // One write per id (another for the same id goes alone, after), in id order, the order
+        // the statement locks rows in (it skips rows locked elsewhere, so it never waits anyway).
         var seen = Set<Int64>()
         let writes = requested.filter { seen.insert($0.id).inserted }.sorted { $0.id < $1.id }
         guard writes.count > 1 else { return }
@@ -51,6 +51,7 @@ extension ProfileRepository {
             MemcachedStore(key: key, value: CacheEntry.encodeLease(token: token), expiration: configuration.leaseTTLSeconds)
         }
         // The looks go out before the statement and are read after it, as a single write's (§2.2).
+        statistics.record(.databaseBatchWrite)
         let sent = cache.addAndGet(many: leases, flags: 0) { () -> Swift.Result<[Int64: Profile]?, ProfileStoreError> in
             Swift.Result { () throws(ProfileStoreError) in try store.updateDisplayNames(writes) }
         }

@@ -22,8 +22,11 @@ extension ProfileResponder {
     /// Writes the updates among `requests` that their tokens allow together, then answers every
     /// request through the route, which finds its update made (``ProfileRepository/writingTogether(_:_:)``).
     func respond(writingTogether requests: [HTTPRequest], worker: ProfileWorker, answer: (Int, HTTPResponse) -> Void) {
+        // Only what the route would make: a request it refuses makes no write here.
         let writes = requests.compactMap { request -> DisplayNameWrite? in
-            guard let write = Self.displayNameWrite(request), (try? authorizeWrite(request, id: write.id)) != nil else { return nil }
+            guard (try? Self.refuseDuplicateAuthorization(request)) != nil, let write = Self.displayNameWrite(request),
+                (try? authorizeWrite(request, id: write.id)) != nil
+            else { return nil }
             return write
         }
         // Each answer is timed from the start of the batch it waited for.

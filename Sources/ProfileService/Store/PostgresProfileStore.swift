@@ -70,15 +70,19 @@ public final class PostgresProfileStore: ProfileStore {
                 """,
             isIdempotent: false)
         /// Several optimistic updates in one statement, so one transaction; `$1`, `$2` and `$3` are
-        /// arrays in text form of the ids, expected versions and names. Rows are locked in the
-        /// order of the arrays, which the caller sorts by id, so two such statements never
-        /// deadlock each other (were they to, PostgreSQL aborts one and each write goes alone).
+        /// arrays in text form of the ids, expected versions and names. A row another transaction
+        /// holds locked (an operator's open `UPDATE`, another statement of this kind) is skipped,
+        /// not waited for: it is left out of the answer and its write goes alone, so one locked
+        /// row never holds a whole group, and two such statements never wait on each other.
         static let updateMany = PostgresStatement(
             name: "profile_update_many",
             sql: """
+                WITH w AS (SELECT * FROM unnest($1::bigint[], $2::integer[], $3::text[]) AS w(id, version, display_name)),
+                locked AS (
+                    SELECT p.id FROM user_profiles AS p JOIN w ON p.id = w.id
+                    ORDER BY p.id FOR UPDATE OF p SKIP LOCKED)
                 UPDATE user_profiles AS p SET display_name = w.display_name, version = p.version + 1, updated_at = now()
-                FROM unnest($1::bigint[], $2::integer[], $3::text[]) AS w(id, version, display_name)
-                WHERE p.id = w.id AND p.version = w.version
+                FROM w WHERE p.id = w.id AND p.version = w.version AND p.id IN (SELECT id FROM locked)
                 RETURNING p.id, p.username, p.display_name, p.version,
                     to_char(p.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS updated_at
                 """,
