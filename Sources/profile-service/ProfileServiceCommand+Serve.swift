@@ -64,8 +64,10 @@ extension ProfileServiceCommand {
         @Option(
             help: """
                 Worker threads that answer cache hits in batches: each takes every queued profile \
-                read (up to 64) and looks them up with one memcached multi-get; misses and all other \
-                requests go to --workers. 0: every request goes to --workers. [PROFILE_BATCH_WORKERS]
+                read and update (up to 64) and looks the reads up with one memcached multi-get; the \
+                misses go to --workers to be loaded together, the updates to be made together in one \
+                statement, all other requests alone. 0: every request goes to --workers alone. \
+                [PROFILE_BATCH_WORKERS]
                 """)
         var batchWorkers: Int = EnvironmentDefaults.int("PROFILE_BATCH_WORKERS", 4)
 
