@@ -202,6 +202,10 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
                     answer(job, responder.respond(to: job.request, worker: worker))
                 }
             }
+            // Answered: their bodies are not kept until this worker's next batch (64 workers
+            // each holding a group of 64 writes is megabytes).
+            requests.removeAll(keepingCapacity: true)
+            batch.removeAll(keepingCapacity: true)
             core.busyWorkers.subtract(1, ordering: .relaxed)
         }
     }
@@ -231,6 +235,8 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
                 core.refusedAtCapacity.add(1, ordering: .relaxed)
                 finish(job, EventLoop.atCapacity, core: core, worker: index, dateCache: &dateCache)
             }
+            requests.removeAll(keepingCapacity: true)
+            batch.removeAll(keepingCapacity: true)
             core.busyWorkers.subtract(1, ordering: .relaxed)
         }
     }

@@ -25,7 +25,7 @@ extension ProfileRepository {
     public func writingTogether<Result, Failure: Error>(
         _ writes: [DisplayNameWrite], _ body: () throws(Failure) -> Result
     ) throws(Failure) -> Result {
-        defer { writtenTogether.removeAll(keepingCapacity: true) }
+        defer { writtenTogether.removeAll() }
         if writes.count > 1 { writeTogether(writes) }
         return try body()
     }
@@ -78,7 +78,8 @@ extension ProfileRepository {
         }
         for (write, look) in zip(writes, looks) {
             guard let profile = updated[write.id] else {
-                // Gone or changed since: the request's own write tells which.
+                // Changed since, gone, or its row locked elsewhere: the request's own write
+                // tells which (and waits for the lock, as any single write does).
                 if let look { releaseLease(of: look) }
                 continue
             }
