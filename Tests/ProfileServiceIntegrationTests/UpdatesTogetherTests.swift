@@ -54,6 +54,12 @@ import TestSupport
     @Test func aRefusedStatementChangesNothing() throws {
         let top = try backends.seed()
         try backends.connection.simpleQuery("UPDATE user_profiles SET version = 2147483647 WHERE id = \(top.id)")
+        // Gone again without a tombstone (triggers off), or the next floor raised above every
+        // version would overflow (VersionRulesTests).
+        defer {
+            _ = try? backends.connection.simpleQuery(
+                "SET session_replication_role = replica; DELETE FROM user_profiles WHERE id = \(top.id); RESET session_replication_role")
+        }
         let other = try backends.seed()
         let writes = [
             DisplayNameWrite(id: other.id, displayName: "Lost with the batch", expectedVersion: 1),
