@@ -21,6 +21,17 @@ public final class InMemoryDatabase: Sendable {
             if let row { rows[id] = row } else { rows[id] = nil }
             log.append((id, row))
         }
+
+        /// The optimistic update: the row at the expected version gets the name and the next version.
+        mutating func update(_ write: DisplayNameWrite) -> ProfileUpdateOutcome {
+            guard let current = rows[write.id] else { return .notFound }
+            guard current.version == write.expectedVersion else { return .versionMismatch(current: current) }
+            let updated = Profile(
+                id: write.id, username: current.username, displayName: write.displayName, version: current.version + 1,
+                updatedAt: InMemoryDatabase.timestamp())
+            commit(write.id, updated)
+            return .updated(updated)
+        }
     }
 
     private let state = Mutex(State())
@@ -93,13 +104,7 @@ public final class InMemoryProfileStore: ProfileStore {
         throws(ProfileStoreError) -> ProfileUpdateOutcome
     {
         try database.withState { (state: inout InMemoryDatabase.State) throws(ProfileStoreError) -> ProfileUpdateOutcome in
-            guard let current = state.rows[id] else { return .notFound }
-            guard current.version == expectedVersion else { return .versionMismatch(current: current) }
-            let updated = Profile(
-                id: id, username: current.username, displayName: displayName, version: current.version + 1,
-                updatedAt: InMemoryDatabase.timestamp())
-            state.commit(id, updated)
-            return .updated(updated)
+            state.update(DisplayNameWrite(id: id, displayName: displayName, expectedVersion: expectedVersion))
         }
     }
 
@@ -108,12 +113,7 @@ public final class InMemoryProfileStore: ProfileStore {
         try database.withState { (state: inout InMemoryDatabase.State) throws(ProfileStoreError) -> [Int64: Profile]? in
             var updated: [Int64: Profile] = [:]
             for write in writes {
-                guard let current = state.rows[write.id], current.version == write.expectedVersion else { continue }
-                let row = Profile(
-                    id: write.id, username: current.username, displayName: write.displayName,
-                    version: current.version + 1, updatedAt: InMemoryDatabase.timestamp())
-                state.commit(write.id, row)
-                updated[write.id] = row
+                if case .updated(let row) = state.update(write) { updated[write.id] = row }
             }
             return updated
         }

@@ -132,39 +132,32 @@ extension ProfileRepository {
         let key = configuration.key(for: profile.id)
         var look = look
         attempts: for _ in 0..<configuration.writeThroughAttempts {
-            let found = look?.found ?? cache.get(key)
-            let ownLeaseCAS = look?.ownLeaseCAS
+            let step = WriteThroughStep(writing: profile.version, found: look?.found ?? cache.get(key), ownLeaseCAS: look?.ownLeaseCAS)
             look = nil
             let replacingCAS: UInt64?
-            switch found {
-            case .hit(let item):
-                // A profile entry, or the record of an absent one (version 0: a creation replaces it).
-                if let cachedVersion = CacheEntry(decoding: item.value)?.version {
-                    if cachedVersion >= profile.version {
-                        statistics.record(.writeThroughSkippedNewer)
-                        return .skippedNewer
-                    }
-                    let entry = CacheEntry.encode(profile)
-                    switch cache.cas(
-                        key, value: entry, cas: item.cas, flags: 0, expiration: configuration.jitteredTTLSeconds(using: &random))
-                    {
-                    case .stored:
-                        statistics.record(.writeThroughStored)
-                        return .stored
-                    case .exists, .notFound:
-                        statistics.record(.writeThroughCASConflict)
-                        continue attempts
-                    case .notStored, .failure:
-                        break attempts
-                    }
+            let heldLeaseCAS: UInt64?
+            switch step {
+            case .leave:
+                statistics.record(.writeThroughSkippedNewer)
+                return .skippedNewer
+            case .replace(let cas):
+                let entry = CacheEntry.encode(profile)
+                switch cache.cas(key, value: entry, cas: cas, flags: 0, expiration: configuration.jitteredTTLSeconds(using: &random)) {
+                case .stored:
+                    statistics.record(.writeThroughStored)
+                    return .stored
+                case .exists, .notFound:
+                    statistics.record(.writeThroughCASConflict)
+                    continue attempts
+                case .notStored, .failure:
+                    break attempts
                 }
-                replacingCAS = item.cas
-            case .miss:
-                replacingCAS = nil
-            case .failure:
+            case .repopulate(let replacing, let held):
+                (replacingCAS, heldLeaseCAS) = (replacing, held)
+            case .giveUp:
                 break attempts
             }
-            switch repopulate(id: profile.id, key: key, replacingCAS: replacingCAS, heldLeaseCAS: ownLeaseCAS) {
+            switch repopulate(id: profile.id, key: key, replacingCAS: replacingCAS, heldLeaseCAS: heldLeaseCAS) {
             case .stored:
                 statistics.record(.writeThroughStored)
                 return .stored
@@ -185,6 +178,35 @@ extension ProfileRepository {
                 "write-through and delete failed; the change feed repairs the entry when its node answers",
                 metadata: ["error": "\(error)"])
             return .failed
+        }
+    }
+
+    /// What a write-through does with what it found at the key (§2.2): one decision, for a write
+    /// alone and for writes made together (§9.5).
+    enum WriteThroughStep: Equatable {
+        /// A profile entry at or above the new version: leave it.
+        case leave
+        /// An older profile entry, or the record of an absent one (version 0: a creation replaces
+        /// it): `cas` the new version over it.
+        case replace(cas: UInt64)
+        /// Something that proves nothing (an empty slot, a lease, an undecodable entry): store the
+        /// row under a lease — `heldLeaseCAS`, the writer's own from its look, or one taken over
+        /// `replacingCAS` (nil: the slot was empty).
+        case repopulate(replacingCAS: UInt64?, heldLeaseCAS: UInt64?)
+        /// memcached failed: delete the key instead.
+        case giveUp
+
+        init(writing version: Int32, found: MemcachedGetResult, ownLeaseCAS: UInt64?) {
+            switch found {
+            case .hit(let item):
+                if let cachedVersion = CacheEntry(decoding: item.value)?.version {
+                    self = cachedVersion >= version ? .leave : .replace(cas: item.cas)
+                } else {
+                    self = .repopulate(replacingCAS: item.cas, heldLeaseCAS: ownLeaseCAS)
+                }
+            case .miss: self = .repopulate(replacingCAS: nil, heldLeaseCAS: ownLeaseCAS)
+            case .failure: self = .giveUp
+            }
         }
     }
 

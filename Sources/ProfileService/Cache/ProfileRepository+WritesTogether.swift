@@ -100,17 +100,13 @@ extension ProfileRepository {
         var overOwnLeases: [Int64: UInt64] = [:]
         for (id, written) in writtenTogether {
             guard case .success(let profile) = written.outcome, let look = written.look else { continue }
-            if let leaseCAS = look.ownLeaseCAS {
-                overOwnLeases[id] = leaseCAS
-                continue
-            }
-            guard case .hit(let item) = look.found, let cachedVersion = CacheEntry(decoding: item.value)?.version
-            else { continue }
-            if cachedVersion >= profile.version {
+            switch WriteThroughStep(writing: profile.version, found: look.found, ownLeaseCAS: look.ownLeaseCAS) {
+            case .leave:
                 statistics.record(.writeThroughSkippedNewer)
                 writtenTogether[id]?.writtenThrough = true
-            } else {
-                overEntries[id] = item.cas
+            case .replace(let cas): overEntries[id] = cas
+            case .repopulate(_, let heldLeaseCAS?): overOwnLeases[id] = heldLeaseCAS
+            case .repopulate(_, nil), .giveUp: break  // alone
             }
         }
         // A lease put down before the statement may have landed after the commit: the row is

@@ -26,8 +26,7 @@ extension ProfileResponder {
     /// buffered — and counted in `profile_service_http_requests_refused_before_body_total`. Everything else passes
     /// and is checked again, with its body, by the route.
     public func screen(head: HTTPRequest) -> HTTPResponse? {
-        guard head.method == .put, head.path.hasPrefix(Self.profilePathPrefix), !head.path.hasSuffix(Self.eventsSuffix),
-            case .required = authorization, let id = try? Self.profileID(from: head.path)
+        guard Self.isProfileWrite(head), case .required = authorization, let id = try? Self.profileID(from: head.path)
         else { return nil }
         do {
             try Self.refuseDuplicateAuthorization(head)

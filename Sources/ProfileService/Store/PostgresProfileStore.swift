@@ -102,8 +102,7 @@ public final class PostgresProfileStore: ProfileStore {
 
     public func profiles(ids: [Int64]) throws(ProfileStoreError) -> [Int64: Profile] {
         guard !ids.isEmpty else { return [:] }
-        let array = "{" + ids.map(String.init).joined(separator: ",") + "}"
-        let rows = try run { try execute(Statements.selectMany, [array]).rows.map(Self.decode) }
+        let rows = try run { try execute(Statements.selectMany, [Self.arrayLiteral(ids.map(String.init))]).rows.map(Self.decode) }
         return Dictionary(rows.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
     }
 
@@ -132,9 +131,9 @@ public final class PostgresProfileStore: ProfileStore {
 
     public func updateDisplayNames(_ writes: [DisplayNameWrite]) throws(ProfileStoreError) -> [Int64: Profile]? {
         guard !writes.isEmpty else { return [:] }
-        let ids = "{" + writes.map { String($0.id) }.joined(separator: ",") + "}"
-        let versions = "{" + writes.map { String($0.expectedVersion) }.joined(separator: ",") + "}"
-        let names = "{" + writes.map { Self.arrayElement($0.displayName) }.joined(separator: ",") + "}"
+        let ids = Self.arrayLiteral(writes.map { String($0.id) })
+        let versions = Self.arrayLiteral(writes.map { String($0.expectedVersion) })
+        let names = Self.arrayLiteral(writes.map { Self.arrayElement($0.displayName) })
         do {
             let rows = try execute(Statements.updateMany, [ids, versions, names]).rows.map(Self.decode)
             return Dictionary(rows.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
@@ -146,6 +145,11 @@ public final class PostgresProfileStore: ProfileStore {
         } catch {
             throw map(error)
         }
+    }
+
+    /// An array in PostgreSQL's text form (`{1,2,3}`), for a `$n::type[]` parameter.
+    static func arrayLiteral(_ elements: [String]) -> String {
+        "{" + elements.joined(separator: ",") + "}"
     }
 
     /// A text element of an array literal: always quoted (so `NULL` stays a name), with `"` and
