@@ -7,12 +7,18 @@ import TestSupport
 /// One thread's backends — in memory (``InMemoryBackends``) or the real servers (the integration
 /// tests' `IntegrationBackends`): what a cache-protocol scenario needs of them.
 public protocol RepositoryBackends: AnyObject, SendableMetatype {
+    associatedtype Store: ProfileStore
     init() throws
+    /// The database without the cache: a write here is one the cache learns of only from the
+    /// change feed (an operator's `UPDATE`, a writer between its commit and its write-through).
+    var store: Store { get }
     func repository(_ shared: ProfileCacheShared, cache: (any CacheClient)?) -> ProfileRepository
     /// A new profile at version 1 with an id no other test uses, and no cache entry.
     func seed() throws -> Profile
     /// The version of the profile entry cached for `id`, `nil` when there is none.
     func cachedVersion(_ id: Int64, shared: ProfileCacheShared) -> Int32?
+    /// Removes `id`'s entry, whatever it is (an eviction, a flush).
+    func evict(_ id: Int64, shared: ProfileCacheShared)
 }
 
 extension InMemoryBackends: RepositoryBackends {}
@@ -184,6 +190,151 @@ public enum CacheProtocolScenarios {
         #expect(race.cachedVersion(other.id) == 2)
         #expect(race.shared.statistics.count(.populateLost) == 1)
     }
+}
+
+/// Monotonic reads (docs/design.md §2.1): once any request was answered version N, no request
+/// that begins after that answer is answered anything older — whoever asks, through whichever
+/// instance. Each scenario forces one interleaving in which a row read from PostgreSQL was
+/// answered while an older reader's lease still stood, so that reader's late populate landed
+/// below it and the next read was a hit on the older version.
+extension CacheProtocolScenarios {
+    /// A reader of another instance finds a lease whose reader is slow, waits its lease waits out,
+    /// reads PostgreSQL (version 2, committed behind the cache) and answers it. The lease's reader
+    /// read version 1 before that commit; its populate must not land afterwards.
+    public static func aReaderPastAnotherReadersLeaseLeavesNoOlderPopulateBehind<Backends: RepositoryBackends>(
+        _: Backends.Type
+    ) throws {
+        let stage = try MonotonicReadStage<Backends>()
+        let id = stage.profile.id
+        let slow = stage.startReader(held: .afterDatabaseRead)
+        try stage.commitBehindTheCache()
+        let past = try stage.instance().read(id: id)
+        #expect(past?.version == 2, "the lease waits ran out: PostgreSQL answered")
+        slow.finish()
+        #expect(slow.answered == 1, "the slow reader began before the commit: version 1 is a fair answer")
+        let next = try stage.instance().read(id: id)
+        #expect(next?.version == 2, "version 2 was answered before this read began")
+        #expect(stage.cachedVersion() != 1, "the slow reader's populate of version 1 must not land")
+    }
+
+    /// A reader whose own populate lost (its lease was evicted and another reader leased the key
+    /// again) answers the row it read — version 2 — only once the other reader's lease, taken
+    /// before the commit, can no longer land version 1.
+    public static func aLoadWhosePopulateLostLeavesNoOlderPopulateBehind<Backends: RepositoryBackends>(
+        _: Backends.Type
+    ) throws {
+        let stage = try MonotonicReadStage<Backends>()
+        let id = stage.profile.id
+        let first = stage.startReader(held: .beforeDatabaseRead)
+        stage.evict()
+        let second = stage.startReader(held: .afterDatabaseRead)
+        try stage.commitBehindTheCache()
+        first.finish()
+        #expect(first.answered == 2, "its read came after the commit")
+        second.finish()
+        #expect(second.answered == 1, "its read came before the commit: version 1 is a fair answer")
+        let next = try stage.instance().read(id: id)
+        #expect(next?.version == 2, "version 2 was answered before this read began")
+        #expect(stage.cachedVersion() != 1, "the second reader's populate of version 1 must not land")
+    }
+
+    /// Reads loaded together (the batch lane's misses, a list's) answer a member whose key holds
+    /// another reader's lease from their one query; that reader's later populate must not land
+    /// below what they answered.
+    public static func aLoadTogetherPastAnotherReadersLeaseLeavesNoOlderPopulateBehind<Backends: RepositoryBackends>(
+        _: Backends.Type
+    ) throws {
+        let stage = try MonotonicReadStage<Backends>()
+        let id = stage.profile.id
+        let other = try stage.backends.seed()
+        let slow = stage.startReader(held: .afterDatabaseRead)
+        try stage.commitBehindTheCache()
+        let together = stage.instance()
+        let ids = [id, other.id]
+        let answered = together.loadingTogether(ids.map { .init(id: $0) }) {
+            ids.map { (try? together.read(id: $0))??.version }
+        }
+        #expect(answered == [2, 1])
+        slow.finish()
+        #expect(slow.answered == 1, "the slow reader began before the commit: version 1 is a fair answer")
+        let next = try stage.instance().read(id: id)
+        #expect(next?.version == 2, "version 2 was answered before this read began")
+        #expect(stage.cachedVersion() != 1, "the slow reader's populate of version 1 must not land")
+    }
+}
+
+/// The stage of a monotonic-read scenario: a profile at version 1, not cached, readers held at
+/// a point of their load, and instances (each its own process-wide state) that read it.
+struct MonotonicReadStage<Backends: RepositoryBackends> {
+    enum HoldPoint { case beforeDatabaseRead, afterDatabaseRead }
+
+    let backends: Backends
+    let profile: Profile
+
+    init() throws {
+        backends = try Backends()
+        profile = try backends.seed()
+    }
+
+    /// A repository of a new instance: its own in-flight reads, so it shares nothing in process.
+    func instance() -> ProfileRepository { backends.repository(ProfileCacheShared(), cache: nil) }
+
+    func cachedVersion() -> Int32? { backends.cachedVersion(profile.id, shared: ProfileCacheShared()) }
+
+    func evict() { backends.evict(profile.id, shared: ProfileCacheShared()) }
+
+    /// Version 2, committed without the cache's knowledge.
+    func commitBehindTheCache() throws {
+        let outcome = try backends.store.updateDisplayName(id: profile.id, to: "Behind", expectedVersion: 1)
+        guard case .updated(let updated) = outcome, updated.version == 2 else {
+            Issue.record("the commit behind the cache failed: \(outcome)")
+            return
+        }
+    }
+
+    /// A reader of an instance of its own, on a thread of its own, held at `point` of its load
+    /// of the profile; returns once it is held.
+    func startReader(held point: HoldPoint) -> HeldReader {
+        let gate = ReaderGate()
+        gate.arm(profile.id)
+        let hooks: ProfileCacheHooks = switch point {
+        case .beforeDatabaseRead: .init(beforeDatabaseRead: gate.pause)
+        case .afterDatabaseRead: .init(afterDatabaseRead: gate.pause)
+        }
+        let shared = ProfileCacheShared(hooks: hooks)
+        let id = profile.id
+        let reader = HeldReader(gate: gate) { () -> Int32? in
+            let readerBackends = try! Backends()
+            defer { withExtendedLifetime(readerBackends) {} }
+            return (try? readerBackends.repository(shared, cache: nil).read(id: id))??.version
+        }
+        gate.waitUntilPaused()
+        return reader
+    }
+}
+
+/// A reader held by a ``ReaderGate``: ``finish()`` lets it go on and waits for its answer.
+final class HeldReader: Sendable {
+    private let gate: ReaderGate
+    private let answer = Mutex<Int32?>(nil)
+    private let finished = DispatchSemaphore(value: 0)
+
+    init(gate: ReaderGate, _ read: @escaping @Sendable () -> Int32?) {
+        self.gate = gate
+        _ = TestThread { [self] in
+            let version = read()
+            answer.withLock { $0 = version }
+            finished.signal()
+        }
+    }
+
+    /// Releases the reader and waits until it has answered.
+    func finish() {
+        gate.release()
+        finished.wait()
+    }
+
+    var answered: Int32? { answer.withLock { $0 } }
 }
 
 /// The stage of a stale-set race (docs/design.md §2.1): a profile at version 1, not cached, and a

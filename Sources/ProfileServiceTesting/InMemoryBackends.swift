@@ -50,4 +50,8 @@ public final class InMemoryBackends {
         guard case .hit(let item) = cache.get(ProfileCacheEntries.key(for: id)) else { return nil }
         return ProfileCacheEntries.version(of: item.value)
     }
+
+    public func evict(_ id: Int64, shared: ProfileCacheShared) {
+        _ = cache.delete(ProfileCacheEntries.key(for: id))
+    }
 }

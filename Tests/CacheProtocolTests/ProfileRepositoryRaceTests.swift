@@ -130,3 +130,19 @@ import TestSupport
         #expect(backends.cachedVersion(profile.id, shared: shared) == 3, "refreshed from PostgreSQL, not version 2")
     }
 }
+
+/// Monotonic reads (docs/design.md §2.1), replayed deterministically in memory; the same
+/// scenarios run on the real servers in RealServerCacheProtocolTests.
+@Suite struct MonotonicReadTests {
+    @Test func aReaderPastAnotherReadersLeaseLeavesNoOlderPopulateBehind() throws {
+        try CacheProtocolScenarios.aReaderPastAnotherReadersLeaseLeavesNoOlderPopulateBehind(InMemoryBackends.self)
+    }
+
+    @Test func aLoadWhosePopulateLostLeavesNoOlderPopulateBehind() throws {
+        try CacheProtocolScenarios.aLoadWhosePopulateLostLeavesNoOlderPopulateBehind(InMemoryBackends.self)
+    }
+
+    @Test func aLoadTogetherPastAnotherReadersLeaseLeavesNoOlderPopulateBehind() throws {
+        try CacheProtocolScenarios.aLoadTogetherPastAnotherReadersLeaseLeavesNoOlderPopulateBehind(InMemoryBackends.self)
+    }
+}

@@ -33,4 +33,16 @@ import Testing
     @Test func aLateReaderDoesNotOverwriteAVersionWrittenTogether() throws {
         try CacheProtocolScenarios.aLateReaderDoesNotOverwriteAVersionWrittenTogether(IntegrationBackends.self)
     }
+
+    @Test func aReaderPastAnotherReadersLeaseLeavesNoOlderPopulateBehind() throws {
+        try CacheProtocolScenarios.aReaderPastAnotherReadersLeaseLeavesNoOlderPopulateBehind(IntegrationBackends.self)
+    }
+
+    @Test func aLoadWhosePopulateLostLeavesNoOlderPopulateBehind() throws {
+        try CacheProtocolScenarios.aLoadWhosePopulateLostLeavesNoOlderPopulateBehind(IntegrationBackends.self)
+    }
+
+    @Test func aLoadTogetherPastAnotherReadersLeaseLeavesNoOlderPopulateBehind() throws {
+        try CacheProtocolScenarios.aLoadTogetherPastAnotherReadersLeaseLeavesNoOlderPopulateBehind(IntegrationBackends.self)
+    }
 }

@@ -29,6 +29,12 @@ public final class CacheStatistics: Sendable {
         case populateLost
         /// No lease could be taken, so the row was not stored.
         case populateSkipped
+        /// A row read from PostgreSQL, about to be answered, was stored over a lease or an older
+        /// entry first (monotonic reads, docs/design.md §2.1).
+        case settleStored
+        /// A lease found after a PostgreSQL read was deleted before the row was answered: its
+        /// reader may have read an older row.
+        case settleInvalidated
         case writeThroughStored
         case writeThroughSkippedNewer
         case writeThroughCASConflict
@@ -102,6 +108,8 @@ extension CacheStatistics.Event {
         case .populateStored: "populate_stored"
         case .populateLost: "populate_lost"
         case .populateSkipped: "populate_skipped"
+        case .settleStored: "settle_stored"
+        case .settleInvalidated: "settle_invalidated"
         case .writeThroughStored: "write_through_stored"
         case .writeThroughSkippedNewer: "write_through_skipped_newer"
         case .writeThroughCASConflict: "write_through_cas_conflict"

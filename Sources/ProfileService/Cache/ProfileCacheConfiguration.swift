@@ -39,6 +39,8 @@ public struct ProfileCacheConfiguration: Sendable {
 
 /// Points where tests hold a request to replay a race deterministically. Empty in production.
 public struct ProfileCacheHooks: Sendable {
+    /// Called by a populating reader after its lease is down, before its PostgreSQL read.
+    public var beforeDatabaseRead: (@Sendable (Int64) -> Void)?
     /// Called by a populating reader after its PostgreSQL read, before it stores the row.
     public var afterDatabaseRead: (@Sendable (Int64) -> Void)?
     /// Called by a populating reader after its populate was sent, before its flight ends.
@@ -48,8 +50,9 @@ public struct ProfileCacheHooks: Sendable {
 
     public init(
         afterDatabaseRead: (@Sendable (Int64) -> Void)? = nil, afterPopulate: (@Sendable (Int64) -> Void)? = nil,
-        willFollow: (@Sendable (Int64) -> Void)? = nil
+        willFollow: (@Sendable (Int64) -> Void)? = nil, beforeDatabaseRead: (@Sendable (Int64) -> Void)? = nil
     ) {
+        self.beforeDatabaseRead = beforeDatabaseRead
         self.afterDatabaseRead = afterDatabaseRead
         self.afterPopulate = afterPopulate
         self.willFollow = willFollow

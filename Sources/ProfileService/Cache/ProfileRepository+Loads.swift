@@ -51,7 +51,7 @@ extension ProfileRepository {
         for index in leaders.indices {
             readStrategy.record(miss: true)
             statistics.record(.miss)
-            leaders[index].leaseCAS = leases[leaders[index].key]
+            leaders[index].lease = leases[leaders[index].key] ?? LeaseAttempt()
             leaders[index].flight.markReadStarted()
         }
         let rows: [Int64: Profile]
@@ -62,7 +62,7 @@ extension ProfileRepository {
             for index in leaders.indices {
                 leaders[index].outcome = .failed(error)
                 // Deleting is always safe: at worst the next reader misses.
-                if leaders[index].leaseCAS != nil { _ = cache.delete(leaders[index].key) }
+                if leaders[index].lease.ownCAS != nil { _ = cache.delete(leaders[index].key) }
             }
             throw error
         }
@@ -80,18 +80,18 @@ extension ProfileRepository {
         let id: Int64
         let key: String
         let flight: InFlightReads.Flight
-        var leaseCAS: UInt64?
+        var lease = LeaseAttempt()
         var outcome = InFlightReads.Outcome.failed(.unavailable)
     }
 
     /// Puts a lease on every key where there is no entry, in one round trip (`add`s pipelined
-    /// with one multi-get that reads them back), and returns the CAS values of the leases that
-    /// are this reader's. When the pipelined round trip fails (a node troubled or failing), one
-    /// lease at a time, each through the circuit breaker.
-    func takeLeases(keys: [String]) -> [String: UInt64] {
-        var leases: [String: UInt64] = [:]
+    /// with one multi-get that reads them back), and says of each key whose lease is there. When
+    /// the pipelined round trip fails (a node troubled or failing), one lease at a time, each
+    /// through the circuit breaker.
+    func takeLeases(keys: [String]) -> [String: LeaseAttempt] {
+        var leases: [String: LeaseAttempt] = [:]
         guard keys.count > 1 else {
-            for key in keys { leases[key] = takeLease(key: key, replacingCAS: nil) }
+            for key in keys { leases[key] = attemptLease(key: key, replacingCAS: nil) }
             return leases
         }
         let tokens = keys.map { _ in UInt64.random(in: 1...UInt64.max, using: &random) }
@@ -102,36 +102,36 @@ extension ProfileRepository {
         case .success(let items):
             for (key, token) in zip(keys, tokens) {
                 // The lease read back is this reader's only if it carries its token.
-                if let item = items[key], CacheEntry(decoding: item.value) == .lease(token: token) { leases[key] = item.cas }
+                leases[key] = LeaseAttempt(readBack: items[key].map { .hit($0) } ?? .miss, token: token)
             }
         case .failure:
-            for key in keys { leases[key] = takeLease(key: key, replacingCAS: nil) }
+            for key in keys { leases[key] = attemptLease(key: key, replacingCAS: nil) }
         }
         return leases
     }
 
-    /// ``storeLoaded(_:id:key:leaseCAS:flight:)`` for every load at once: the populates over the
+    /// ``storeLoaded(_:id:key:lease:flight:)`` for every load at once: the populates over the
     /// loads' leases go in one round trip (`cas`es pipelined with one multi-get), and a populate
     /// landed exactly when the entry read back is the value it stored — no other write can leave
     /// those bytes there, since a version names one content (§2.5) and a populate of an older
     /// row loses its `cas`. When the pipelined round trip fails, one populate at a time, as a
     /// single load's (a `cas` that did land is then reported lost: its flight's followers read
-    /// for themselves, which is always safe).
+    /// for themselves, which is always safe). A load without a lease of its own, and one whose
+    /// populate lost, settles its key before its row is answered (monotonic reads, §2.1).
     private func storeLoaded(_ loads: inout [Load], rows: [Int64: Profile]) {
-        let leased = loads.indices.filter { loads[$0].leaseCAS != nil }
+        let leased = loads.indices.filter { loads[$0].lease.ownCAS != nil }
         guard leased.count > 1 else {
             for index in loads.indices {
                 let load = loads[index]
-                loads[index].outcome = storeLoaded(rows[load.id], id: load.id, key: load.key, leaseCAS: load.leaseCAS, flight: load.flight)
+                loads[index].outcome = storeLoaded(rows[load.id], id: load.id, key: load.key, lease: load.lease, flight: load.flight)
             }
             return
         }
         var stores: [MemcachedStore] = []
         for index in loads.indices {
             let load = loads[index]
-            guard let leaseCAS = load.leaseCAS else {
-                if rows[load.id] != nil { statistics.record(.populateSkipped) }
-                loads[index].outcome = rows[load.id].map { .found($0, populated: false) } ?? .notFound
+            guard let leaseCAS = load.lease.ownCAS else {
+                loads[index].outcome = storeLoaded(rows[load.id], id: load.id, key: load.key, lease: load.lease, flight: load.flight)
                 continue
             }
             // Closed to new followers before the populate is sent (§2.1).
@@ -149,7 +149,7 @@ extension ProfileRepository {
             logger.debug("cache populates failed", metadata: ["error": "\(error)"])
             for index in leased {
                 let load = loads[index]
-                loads[index].outcome = storeLoaded(rows[load.id], id: load.id, key: load.key, leaseCAS: load.leaseCAS, flight: load.flight)
+                loads[index].outcome = storeLoaded(rows[load.id], id: load.id, key: load.key, lease: load.lease, flight: load.flight)
             }
             return
         }
@@ -157,6 +157,7 @@ extension ProfileRepository {
             let load = loads[index]
             let landed = readBack[store.key]?.value == store.value
             statistics.record(landed ? .populateStored : .populateLost)
+            if !landed { settle(answering: rows[load.id], id: load.id, key: load.key, seenCAS: nil) }
             if let row = rows[load.id] {
                 shared.hooks.afterPopulate?(load.id)
                 loads[index].outcome = .found(row, populated: landed)

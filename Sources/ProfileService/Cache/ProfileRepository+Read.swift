@@ -88,7 +88,11 @@ extension ProfileRepository {
                     return try readDatabase(id: id, floor: minVersion, outcome: .error, since: began)
                 }
                 statistics.record(.miss)
-                return try readDatabase(id: id, floor: minVersion, outcome: .miss, since: began)
+                guard case .hit(let item) = found else { preconditionFailure("another reader's lease without a hit") }
+                let row = try readRow(id: id, floor: minVersion, after: began)
+                // Its reader may have read an older row: it must not land after this answer.
+                settle(answering: row, id: id, key: key, seenCAS: item.cas)
+                return row.map { Representation($0, outcome: .miss) }
             }
         }
     }
@@ -183,7 +187,9 @@ extension ProfileRepository {
         var outcome = InFlightReads.Outcome.failed(.unavailable)
         defer { if let flight { shared.inFlight.finish(id, flight: flight, outcome: outcome) } }
 
-        let leaseCAS = heldLeaseCAS ?? takeLease(key: key, replacingCAS: replacingCAS)
+        let lease = heldLeaseCAS.map { LeaseAttempt(ownCAS: $0) } ?? attemptLease(key: key, replacingCAS: replacingCAS)
+        let leaseCAS = lease.ownCAS
+        shared.hooks.beforeDatabaseRead?(id)
         flight?.markReadStarted()
         let profile: Profile?
         do {
@@ -197,33 +203,38 @@ extension ProfileRepository {
         }
         shared.hooks.afterDatabaseRead?(id)
 
-        outcome = storeLoaded(profile, id: id, key: key, leaseCAS: leaseCAS, flight: flight)
+        outcome = storeLoaded(profile, id: id, key: key, lease: lease, flight: flight)
         return profile.map { Representation($0, outcome: .miss) }
     }
 
     /// Stores what a load read under the reader's lease — the row, or the record that there is
     /// none (absence is cached like a row, §2.6: a storm of reads of ids that do not exist costs
     /// PostgreSQL one read per id, not one per request) — and returns the outcome for the flight's
-    /// followers. Without a lease nothing is stored.
+    /// followers. Without a lease of its own the reader populates nothing, but settles the key
+    /// (over the other reader's lease it found) before the row is answered; so does a reader
+    /// whose populate lost.
     func storeLoaded(
-        _ profile: Profile?, id: Int64, key: String, leaseCAS: UInt64?, flight: InFlightReads.Flight?
+        _ profile: Profile?, id: Int64, key: String, lease: LeaseAttempt, flight: InFlightReads.Flight?
     ) -> InFlightReads.Outcome {
-        guard let leaseCAS else {
+        guard let leaseCAS = lease.ownCAS else {
             if profile != nil { statistics.record(.populateSkipped) }
+            settle(answering: profile, id: id, key: key, seenCAS: lease.othersCAS)
             return profile.map { .found($0, populated: false) } ?? .notFound
         }
         // Closed to new followers before the populate is sent: one that joined after the row
         // landed could miss a write acknowledged (and evicted) since (§2.1).
         if let flight { shared.inFlight.close(id, flight: flight) }
         guard let profile else {
-            let stored = populateAbsent(key: key, leaseCAS: leaseCAS) == .stored
-            statistics.record(stored ? .populateStored : .populateLost)
+            let populate = populateAbsent(key: key, leaseCAS: leaseCAS)
+            statistics.record(populate == .stored ? .populateStored : .populateLost)
+            settle(answering: nil, id: id, key: key, populate: populate)
             return .notFound
         }
-        let populated = populate(key: key, profile: profile, leaseCAS: leaseCAS) == .stored
-        statistics.record(populated ? .populateStored : .populateLost)
+        let populate = populate(key: key, profile: profile, leaseCAS: leaseCAS)
+        statistics.record(populate == .stored ? .populateStored : .populateLost)
+        settle(answering: profile, id: id, key: key, populate: populate)
         shared.hooks.afterPopulate?(id)
-        return .found(profile, populated: populated)
+        return .found(profile, populated: populate == .stored)
     }
 
     /// Waits for another reader's PostgreSQL read in this process and uses it if it may.
@@ -250,7 +261,9 @@ extension ProfileRepository {
                 return try bypass(id: id, cachedVersion: profile.version, floor: minVersion, since: began)
             }
         case .unusable:
-            return try readDatabase(id: id, floor: minVersion, outcome: .miss, since: began)
+            let row = try readRow(id: id, floor: minVersion, after: began)
+            settle(answering: row, id: id, key: configuration.key(for: id), seenCAS: nil)
+            return row.map { Representation($0, outcome: .miss) }
         case .timedOut, .refused:
             throw gaveUpWaiting(wait)
         }
@@ -266,6 +279,33 @@ extension ProfileRepository {
     /// Puts a lease where there is no entry (or replaces an undecodable one) and returns the
     /// lease's CAS value, or `nil` if another reader or a writer got there first.
     func takeLease(key: String, replacingCAS: UInt64?) -> UInt64? {
+        attemptLease(key: key, replacingCAS: replacingCAS).ownCAS
+    }
+
+    /// What an attempt to put a lease down left at the key.
+    struct LeaseAttempt {
+        /// The CAS value of the lease, when it is this reader's.
+        var ownCAS: UInt64?
+        /// The CAS value of another reader's lease (or an undecodable entry) read back instead: a
+        /// row read after it may be stored over it (``settle(answering:id:key:seenCAS:)``).
+        var othersCAS: UInt64?
+
+        /// What the key held when read back: the reader's own lease, another's, or neither.
+        init(readBack: MemcachedGetResult, token: UInt64) {
+            guard case .hit(let item) = readBack else { return }
+            switch CacheEntry(decoding: item.value) {
+            case .lease(let found)? where found == token: ownCAS = item.cas
+            case .lease?, nil: othersCAS = item.cas
+            case .profile?, .absent?: break
+            }
+        }
+
+        init(ownCAS: UInt64? = nil) { self.ownCAS = ownCAS }
+    }
+
+    /// Puts a lease where there is no entry (or replaces an undecodable one), and says whose
+    /// lease is there now.
+    func attemptLease(key: String, replacingCAS: UInt64?) -> LeaseAttempt {
         let token: UInt64
         let readBack: MemcachedGetResult
         if let replacingCAS {
@@ -273,16 +313,13 @@ extension ProfileRepository {
             let lease = CacheEntry.encodeLease(token: token)
             guard case .stored = cache.cas(
                 key, value: lease, cas: replacingCAS, flags: 0, expiration: configuration.leaseTTLSeconds)
-            else { return nil }
+            else { return LeaseAttempt() }
             readBack = cache.get(key)
         } else {
             (token, readBack) = addLease(key: key)
         }
         // Neither `add` nor `cas` returns the new CAS value; read it back, and make sure the lease is ours.
-        guard case .hit(let item) = readBack, CacheEntry(decoding: item.value) == .lease(token: token) else {
-            return nil
-        }
-        return item.cas
+        return LeaseAttempt(readBack: readBack, token: token)
     }
 
     /// Adds a new lease and reads the key back in one round trip (`addAndGet`): the add's own
@@ -308,7 +345,7 @@ extension ProfileRepository {
         store(CacheEntry.encode(profile), key: key, overLease: leaseCAS)
     }
 
-    private func store(_ value: [UInt8], key: String, overLease leaseCAS: UInt64) -> PopulateOutcome {
+    func store(_ value: [UInt8], key: String, overLease leaseCAS: UInt64) -> PopulateOutcome {
         let result = cache.cas(
             key, value: value, cas: leaseCAS, flags: 0, expiration: configuration.jitteredTTLSeconds(using: &random))
         switch result {
@@ -370,10 +407,13 @@ extension ProfileRepository {
         return try readPast(cachedVersion: cachedVersion, floor: floor, id: id).map { Representation($0, outcome: .bypass) }
     }
 
-    /// Reads the row past a cached entry at `cachedVersion` and brings the entry up to it.
+    /// Reads the row past a cached entry at `cachedVersion` and brings the entry up to it (or
+    /// clears a lease taken meanwhile) before it is answered.
     private func readPast(cachedVersion: Int32, floor: Int32?, id: Int64) throws(ProfileStoreError) -> Profile? {
         guard let profile = try readRow(id: id, floor: floor, after: .now) else { return nil }
-        if profile.version > cachedVersion { writeThrough(profile) }
+        if profile.version > cachedVersion {
+            settle(answering: profile, id: id, key: configuration.key(for: id), seenCAS: nil)
+        }
         return profile
     }
 

@@ -50,6 +50,10 @@ final class IntegrationBackends: RepositoryBackends {
         return version
     }
 
+    func evict(_ id: Int64, shared: ProfileCacheShared) {
+        _ = cache.delete(shared.configuration.key(for: id))
+    }
+
     deinit {
         cache.close()
         connection.close()

@@ -1,0 +1,51 @@
+import MemcachedClient
+
+/// Monotonic reads (docs/design.md §2.1, "No answer older than an earlier one"): a row read from
+/// PostgreSQL is answered only once memcached can no longer come to hold anything older.
+///
+/// A hit is never the problem — a cached entry only grows while it lives. The danger is a row
+/// answered from PostgreSQL while the key holds a *lease*: its reader may have read an older row
+/// before the commit, and its populate would land afterwards, so the next read would be a hit on
+/// a version older than one already answered. A reader that populated its own lease has nothing to
+/// do; every other answer from PostgreSQL settles the key first:
+///
+/// - the lease (or undecodable entry) the reader saw before its read: the row is stored over it
+///   with `cas` — safe, since the row was read after that look, and any newer answer since would
+///   have changed the key (every answer passes through here, every write through its write-through);
+/// - a profile entry (or record of absence) older than the row: replaced with `cas`, as a
+///   write-through replaces one;
+/// - a lease found only now: deleted — it may have been taken before the commit, and no row read
+///   earlier may be stored over it (the "absent → add" race); its reader's populate then fails;
+/// - an equal or newer entry, or no entry: nothing (the next reader leases after this look).
+extension ProfileRepository {
+    /// Settles `key` for an answer of `row` (`nil`: no such profile, version 0 as in §2.6).
+    ///
+    /// - Parameter seenCAS: the CAS value of a lease or undecodable entry this reader looked at
+    ///   before its PostgreSQL read, which the row may replace.
+    func settle(answering row: Profile?, id: Int64, key: String, seenCAS: UInt64?) {
+        if let seenCAS {
+            let value = row.map(CacheEntry.encode) ?? CacheEntry.encodedAbsent
+            switch store(value, key: key, overLease: seenCAS) {
+            case .stored:
+                statistics.record(.settleStored)
+                return
+            case .failed: return  // memcached does not answer: nothing can be settled from here
+            case .lost: break  // changed since the look: look again
+            }
+        }
+        switch refresh(after: .changed(id: id, version: row?.version ?? 0, row: row)) {
+        case .stored: statistics.record(.settleStored)
+        case .invalidated: statistics.record(.settleInvalidated)
+        case .current, .absent, .failed: break
+        }
+    }
+
+    /// ``settle(answering:id:key:seenCAS:)`` for what a load came to: nothing to do when the
+    /// reader's own populate landed.
+    func settle(answering row: Profile?, id: Int64, key: String, populate: PopulateOutcome?) {
+        switch populate {
+        case .stored?, .failed?: return
+        case .lost?, nil: settle(answering: row, id: id, key: key, seenCAS: nil)
+        }
+    }
+}
