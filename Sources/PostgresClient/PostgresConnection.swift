@@ -281,7 +281,8 @@ extension PostgresConnection {
             precondition(sql == statement.sql, "two PostgresStatements are named \"\(statement.name)\"")
             return
         }
-        _ = try awaitResult(on: pgConnection, statementName: statement.name) {
+        // Nothing runs on a prepare: it may give up on a silent server like a read.
+        _ = try awaitResult(on: pgConnection, statementName: statement.name, givesUpOnSilence: true) {
             PQsendPrepare($0, statement.name, statement.sql, 0, nil)
         }
         preparedSQL[statement.name] = statement.sql
@@ -314,7 +315,7 @@ extension PostgresConnection {
         _ statement: PostgresStatement, _ parameters: [(any PostgresEncodable)?], on pgConnection: OpaquePointer
     ) throws -> PostgresResultHandle {
         try withTextValues(parameters) { values in
-            try awaitResult(on: pgConnection, statementName: statement.name) {
+            try awaitResult(on: pgConnection, statementName: statement.name, givesUpOnSilence: statement.isIdempotent) {
                 PQsendQueryPrepared($0, statement.name, Int32(parameters.count), values, nil, nil, 0)
             }
         }
@@ -326,7 +327,7 @@ extension PostgresConnection {
         _ statement: PostgresStatement, _ parameters: [(any PostgresEncodable)?], on pgConnection: OpaquePointer
     ) throws -> PostgresResultHandle {
         try withTextValues(parameters) { values in
-            try awaitResult(on: pgConnection, statementName: statement.name) {
+            try awaitResult(on: pgConnection, statementName: statement.name, givesUpOnSilence: statement.isIdempotent) {
                 PQsendQueryParams($0, statement.sql, Int32(parameters.count), nil, values, nil, nil, 0)
             }
         }
@@ -350,19 +351,34 @@ extension PostgresConnection {
     /// Past the deadline the session is dropped — the command may still run, or have run, so a
     /// write's outcome is unknown, as for any lost connection — and the shared health marks the
     /// server down so that the other connections fail fast until a probe gets an answer.
+    ///
+    /// - Parameter givesUpOnSilence: a read (or a prepare) also gives up, the same way, once the
+    ///   server has answered no connection for the health's ``PostgresServerHealth/silenceLimit``:
+    ///   it learns "unavailable" within a second of the server stopping, not at the deadline.
+    ///   A write waits for the deadline: giving up leaves its outcome unknown.
     private func awaitResult(
-        on pgConnection: OpaquePointer, statementName: String?, _ send: (OpaquePointer) -> Int32
+        on pgConnection: OpaquePointer, statementName: String?, givesUpOnSilence: Bool = false,
+        _ send: (OpaquePointer) -> Int32
     ) throws -> PostgresResultHandle {
         guard send(pgConnection) == 1 else { return try check(nil, on: pgConnection, statementName: statementName) }
-        let deadline = ContinuousClock.now + configuration.responseDeadline
+        let sentAt = ContinuousClock.now
+        let deadline = sentAt + configuration.responseDeadline
+        // How long one poll waits before the health is asked whether everyone's answers stopped.
+        let slice = givesUpOnSilence ? health.silenceLimit / 4 : configuration.responseDeadline
         var chosen: PostgresResultHandle?
         while true {
             while PQisBusy(pgConnection) == 1 {
-                let remaining = ContinuousClock.now.duration(to: deadline)
-                guard remaining > .zero else { throw noAnswer(statementName) }
+                let now = ContinuousClock.now
+                let remaining = now.duration(to: deadline)
+                guard remaining > .zero else { throw noAnswer(statementName, waited: configuration.responseDeadline) }
+                if givesUpOnSilence, health.isSilent(toStatementSentAt: sentAt, at: now) {
+                    throw noAnswer(statementName, waited: sentAt.duration(to: now), fromAnyConnection: true)
+                }
                 var descriptor = pollfd(fd: PQsocket(pgConnection), events: Int16(POLLIN), revents: 0)
-                let milliseconds = Int32(clamping: max(1, remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000))
-                if poll(&descriptor, 1, milliseconds) > 0, PQconsumeInput(pgConnection) == 0 { break }
+                let milliseconds = Int32(clamping: max(1, min(remaining, slice).milliseconds))
+                guard poll(&descriptor, 1, milliseconds) > 0 else { continue }
+                health.recordAnswer(at: .now)
+                if PQconsumeInput(pgConnection) == 0 { break }
             }
             guard let result = PQgetResult(pgConnection) else { break }
             let handle = PostgresResultHandle(result)
@@ -372,14 +388,18 @@ extension PostgresConnection {
         return try check(chosen, on: pgConnection, statementName: statementName)
     }
 
-    private func noAnswer(_ statementName: String?) -> PostgresError {
-        let milliseconds = configuration.responseDeadline.components.seconds * 1000
-            + configuration.responseDeadline.components.attoseconds / 1_000_000_000_000_000
+    private func noAnswer(_ statementName: String?, waited: Duration, fromAnyConnection: Bool = false) -> PostgresError {
+        let milliseconds = waited.milliseconds
         logger.warning(
-            "PostgreSQL did not answer in time; dropping the session",
-            metadata: ["postgres.statement": "\(statementName ?? "simple query")", "postgres.deadline_ms": "\(milliseconds)"])
+            fromAnyConnection
+                ? "PostgreSQL answered no connection in time; dropping the session"
+                : "PostgreSQL did not answer in time; dropping the session",
+            metadata: ["postgres.statement": "\(statementName ?? "simple query")", "postgres.waited_ms": "\(milliseconds)"])
         dropConnection()
-        let message = "PostgreSQL did not answer within \(milliseconds) ms"
+        let message =
+            fromAnyConnection
+            ? "PostgreSQL answered no connection for \(milliseconds) ms"
+            : "PostgreSQL did not answer within \(milliseconds) ms"
         health.recordConnectFailure(at: .now, reason: message)
         return PostgresError(kind: .connectionUnavailable, message: message, statementName: statementName)
     }

@@ -1,3 +1,4 @@
+import ServiceRuntime
 import Synchronization
 
 /// What every connection to one PostgreSQL server knows about it, shared by all of them.
@@ -22,6 +23,10 @@ public final class PostgresServerHealth: Sendable {
     public let maximumDelay: Duration
     /// A probe that has not reported within this time is presumed lost; another may start.
     public let probeTimeout: Duration
+    /// How long a read waits on a server that answers no connection at all before it gives up
+    /// (docs/design.md §5.3): far below the statement timeout, which a stopped or cut-off server
+    /// never runs.
+    public let silenceLimit: Duration
 
     enum Admission: Equatable {
         /// Up: connect.
@@ -43,19 +48,24 @@ public final class PostgresServerHealth: Sendable {
     private let state: Mutex<State>
     /// Mirrors `state.isDown`, so that the healthy path takes no lock.
     private let down = Atomic<Bool>(false)
+    /// When any connection last heard from the server, in nanoseconds since `epoch`.
+    private let lastAnswer = Atomic<Int64>(0)
+    private let epoch = ContinuousClock.now
 
     /// - Parameters:
     ///   - initialDelay: the first backoff after a failed connect.
     ///   - maximumDelay: the backoff doubles up to this; it bounds how long after the server's
     ///     return the first connect is tried.
     ///   - probeTimeout: longer than a connect can take (`connect_timeout`).
+    ///   - silenceLimit: see ``silenceLimit``.
     public init(
         initialDelay: Duration = .milliseconds(50), maximumDelay: Duration = .milliseconds(250),
-        probeTimeout: Duration = .seconds(15)
+        probeTimeout: Duration = .seconds(15), silenceLimit: Duration = .seconds(1)
     ) {
         self.initialDelay = initialDelay
         self.maximumDelay = maximumDelay
         self.probeTimeout = probeTimeout
+        self.silenceLimit = silenceLimit
         state = Mutex(State(backoff: ReconnectBackoff(initialDelay: initialDelay, maximumDelay: maximumDelay)))
     }
 
@@ -100,5 +110,21 @@ public final class PostgresServerHealth: Sendable {
             down.store(true, ordering: .releasing)
             return state.backoff.recordFailure(at: now)
         }
+    }
+
+    /// Records that a connection heard from the server (an answer's bytes arrived).
+    func recordAnswer(at now: ContinuousClock.Instant) {
+        let elapsed = epoch.duration(to: now).totalNanoseconds
+        // Every statement of every worker passes here: store only when the value moved 10 ms.
+        if elapsed - lastAnswer.load(ordering: .relaxed) >= 10_000_000 { lastAnswer.store(elapsed, ordering: .relaxed) }
+    }
+
+    /// Whether a statement sent at `sentAt` may stop waiting because the server has stopped
+    /// answering everyone: it has waited ``silenceLimit``, and no connection has heard from the
+    /// server for as long. A server that is merely slow keeps answering someone.
+    func isSilent(toStatementSentAt sentAt: ContinuousClock.Instant, at now: ContinuousClock.Instant) -> Bool {
+        guard sentAt.duration(to: now) >= silenceLimit else { return false }
+        let heard = epoch + .nanoseconds(lastAnswer.load(ordering: .relaxed))
+        return heard.duration(to: now) >= silenceLimit
     }
 }

@@ -1,0 +1,405 @@
+#!/usr/bin/env python3
+"""Black-box checker of strict consistency, in real-time order, under a cache that keeps being emptied.
+
+Each run seeds 10 fresh profiles and starts --instances instances of the built binary with their
+defaults (`serve --no-access-log --auth none`), all on the servers of scripts/deps.sh. For --seconds:
+
+  - 4 writers PUT a random id with the version they last saw (a 409 gives them the current one and
+    they try again), flushing every memcached node (`flush_all`) before each PUT; right after each
+    200 they read the id with ?min_version=<acknowledged version> (read-your-writes);
+  - 1 flusher sends `flush_all` to every memcached node every 5 ms (always directly, never through
+    the delay proxy);
+  - 8 readers GET random ids with no floor.
+
+Every request goes to a random instance over a keep-alive connection of its thread. After the load,
+1 s of quiescence, then every id is read through every instance and compared with PostgreSQL.
+
+Counted, from monotonic timestamps taken here (a request starts just before it is sent and ends
+once its whole answer is read):
+  read-your-writes   the read after a PUT's 200 answered a version below the acknowledged one
+  stale read         a read (floorless or not) that started after the acknowledgement of version v
+                     of its id had been received answered a version below v
+  monotonic (global) a read that started after any answer (read or acknowledgement) of version N of
+                     its id had been received answered a version below N
+  per reader N, N-1  one reader thread's later read of an id answered below an earlier read of it
+  after quiescence   an (instance, id) whose floorless GET differs from the database's version
+and the answers other than 200 by status (409s to PUTs are counted apart, as conflicts). Examples
+name ids by their index among the run's 10 (0-9). Exit status 1 if any run counts any violation.
+
+  eval "$(scripts/deps.sh env)"; scripts/drills/strict_consistency.py [--instances N] [--seconds S]
+      [--runs K] [--rtt-ms X]      (PROFILE_SERVICE_BIN: the binary, default .build/debug/profile-service)
+
+--rtt-ms X starts `scripts/delay.sh start X` and gives the instances the proxy's addresses (X ms more
+on every round trip to PostgreSQL and memcached); the proxy is stopped at the end.
+"""
+import argparse, collections, http.client, json, os, random, shlex, socket, subprocess, sys, threading, time
+
+from drill import BIN, DB_URL, MC_PORTS, MEMCACHED, ROOT, STATE, free_port, get, psql, seed
+
+IDS_PER_RUN = 10
+WRITERS = 4
+READERS = 8
+FLUSH_INTERVAL = 0.005
+QUIESCENCE = 1.0
+NODES = [("127.0.0.1", int(port)) for port in MC_PORTS]  # direct, whatever PROFILE_MEMCACHED says
+STARTED = []  # the instances still running: (process, port)
+
+
+def start_instance(database_url, memcached):
+    port = free_port()
+    env = dict(os.environ, PROFILE_DATABASE_URL=database_url, PROFILE_MEMCACHED=memcached)
+    log = open(os.path.join(STATE, f"strict-{port}.log"), "w")
+    process = subprocess.Popen([BIN, "serve", "--port", str(port), "--no-access-log", "--auth", "none"],
+                               env=env, stdout=log, stderr=log)
+    STARTED.append((process, port))
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"service on {port} exited with {process.returncode}; see {log.name}")
+        try:
+            if get(port, "/readyz")[0] == 200:
+                return port
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise SystemExit(f"service on {port} did not become ready; see {log.name}")
+
+
+def stop_instances():
+    while STARTED:
+        process, _ = STARTED.pop()
+        process.terminate()
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def delay(*arguments):
+    return subprocess.run([os.path.join(ROOT, "scripts/delay.sh"), *arguments], check=True,
+                          stdout=subprocess.PIPE, text=True).stdout
+
+
+def exports(text):
+    """The variables of `export A='B'` lines."""
+    values = {}
+    for line in text.splitlines():
+        words = shlex.split(line)
+        if len(words) == 2 and words[0] == "export" and "=" in words[1]:
+            name, value = words[1].split("=", 1)
+            values[name] = value
+    return values
+
+
+class Flusher:
+    """One socket per memcached node; flush_all to each, reading its OK."""
+
+    def __init__(self):
+        self.sockets = [None] * len(NODES)
+        self.errors = 0
+
+    def flush(self):
+        for index, node in enumerate(NODES):
+            try:
+                if self.sockets[index] is None:
+                    self.sockets[index] = socket.create_connection(node, timeout=5)
+                    self.sockets[index].setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                sock = self.sockets[index]
+                sock.sendall(b"flush_all\r\n")
+                reply = b""
+                while not reply.endswith(b"\r\n"):
+                    chunk = sock.recv(64)
+                    if not chunk:
+                        raise OSError("memcached closed the connection")
+                    reply += chunk
+                if reply != b"OK\r\n":
+                    raise OSError(f"flush_all answered {reply!r}")
+            except OSError:
+                self.errors += 1
+                self.close(index)
+
+    def close(self, index=None):
+        for i in range(len(NODES)) if index is None else [index]:
+            if self.sockets[i] is not None:
+                try:
+                    self.sockets[i].close()
+                except OSError:
+                    pass
+                self.sockets[i] = None
+
+
+class Worker(threading.Thread):
+    """A thread with one keep-alive connection per instance; what it saw, in its own lists."""
+
+    def __init__(self, name, ports, ids, stop):
+        super().__init__(daemon=True, name=name)
+        self.ports, self.ids, self.stop = ports, ids, stop
+        self.connections = {}
+        self.reads = []  # (id, version, t_start, t_end)
+        self.statuses = collections.Counter()  # answers other than 200 (0: no answer)
+        self.requests = 0
+        self.failure = None
+
+    def request(self, method, path, body=None):
+        """(status, parsed JSON or None, t_start, t_end) through a random instance."""
+        port = random.choice(self.ports)
+        connection = self.connections.get(port)
+        headers = {"Content-Type": "application/json"} if body is not None else {}
+        data = json.dumps(body) if body is not None else None
+        self.requests += 1
+        try:
+            if connection is None:
+                connection = self.connections[port] = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            started = time.monotonic()
+            connection.request(method, path, body=data, headers=headers)
+            response = connection.getresponse()
+            raw = response.read()
+            ended = time.monotonic()
+            if response.will_close:
+                connection.close()
+                del self.connections[port]
+        except (OSError, http.client.HTTPException):
+            if connection is not None:
+                connection.close()
+            self.connections.pop(port, None)
+            self.statuses[0] += 1
+            return 0, None, None, None
+        try:
+            parsed = json.loads(raw) if raw else None
+        except ValueError:
+            parsed = None
+        return response.status, parsed, started, ended
+
+    def read(self, id, floor=None):
+        """The version answered (None if not 200), recorded as a read."""
+        path = f"/users/profile/{id}" + (f"?min_version={floor}" if floor is not None else "")
+        status, body, started, ended = self.request("GET", path)
+        if status != 200 or not isinstance(body, dict) or "version" not in body:
+            if status != 0:
+                self.statuses[status] += 1
+            return None
+        self.reads.append((id, body["version"], started, ended))
+        return body["version"]
+
+    def run(self):
+        try:
+            self.work()
+        except Exception as error:  # reported by the run; the thread's figures so far are kept
+            self.failure = f"{self.name}: {error!r}"
+        finally:
+            for connection in self.connections.values():
+                connection.close()
+
+
+class Reader(Worker):
+    def work(self):
+        while not self.stop.is_set():
+            self.read(random.choice(self.ids))
+
+
+class Writer(Worker):
+    def __init__(self, *arguments):
+        super().__init__(*arguments)
+        self.known = {id: 1 for id in self.ids}  # seeded profiles start at version 1
+        self.acks = []  # (id, version, t_ack)
+        self.ryw = []  # (id, acknowledged, answered)
+        self.conflicts = 0
+        self.flusher = Flusher()
+
+    def work(self):
+        try:
+            while not self.stop.is_set():
+                id = random.choice(self.ids)
+                while not self.stop.is_set():
+                    self.flusher.flush()
+                    expected = self.known[id]
+                    status, body, _, ended = self.request(
+                        "PUT", f"/users/profile/{id}",
+                        {"display_name": f"{self.name}-{expected + 1}", "version": expected})
+                    if status == 200 and isinstance(body, dict) and "version" in body:
+                        acknowledged = body["version"]
+                        self.acks.append((id, acknowledged, ended))
+                        self.known[id] = acknowledged
+                        answered = self.read(id, floor=acknowledged)
+                        if answered is not None:
+                            self.known[id] = answered
+                            if answered < acknowledged:
+                                self.ryw.append((id, acknowledged, answered))
+                        break
+                    if status == 409 and isinstance(body, dict):
+                        self.conflicts += 1
+                        current = body.get("current") if isinstance(body.get("current"), dict) else body
+                        if "version" in current:
+                            self.known[id] = current["version"]
+                            continue
+                    if status != 0:
+                        self.statuses[status] += 1
+                    time.sleep(0.01)  # 503, no answer, or an answer without a version: not a spin
+                    break
+        finally:
+            self.flusher.close()
+
+
+class Background(threading.Thread):
+    """flush_all to every node every FLUSH_INTERVAL."""
+
+    def __init__(self, stop):
+        super().__init__(daemon=True, name="flusher")
+        self.stop, self.flushes, self.flusher = stop, 0, Flusher()
+
+    def run(self):
+        next_at = time.monotonic()
+        while not self.stop.is_set():
+            self.flusher.flush()
+            self.flushes += 1
+            next_at += FLUSH_INTERVAL
+            pause = next_at - time.monotonic()
+            if pause > 0:
+                time.sleep(pause)
+            else:
+                next_at = time.monotonic()
+        self.flusher.close()
+
+
+def below_earlier(reads, completions):
+    """Reads (id, version, t_start, _) that answered below the highest version, among
+    completions (id, version, t_end), whose answer had been received before the read started."""
+    by_id = collections.defaultdict(list)
+    for id, version, t_end in completions:
+        by_id[id].append((t_end, version))
+    found = []
+    reads_by_id = collections.defaultdict(list)
+    for id, version, t_start, _ in reads:
+        reads_by_id[id].append((t_start, version))
+    for id, started in reads_by_id.items():
+        done = sorted(by_id.get(id, []))
+        j, highest = 0, 0
+        for t_start, version in sorted(started):
+            while j < len(done) and done[j][0] < t_start:
+                highest = max(highest, done[j][1])
+                j += 1
+            if version < highest:
+                found.append((id, version, highest))
+    return found
+
+
+def run_once(number, args, database_url, memcached):
+    ids = seed(IDS_PER_RUN, "sc")
+    index = {id: i for i, id in enumerate(ids)}
+    try:
+        ports = [start_instance(database_url, memcached) for _ in range(args.instances)]
+        stop = threading.Event()
+        writers = [Writer(f"writer{i}", ports, ids, stop) for i in range(WRITERS)]
+        readers = [Reader(f"reader{i}", ports, ids, stop) for i in range(READERS)]
+        flusher = Background(stop)
+        threads = writers + readers + [flusher]
+        began = time.monotonic()
+        for thread in threads:
+            thread.start()
+        try:
+            time.sleep(args.seconds)
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join(30)
+        elapsed = time.monotonic() - began
+        time.sleep(QUIESCENCE)
+
+        database = dict(tuple(int(x) for x in line.split("|"))
+                        for line in psql(f"SELECT id, version FROM user_profiles WHERE id IN ({','.join(map(str, ids))})").splitlines())
+        after = []  # (port, id, answered, database)
+        for port in ports:
+            for id in ids:
+                status, body = get(port, f"/users/profile/{id}")
+                answered = json.loads(body)["version"] if status == 200 else f"status {status}"
+                if answered != database.get(id):
+                    after.append((port, id, answered, database.get(id)))
+    finally:
+        stop_instances()
+
+    workers = writers + readers
+    reads = [r for w in workers for r in w.reads]
+    acks = [a for w in writers for a in w.acks]
+    answers = acks + [(id, version, t_end) for id, version, _, t_end in reads]
+    stale = below_earlier(reads, acks)
+    monotonic = below_earlier(reads, answers)
+    ryw = [v for w in writers for v in w.ryw]
+    backwards = []
+    for reader in readers:
+        highest = {}
+        for id, version, _, _ in reader.reads:
+            if version < highest.get(id, 0):
+                backwards.append((id, version, highest[id]))
+            highest[id] = max(highest.get(id, 0), version)
+    statuses = collections.Counter()
+    for w in workers:
+        statuses.update(w.statuses)
+    requests = sum(w.requests for w in workers)
+    failures = [w.failure for w in workers if w.failure]
+    figures = {
+        "run": number, "instances": args.instances, "seconds": round(elapsed, 2), "rtt_ms": args.rtt_ms,
+        "requests_per_s": round(requests / elapsed, 1), "acks_per_s": round(len(acks) / elapsed, 1),
+        "reads": len(reads), "acks": len(acks), "conflicts": sum(w.conflicts for w in writers),
+        "flushes": flusher.flushes, "flush_errors": flusher.flusher.errors + sum(w.flusher.errors for w in writers),
+        "read_your_writes": len(ryw), "stale_reads": len(stale), "monotonic_global": len(monotonic),
+        "per_reader_backwards": len(backwards), "stale_after_quiescence": len(after),
+        "non_200": {str(k): v for k, v in sorted(statuses.items())},
+    }
+    figures["violations"] = sum(figures[k] for k in ("read_your_writes", "stale_reads", "monotonic_global",
+                                                     "per_reader_backwards", "stale_after_quiescence"))
+    print(f"run {number}: {figures['requests_per_s']:.0f} requests/s, {figures['acks_per_s']:.0f} PUTs acknowledged/s"
+          f" ({figures['conflicts']} conflicts); read-your-writes {len(ryw)}, stale reads {len(stale)},"
+          f" monotonic (global) {len(monotonic)}, per-reader N then N-1 {len(backwards)},"
+          f" stale after quiescence {len(after)}; non-200 {figures['non_200'] or 'none'}")
+    for id, version, earlier in backwards[:5]:
+        print(f"  per reader: id {index[id]} read v{version} after v{earlier}")
+    for id, acknowledged, answered in ryw[:3]:
+        print(f"  read-your-writes: id {index[id]} acknowledged v{acknowledged}, then read v{answered}")
+    for id, version, acknowledged in stale[:3]:
+        print(f"  stale: id {index[id]} read v{version} after v{acknowledged} was acknowledged")
+    for port, id, answered, expected in after[:5]:
+        print(f"  after quiescence: instance :{port} id {index[id]} answered {answered}, database v{expected}")
+    for failure in failures:
+        print(f"  thread failed: {failure}")
+    print(json.dumps(figures))
+    sys.stdout.flush()
+    return figures
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--instances", type=int, default=1)
+    parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--rtt-ms", type=float, default=None, help="round trip added by scripts/delay.sh")
+    args = parser.parse_args()
+
+    database_url, memcached, proxy = DB_URL, MEMCACHED, False
+    results = []
+    try:
+        if args.rtt_ms is not None:
+            proxy = True
+            delay("start", f"{args.rtt_ms:g}")
+            routes = exports(delay("env"))
+            database_url, memcached = routes["PROFILE_DATABASE_URL"], routes["PROFILE_MEMCACHED"]
+            print(f"through the delay proxy (+{args.rtt_ms:g} ms): {database_url} {memcached}")
+        for number in range(1, args.runs + 1):
+            results.append(run_once(number, args, database_url, memcached))
+    finally:
+        stop_instances()
+        if proxy:
+            delay("stop")
+
+    if len(results) > 1:
+        columns = [("run", "run"), ("req/s", "requests_per_s"), ("acks/s", "acks_per_s"), ("ryw", "read_your_writes"),
+                   ("stale", "stale_reads"), ("mono", "monotonic_global"), ("N,N-1", "per_reader_backwards"),
+                   ("quiesc", "stale_after_quiescence")]
+        print(" ".join(f"{title:>7}" for title, _ in columns) + "  non-200")
+        for figures in results:
+            print(" ".join(f"{figures[key]:>7}" for _, key in columns) + f"  {figures['non_200'] or '-'}")
+    sys.exit(1 if any(figures["violations"] for figures in results) else 0)
+
+
+if __name__ == "__main__":
+    main()
