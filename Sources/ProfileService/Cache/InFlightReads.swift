@@ -95,6 +95,8 @@ final class InFlightReads: Sendable {
 
     private final class Shard: Sendable {
         let flights = Mutex<[Int64: Flight]>([:])
+        /// When the next read of an id past the cache for a floor may start (``turnToReadPastCache(_:spacing:)``).
+        let floorReadTurns = Mutex<[Int64: ContinuousClock.Instant]>([:])
     }
 
     /// Sharded by id: with one map behind one lock, every miss of every worker took that lock
@@ -114,6 +116,20 @@ final class InFlightReads: Sendable {
             if let flight = flights[id] { return .follower(flight) }
             flights[id] = candidate
             return .leader(candidate)
+        }
+    }
+
+    /// When a leader's read of `id` past the cache for a floor may start: now, or `spacing`
+    /// after the previous such read's turn, whichever is later (docs/design.md §2.1). The leader
+    /// waits until then with its flight open, so floor reads arriving meanwhile share its read.
+    func turnToReadPastCache(_ id: Int64, spacing: Duration) -> ContinuousClock.Instant {
+        let now = ContinuousClock.now
+        return shard(id).floorReadTurns.withLock { turns in
+            let turn = turns[id].map { max(now, $0 + spacing) } ?? now
+            turns[id] = turn
+            // Only recent turns matter: forget the rest once there are many.
+            if turns.count > 256 { turns = turns.filter { $0.value + spacing > now } }
+            return turn
         }
     }
 

@@ -21,6 +21,12 @@ public struct ProfileCacheConfiguration: Sendable {
     /// How many readers of this process may wait for others' reads at once; beyond, 503 at once.
     /// The service sets half its workers, so a slow read of one hot id never holds them all.
     public var maximumCoalescedWaiters = Int.max
+    /// The least time between two reads of one id that go past the cache for a floor
+    /// (docs/design.md §2.1): a leader whose read would start sooner after the last one waits,
+    /// and every floor read arriving meanwhile shares its read. A floor nothing can meet
+    /// (`min_version=2147483647`) then costs at most one PostgreSQL read per id per interval,
+    /// however many clients send it.
+    public var floorReadSpacing: Duration = .milliseconds(2)
     /// Share of a worker's recent reads that missed above which a read sends its lease with its
     /// first lookup (``ReadStrategy``); 0: always, above 1: never.
     public var leaseFirstMissShare = 0.5

@@ -377,6 +377,11 @@ extension ProfileRepository {
             case .leader(let flight):
                 var outcome = InFlightReads.Outcome.failed(.unavailable)
                 defer { shared.inFlight.finish(id, flight: flight, outcome: outcome) }
+                // Spaced from the last read of this id past the cache: readers arriving in the
+                // wait follow this read, so a flood of unreachable floors is a read per interval.
+                let turn = shared.inFlight.turnToReadPastCache(id, spacing: configuration.floorReadSpacing)
+                let wait = ContinuousClock.now.duration(to: turn)
+                if wait > .zero { sleepThread(for: wait) }
                 flight.markReadStarted()
                 do {
                     let profile = try readPast(cachedVersion: cachedVersion, floor: floor, id: id)
@@ -419,7 +424,7 @@ extension ProfileRepository {
 
     /// A wait for another reader's read that ended without an answer (it ran out, or no waiting
     /// place was free): counted, and the read is answered 503 rather than read again (§5.3).
-    private func gaveUpWaiting(_ wait: InFlightReads.Wait) -> ProfileStoreError {
+    func gaveUpWaiting(_ wait: InFlightReads.Wait) -> ProfileStoreError {
         if case .refused = wait { statistics.record(.coalescedWaitRefused) } else { statistics.record(.coalescedWaitExpired) }
         return .unavailable
     }
