@@ -192,7 +192,7 @@ public enum CacheProtocolScenarios {
     }
 }
 
-/// Monotonic reads (docs/design.md §2.1): once any request was answered version N, no request
+/// Monotonic reads (docs/design.md §2.9): once any request was answered version N, no request
 /// that begins after that answer is answered anything older — whoever asks, through whichever
 /// instance. Each scenario forces one interleaving in which a row read from PostgreSQL was
 /// answered while an older reader's lease still stood, so that reader's late populate landed

@@ -131,7 +131,7 @@ import TestSupport
     }
 }
 
-/// Monotonic reads (docs/design.md §2.1), replayed deterministically in memory; the same
+/// Monotonic reads (docs/design.md §2.9), replayed deterministically in memory; the same
 /// scenarios run on the real servers in RealServerCacheProtocolTests.
 @Suite struct MonotonicReadTests {
     @Test func aReaderPastAnotherReadersLeaseLeavesNoOlderPopulateBehind() throws {

@@ -29,6 +29,9 @@ name ids by their index among the run's 10 (0-9). Exit status 1 if any run count
   eval "$(scripts/deps.sh env)"; scripts/drills/strict_consistency.py [--instances N] [--seconds S]
       [--runs K] [--rtt-ms X]      (PROFILE_SERVICE_BIN: the binary, default .build/debug/profile-service)
 
+--serve-args "…" adds flags to every instance's `serve` (a standby: "--replica-database-url URL", with
+PROFILE_PG_STANDBY_DELAY_MS=300 scripts/deps.sh start-standby for one that applies 300 ms late).
+
 --rtt-ms X starts `scripts/delay.sh start X` and gives the instances the proxy's addresses (X ms more
 on every round trip to PostgreSQL and memcached); the proxy is stopped at the end.
 """
@@ -45,11 +48,11 @@ NODES = [("127.0.0.1", int(port)) for port in MC_PORTS]  # direct, whatever PROF
 STARTED = []  # the instances still running: (process, port)
 
 
-def start_instance(database_url, memcached):
+def start_instance(database_url, memcached, serve_args=()):
     port = free_port()
     env = dict(os.environ, PROFILE_DATABASE_URL=database_url, PROFILE_MEMCACHED=memcached)
     log = open(os.path.join(STATE, f"strict-{port}.log"), "w")
-    process = subprocess.Popen([BIN, "serve", "--port", str(port), "--no-access-log", "--auth", "none"],
+    process = subprocess.Popen([BIN, "serve", "--port", str(port), "--no-access-log", "--auth", "none", *serve_args],
                                env=env, stdout=log, stderr=log)
     STARTED.append((process, port))
     deadline = time.time() + 30
@@ -288,7 +291,7 @@ def run_once(number, args, database_url, memcached):
     ids = seed(IDS_PER_RUN, "sc")
     index = {id: i for i, id in enumerate(ids)}
     try:
-        ports = [start_instance(database_url, memcached) for _ in range(args.instances)]
+        ports = [start_instance(database_url, memcached, shlex.split(args.serve_args)) for _ in range(args.instances)]
         stop = threading.Event()
         writers = [Writer(f"writer{i}", ports, ids, stop) for i in range(WRITERS)]
         readers = [Reader(f"reader{i}", ports, ids, stop) for i in range(READERS)]
@@ -373,6 +376,8 @@ def main():
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--rtt-ms", type=float, default=None, help="round trip added by scripts/delay.sh")
+    parser.add_argument("--serve-args", default="", help="more `serve` flags for every instance, e.g. "
+                        "\"--replica-database-url postgres://…\" for a standby (scripts/deps.sh start-standby)")
     args = parser.parse_args()
 
     database_url, memcached, proxy = DB_URL, MEMCACHED, False

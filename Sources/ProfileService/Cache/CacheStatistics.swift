@@ -30,7 +30,7 @@ public final class CacheStatistics: Sendable {
         /// No lease could be taken, so the row was not stored.
         case populateSkipped
         /// A row read from PostgreSQL, about to be answered, was stored over a lease or an older
-        /// entry first (monotonic reads, docs/design.md §2.1).
+        /// entry first (monotonic reads, docs/design.md §2.9).
         case settleStored
         /// A lease found after a PostgreSQL read was deleted before the row was answered: its
         /// reader may have read an older row.

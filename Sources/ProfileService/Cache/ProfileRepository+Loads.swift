@@ -117,7 +117,7 @@ extension ProfileRepository {
     /// row loses its `cas`. When the pipelined round trip fails, one populate at a time, as a
     /// single load's (a `cas` that did land is then reported lost: its flight's followers read
     /// for themselves, which is always safe). A load without a lease of its own, and one whose
-    /// populate lost, settles its key before its row is answered (monotonic reads, §2.1).
+    /// populate lost, settles its key before its row is answered (monotonic reads, §2.9).
     private func storeLoaded(_ loads: inout [Load], rows: [Int64: Profile]) {
         let leased = loads.indices.filter { loads[$0].lease.ownCAS != nil }
         guard leased.count > 1 else {
@@ -157,7 +157,11 @@ extension ProfileRepository {
             let load = loads[index]
             let landed = readBack[store.key]?.value == store.value
             statistics.record(landed ? .populateStored : .populateLost)
-            if !landed { settle(answering: rows[load.id], id: load.id, key: load.key, seenCAS: nil) }
+            if !landed {
+                // What was read back is the key after the populate: settle from it, no look of its own.
+                let lookup: MemcachedGetResult = readBack[store.key].map { .hit($0) } ?? .miss
+                settle(answering: rows[load.id], id: load.id, key: load.key, seenCAS: nil, lookup: lookup)
+            }
             if let row = rows[load.id] {
                 shared.hooks.afterPopulate?(load.id)
                 loads[index].outcome = .found(row, populated: landed)

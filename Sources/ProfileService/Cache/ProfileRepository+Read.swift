@@ -89,8 +89,9 @@ extension ProfileRepository {
                 }
                 statistics.record(.miss)
                 guard case .hit(let item) = found else { preconditionFailure("another reader's lease without a hit") }
-                let row = try readRow(id: id, floor: minVersion, after: began)
-                // Its reader may have read an older row: it must not land after this answer.
+                // As of a moment after the look that saw the lease (a standby's row too, §8): the row
+                // may be stored over that lease, whose reader may have read an older one.
+                let row = try readRow(id: id, floor: minVersion, after: .now)
                 settle(answering: row, id: id, key: key, seenCAS: item.cas)
                 return row.map { Representation($0, outcome: .miss) }
             }
@@ -332,7 +333,13 @@ extension ProfileRepository {
     }
 
     enum PopulateOutcome {
-        case stored, lost, failed
+        case stored
+        /// The lease was replaced (a write, another reader) before the populate arrived.
+        case lost
+        /// The key held nothing when the populate arrived (an eviction, a flush, a refresh): a
+        /// later lease's reader reads after this, so nothing older than the row can land.
+        case gone
+        case failed
     }
 
     /// Stores the record of an absent profile over the reader's lease, if the lease is still there.
@@ -351,7 +358,9 @@ extension ProfileRepository {
         switch result {
         case .stored:
             return .stored
-        case .exists, .notFound, .notStored:
+        case .notFound:
+            return .gone
+        case .exists, .notStored:
             return .lost
         case .failure(let error):
             statistics.record(.error)

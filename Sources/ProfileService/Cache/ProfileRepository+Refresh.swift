@@ -52,7 +52,7 @@ extension ProfileRepository {
     }
 
     /// - Parameter lookup: the entry as read just now, if it was; else it is read first.
-    private func refresh(after change: ProfileChange, lookup: MemcachedGetResult?) -> RefreshOutcome {
+    func refresh(after change: ProfileChange, lookup: MemcachedGetResult?) -> RefreshOutcome {
         let key = configuration.key(for: change.id)
         guard case .changed(_, let version, let row) = change else {
             // A deletion: only an entry memcached holds needs deleting (a reader that leases after

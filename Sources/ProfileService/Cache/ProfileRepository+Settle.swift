@@ -1,7 +1,7 @@
 import MemcachedClient
 
-/// Monotonic reads (docs/design.md §2.1, "No answer older than an earlier one"): a row read from
-/// PostgreSQL is answered only once memcached can no longer come to hold anything older.
+/// Monotonic reads (docs/design.md §2.9): a row read from PostgreSQL is answered only once
+/// memcached can no longer come to hold anything older.
 ///
 /// A hit is never the problem — a cached entry only grows while it lives. The danger is a row
 /// answered from PostgreSQL while the key holds a *lease*: its reader may have read an older row
@@ -20,31 +20,41 @@ import MemcachedClient
 extension ProfileRepository {
     /// Settles `key` for an answer of `row` (`nil`: no such profile, version 0 as in §2.6).
     ///
-    /// - Parameter seenCAS: the CAS value of a lease or undecodable entry this reader looked at
-    ///   before its PostgreSQL read, which the row may replace.
-    func settle(answering row: Profile?, id: Int64, key: String, seenCAS: UInt64?) {
+    /// - Parameters:
+    ///   - seenCAS: the CAS value of a lease or undecodable entry this reader looked at before its
+    ///     PostgreSQL read, which the row may replace.
+    ///   - lookup: the key as read after the PostgreSQL read, when it was (a batch's populates read
+    ///     back); else it is read here.
+    func settle(answering row: Profile?, id: Int64, key: String, seenCAS: UInt64?, lookup: MemcachedGetResult? = nil) {
         if let seenCAS {
             let value = row.map(CacheEntry.encode) ?? CacheEntry.encodedAbsent
             switch store(value, key: key, overLease: seenCAS) {
             case .stored:
                 statistics.record(.settleStored)
                 return
-            case .failed: return  // memcached does not answer: nothing can be settled from here
+            case .gone, .failed: return  // nothing there now, or memcached does not answer
             case .lost: break  // changed since the look: look again
             }
         }
-        switch refresh(after: .changed(id: id, version: row?.version ?? 0, row: row)) {
+        switch refresh(after: .changed(id: id, version: row?.version ?? 0, row: row), lookup: lookup) {
         case .stored: statistics.record(.settleStored)
         case .invalidated: statistics.record(.settleInvalidated)
         case .current, .absent, .failed: break
         }
     }
 
+    /// ``settle(answering:id:key:seenCAS:)`` for a row read from PostgreSQL outside the read path
+    /// (the live updates' fetch of a change): nothing of the key was seen before the read.
+    func settle(answering row: Profile?, id: Int64) {
+        settle(answering: row, id: id, key: configuration.key(for: id), seenCAS: nil)
+    }
+
     /// ``settle(answering:id:key:seenCAS:)`` for what a load came to: nothing to do when the
     /// reader's own populate landed.
+    /// A populate that found the key empty (`gone`) needs nothing more either.
     func settle(answering row: Profile?, id: Int64, key: String, populate: PopulateOutcome?) {
         switch populate {
-        case .stored?, .failed?: return
+        case .stored?, .gone?, .failed?: return
         case .lost?, nil: settle(answering: row, id: id, key: key, seenCAS: nil)
         }
     }

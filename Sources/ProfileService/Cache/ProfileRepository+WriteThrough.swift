@@ -161,7 +161,7 @@ extension ProfileRepository {
             case .stored:
                 statistics.record(.writeThroughStored)
                 return .stored
-            case .lost:
+            case .lost, .gone:
                 statistics.record(.writeThroughCASConflict)
                 continue attempts
             case .failed:
