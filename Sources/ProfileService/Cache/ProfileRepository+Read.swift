@@ -219,7 +219,7 @@ extension ProfileRepository {
     ) -> InFlightReads.Outcome {
         guard let leaseCAS = lease.ownCAS else {
             if profile != nil { statistics.record(.populateSkipped) }
-            settle(answering: profile, id: id, key: key, seenCAS: lease.othersCAS)
+            settle(answering: profile, id: id, key: key, lease: lease)
             return profile.map { .found($0, populated: false) } ?? .notFound
         }
         // Closed to new followers before the populate is sent: one that joined after the row
@@ -290,6 +290,8 @@ extension ProfileRepository {
         /// The CAS value of another reader's lease (or an undecodable entry) read back instead: a
         /// row read after it may be stored over it (``settle(answering:id:key:seenCAS:)``).
         var othersCAS: UInt64?
+        /// The version of a profile entry (0: a record of absence) read back instead.
+        var cachedVersion: Int32?
 
         /// What the key held when read back: the reader's own lease, another's, or neither.
         init(readBack: MemcachedGetResult, token: UInt64) {
@@ -297,7 +299,8 @@ extension ProfileRepository {
             switch CacheEntry(decoding: item.value) {
             case .lease(let found)? where found == token: ownCAS = item.cas
             case .lease?, nil: othersCAS = item.cas
-            case .profile?, .absent?: break
+            case .profile(let version, _)?: cachedVersion = version
+            case .absent?: cachedVersion = 0
             }
         }
 

@@ -49,6 +49,15 @@ extension ProfileRepository {
         settle(answering: row, id: id, key: configuration.key(for: id), seenCAS: nil)
     }
 
+    /// ``settle(answering:id:key:seenCAS:)`` for a load that could not put its lease down. When
+    /// the key held a profile entry at the row's version or above before the read, nothing is
+    /// needed: from then on the key only grows, or empties and is filled by a reader whose lease
+    /// went down later, so whose row is at least as new.
+    func settle(answering row: Profile?, id: Int64, key: String, lease: LeaseAttempt) {
+        if let cachedVersion = lease.cachedVersion, cachedVersion >= row?.version ?? 0 { return }
+        settle(answering: row, id: id, key: key, seenCAS: lease.othersCAS)
+    }
+
     /// ``settle(answering:id:key:seenCAS:)`` for what a load came to: nothing to do when the
     /// reader's own populate landed.
     /// A populate that found the key empty (`gone`) needs nothing more either.
