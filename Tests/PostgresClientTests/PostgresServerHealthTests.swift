@@ -57,4 +57,16 @@ import Testing
         health.recordConnected()
         #expect(health.downReason == nil)
     }
+
+    @Test func aReadGivesUpOnlyWhenNoConnectionHasHeardFromTheServerForTheSilenceLimit() {
+        let health = PostgresServerHealth(silenceLimit: .milliseconds(100))
+        let sent = ContinuousClock.now
+        health.recordAnswer(at: sent)
+        #expect(!health.isSilent(toStatementSentAt: sent, at: sent + .milliseconds(50)), "not waited long enough")
+        #expect(health.isSilent(toStatementSentAt: sent, at: sent + .milliseconds(150)), "nobody heard anything")
+        // Another connection heard from the server meanwhile: slow for this read, not silent.
+        health.recordAnswer(at: sent + .milliseconds(120))
+        #expect(!health.isSilent(toStatementSentAt: sent, at: sent + .milliseconds(150)))
+        #expect(health.isSilent(toStatementSentAt: sent, at: sent + .milliseconds(230)))
+    }
 }

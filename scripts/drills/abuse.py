@@ -166,6 +166,19 @@ def main():
     reads = metric(port, "profile_service_cache_events_total", 'event="database_read"') - reads_before
     rows.append(("GET ?min_version=2147483647 × 1,600 from 32 connections", f"{codes}; {reads:.0f} PostgreSQL reads"))
 
+    # 3b. The same floors in lists: 160 lists of 20 cached ids, each at @2147483647, from 16 connections.
+    members = [owner] + [9_500_000_000_000_000 + owner % 1_000_000 * 100 + i for i in range(19)]
+    for member in members[1:]:
+        status, _ = request(port, "PUT", f"/users/profile/{member}", {
+            "Authorization": f"Bearer {token(member)}", "If-None-Match": "*", "Content-Type": "application/json"},
+            f'{{"username":"abl{member % 100000000}","display_name":"Abuse list"}}')
+        assert status == 201, status
+    listed = "/users/profiles?ids=" + ",".join(f"{member}@2147483647" for member in members)
+    reads_before = metric(port, "profile_service_cache_events_total", 'event="database_read"')
+    codes = get_from_threads(port, 16, lambda worker: [listed] * 10)
+    reads = metric(port, "profile_service_cache_events_total", 'event="database_read"') - reads_before
+    rows.append(("160 lists of 20 ids @2147483647 from 16 connections", f"{codes}; {reads:.0f} PostgreSQL row reads (3,200 members)"))
+
     # 4. Absent ids.
     reads_before = metric(port, "profile_service_cache_events_total", 'event="database_read"')
     absent = [9_400_000_000_000_000 + owner % 1_000_000 * 1000 + i for i in range(100)]

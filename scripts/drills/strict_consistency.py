@@ -19,12 +19,13 @@ once its whole answer is read):
   read-your-writes   the read after a PUT's 200 answered a version below the acknowledged one
   stale read         a read (floorless or not) that started after the acknowledgement of version v
                      of its id had been received answered a version below v
-  monotonic (global) a read that started after any answer (read or acknowledgement) of version N of
-                     its id had been received answered a version below N
+  monotonic (global) a read that started after any answer (a read, an acknowledgement, a 409's
+                     current profile) of version N of its id had been received answered below N
   per reader N, N-1  one reader thread's later read of an id answered below an earlier read of it
   after quiescence   an (instance, id) whose floorless GET differs from the database's version
 and the answers other than 200 by status (409s to PUTs are counted apart, as conflicts). Examples
-name ids by their index among the run's 10 (0-9). Exit status 1 if any run counts any violation.
+name ids by their index among the run's 10 (0-9) and say which thread, instance (port) and X-Cache
+answered each side. Exit status 1 if any run counts any violation.
 
   eval "$(scripts/deps.sh env)"; scripts/drills/strict_consistency.py [--instances N] [--seconds S]
       [--runs K] [--rtt-ms X]      (PROFILE_SERVICE_BIN: the binary, default .build/debug/profile-service)
@@ -139,13 +140,15 @@ class Worker(threading.Thread):
         super().__init__(daemon=True, name=name)
         self.ports, self.ids, self.stop = ports, ids, stop
         self.connections = {}
-        self.reads = []  # (id, version, t_start, t_end)
+        self.reads = []  # (id, version, t_start, t_end, source)
+        self.last = (None, "-")
         self.statuses = collections.Counter()  # answers other than 200 (0: no answer)
         self.requests = 0
         self.failure = None
 
     def request(self, method, path, body=None):
-        """(status, parsed JSON or None, t_start, t_end) through a random instance."""
+        """(status, parsed JSON or None, t_start, t_end) through a random instance; the instance's
+        port and the answer's X-Cache are kept in self.last."""
         port = random.choice(self.ports)
         connection = self.connections.get(port)
         headers = {"Content-Type": "application/json"} if body is not None else {}
@@ -159,6 +162,7 @@ class Worker(threading.Thread):
             response = connection.getresponse()
             raw = response.read()
             ended = time.monotonic()
+            self.last = (port, response.getheader("X-Cache", "-"))
             if response.will_close:
                 connection.close()
                 del self.connections[port]
@@ -182,7 +186,8 @@ class Worker(threading.Thread):
             if status != 0:
                 self.statuses[status] += 1
             return None
-        self.reads.append((id, body["version"], started, ended))
+        # (id, version, t_start, t_end, what answered it: thread, instance port, X-Cache, floor)
+        self.reads.append((id, body["version"], started, ended, (self.name, *self.last, floor)))
         return body["version"]
 
     def run(self):
@@ -205,7 +210,8 @@ class Writer(Worker):
     def __init__(self, *arguments):
         super().__init__(*arguments)
         self.known = {id: 1 for id in self.ids}  # seeded profiles start at version 1
-        self.acks = []  # (id, version, t_ack)
+        self.acks = []  # (id, version, t_ack, source)
+        self.currents = []  # a 409's current version: (id, version, t_end, source)
         self.ryw = []  # (id, acknowledged, answered)
         self.conflicts = 0
         self.flusher = Flusher()
@@ -222,7 +228,7 @@ class Writer(Worker):
                         {"display_name": f"{self.name}-{expected + 1}", "version": expected})
                     if status == 200 and isinstance(body, dict) and "version" in body:
                         acknowledged = body["version"]
-                        self.acks.append((id, acknowledged, ended))
+                        self.acks.append((id, acknowledged, ended, (self.name, *self.last, "ack")))
                         self.known[id] = acknowledged
                         answered = self.read(id, floor=acknowledged)
                         if answered is not None:
@@ -235,6 +241,7 @@ class Writer(Worker):
                         current = body.get("current") if isinstance(body.get("current"), dict) else body
                         if "version" in current:
                             self.known[id] = current["version"]
+                            self.currents.append((id, current["version"], ended, (self.name, *self.last, "409")))
                             continue
                     if status != 0:
                         self.statuses[status] += 1
@@ -265,25 +272,36 @@ class Background(threading.Thread):
         self.flusher.close()
 
 
+def cache_events(port, event):
+    """An instance's profile_service_cache_events_total{event=…} (memcached failures: `error`)."""
+    status, body = get(port, "/metrics")
+    for line in body.decode().splitlines() if status == 200 else []:
+        if line.startswith("profile_service_cache_events_total{") and f'event="{event}"' in line:
+            return int(float(line.split()[-1]))
+    return 0
+
+
 def below_earlier(reads, completions):
-    """Reads (id, version, t_start, _) that answered below the highest version, among
-    completions (id, version, t_end), whose answer had been received before the read started."""
+    """Reads (id, version, t_start, t_end, source) that answered below the highest version, among
+    completions (id, version, t_end, source), whose answer had been received before the read
+    started: (id, version, highest, the read's source, the highest's source, ms between them)."""
     by_id = collections.defaultdict(list)
-    for id, version, t_end in completions:
-        by_id[id].append((t_end, version))
+    for id, version, t_end, source in completions:
+        by_id[id].append((t_end, version, source))
     found = []
     reads_by_id = collections.defaultdict(list)
-    for id, version, t_start, _ in reads:
-        reads_by_id[id].append((t_start, version))
+    for id, version, t_start, _, source in reads:
+        reads_by_id[id].append((t_start, version, source))
     for id, started in reads_by_id.items():
-        done = sorted(by_id.get(id, []))
-        j, highest = 0, 0
-        for t_start, version in sorted(started):
+        done = sorted(by_id.get(id, []), key=lambda d: d[0])
+        j, highest, highest_at, highest_source = 0, 0, 0.0, None
+        for t_start, version, source in sorted(started, key=lambda r: r[0]):
             while j < len(done) and done[j][0] < t_start:
-                highest = max(highest, done[j][1])
+                if done[j][1] > highest:
+                    highest, highest_at, highest_source = done[j][1], done[j][0], done[j][2]
                 j += 1
             if version < highest:
-                found.append((id, version, highest))
+                found.append((id, version, highest, source, highest_source, (t_start - highest_at) * 1000))
     return found
 
 
@@ -312,6 +330,7 @@ def run_once(number, args, database_url, memcached):
         database = dict(tuple(int(x) for x in line.split("|"))
                         for line in psql(f"SELECT id, version FROM user_profiles WHERE id IN ({','.join(map(str, ids))})").splitlines())
         after = []  # (port, id, answered, database)
+        cache_errors = sum(cache_events(port, "error") for port in ports)
         for port in ports:
             for id in ids:
                 status, body = get(port, f"/users/profile/{id}")
@@ -324,14 +343,15 @@ def run_once(number, args, database_url, memcached):
     workers = writers + readers
     reads = [r for w in workers for r in w.reads]
     acks = [a for w in writers for a in w.acks]
-    answers = acks + [(id, version, t_end) for id, version, _, t_end in reads]
+    currents = [c for w in writers for c in w.currents]
+    answers = acks + currents + [(id, version, t_end, source) for id, version, _, t_end, source in reads]
     stale = below_earlier(reads, acks)
     monotonic = below_earlier(reads, answers)
     ryw = [v for w in writers for v in w.ryw]
     backwards = []
     for reader in readers:
         highest = {}
-        for id, version, _, _ in reader.reads:
+        for id, version, *_ in reader.reads:
             if version < highest.get(id, 0):
                 backwards.append((id, version, highest[id]))
             highest[id] = max(highest.get(id, 0), version)
@@ -347,20 +367,23 @@ def run_once(number, args, database_url, memcached):
         "flushes": flusher.flushes, "flush_errors": flusher.flusher.errors + sum(w.flusher.errors for w in writers),
         "read_your_writes": len(ryw), "stale_reads": len(stale), "monotonic_global": len(monotonic),
         "per_reader_backwards": len(backwards), "stale_after_quiescence": len(after),
-        "non_200": {str(k): v for k, v in sorted(statuses.items())},
+        "non_200": {str(k): v for k, v in sorted(statuses.items())}, "memcached_errors": cache_errors,
     }
     figures["violations"] = sum(figures[k] for k in ("read_your_writes", "stale_reads", "monotonic_global",
                                                      "per_reader_backwards", "stale_after_quiescence"))
     print(f"run {number}: {figures['requests_per_s']:.0f} requests/s, {figures['acks_per_s']:.0f} PUTs acknowledged/s"
           f" ({figures['conflicts']} conflicts); read-your-writes {len(ryw)}, stale reads {len(stale)},"
           f" monotonic (global) {len(monotonic)}, per-reader N then N-1 {len(backwards)},"
-          f" stale after quiescence {len(after)}; non-200 {figures['non_200'] or 'none'}")
+          f" stale after quiescence {len(after)}; non-200 {figures['non_200'] or 'none'};"
+          f" memcached failures seen by the instances {cache_errors}")
     for id, version, earlier in backwards[:5]:
         print(f"  per reader: id {index[id]} read v{version} after v{earlier}")
     for id, acknowledged, answered in ryw[:3]:
         print(f"  read-your-writes: id {index[id]} acknowledged v{acknowledged}, then read v{answered}")
-    for id, version, acknowledged in stale[:3]:
-        print(f"  stale: id {index[id]} read v{version} after v{acknowledged} was acknowledged")
+    for id, version, acknowledged, source, earlier, gap in stale[:3]:
+        print(f"  stale: id {index[id]} read v{version} ({source}) {gap:.1f} ms after v{acknowledged} was acknowledged ({earlier})")
+    for id, version, highest, source, earlier, gap in monotonic[:5]:
+        print(f"  monotonic: id {index[id]} read v{version} ({source}) {gap:.1f} ms after v{highest} was answered ({earlier})")
     for port, id, answered, expected in after[:5]:
         print(f"  after quiescence: instance :{port} id {index[id]} answered {answered}, database v{expected}")
     for failure in failures:

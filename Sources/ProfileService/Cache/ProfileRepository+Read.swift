@@ -91,9 +91,7 @@ extension ProfileRepository {
                 guard case .hit(let item) = found else { preconditionFailure("another reader's lease without a hit") }
                 // As of a moment after the look that saw the lease (a standby's row too, §8): the row
                 // may be stored over that lease, whose reader may have read an older one.
-                let row = try readRow(id: id, floor: minVersion, after: .now)
-                settle(answering: row, id: id, key: key, seenCAS: item.cas)
-                return row.map { Representation($0, outcome: .miss) }
+                return try readSettling(id: id, key: key, floor: minVersion, after: .now, seenCAS: item.cas)
             }
         }
     }
@@ -262,9 +260,7 @@ extension ProfileRepository {
                 return try bypass(id: id, cachedVersion: profile.version, floor: minVersion, since: began)
             }
         case .unusable:
-            let row = try readRow(id: id, floor: minVersion, after: began)
-            settle(answering: row, id: id, key: configuration.key(for: id), seenCAS: nil)
-            return row.map { Representation($0, outcome: .miss) }
+            return try readSettling(id: id, key: configuration.key(for: id), floor: minVersion, after: began, seenCAS: nil)
         case .timedOut, .refused:
             throw gaveUpWaiting(wait)
         }
@@ -441,7 +437,18 @@ extension ProfileRepository {
         return .unavailable
     }
 
-    /// A read that populates nothing: the row as of a moment after the request arrived.
+    /// A read that populates nothing of its own: the row as of a moment after `began`, answered
+    /// once the key is settled (§2.9) — over `seenCAS`, the lease it saw before the read, if any.
+    private func readSettling(
+        id: Int64, key: String, floor: Int32?, after began: ContinuousClock.Instant, seenCAS: UInt64?
+    ) throws(ProfileStoreError) -> Representation? {
+        let row = try readRow(id: id, floor: floor, after: began)
+        settle(answering: row, id: id, key: key, seenCAS: seenCAS)
+        return row.map { Representation($0, outcome: .miss) }
+    }
+
+    /// A read that populates nothing and settles nothing — memcached failed: the row as of a
+    /// moment after the request arrived.
     private func readDatabase(
         id: Int64, floor: Int32?, outcome: CacheOutcome, since began: ContinuousClock.Instant
     ) throws(ProfileStoreError) -> Representation? {
