@@ -29,6 +29,9 @@ public struct ChangeFeedConfiguration: Sendable {
     /// thread woken once per batch, not once per commit. Adds at most this to the time a change
     /// takes to reach memcached (docs/design.md §3.2).
     public var gatherDelay: Duration = .milliseconds(5)
+    /// How long a batch waits, at most, for PostgreSQL to show its commits to other sessions
+    /// before it repairs the cache (``CommitVisibility``, docs/design.md §3.3).
+    public var visibilityWait: Duration = .seconds(1)
     /// How often the applied position is sent to PostgreSQL while it moves (it is sent at once
     /// when the server asks). Every status update wakes the walsender; a position confirmed a
     /// little late only makes a takeover replay a few more changes, which are idempotent.

@@ -363,6 +363,12 @@ final class ChangeFeedConsumer {
     /// Refreshes memcached for a batch of transactions, then announces what changed.
     private func apply(_ transactions: [CommittedTransaction]) {
         let before = progress.applied
+        // Not before PostgreSQL shows these commits to other sessions: a repair ahead of that
+        // is undone by the next reader that misses (docs/design.md §3.3).
+        let xids = transactions.map(\.xid).filter { $0 != 0 }
+        if !xids.isEmpty, !CommitVisibility.wait(for: xids, on: connection, limit: configuration.visibilityWait) {
+            logger.debug("change feed: commits not seen as visible; repairing anyway", metadata: ["transactions": "\(xids.count)"])
+        }
         // Only the last change of each id matters: refreshing is "at least this version".
         var latest: [Int64: ProfileChange] = [:]
         var order: [Int64] = []

@@ -13,6 +13,9 @@ public struct CommittedTransaction: Sendable, Equatable {
     public var truncated: Bool = false
     /// The transaction's last part (or all of it): once applied, its position may be confirmed.
     public var isComplete: Bool = true
+    /// The transaction's id (32 bits, as pgoutput sends it): the feed waits until it is visible
+    /// to other sessions before it repairs the cache (``CommitVisibility``).
+    public var xid: UInt32 = 0
 }
 
 /// Turns pgoutput messages into ``CommittedTransaction``s of ``ProfileChange``s.
@@ -57,8 +60,8 @@ public struct ProfileChangeDecoder {
     /// Feeds one message; returns the transaction it completes, if any.
     public mutating func consume(_ message: PgOutputMessage) throws(DecodingError) -> CommittedTransaction? {
         switch message {
-        case .begin(_, let commitTime, _):
-            open = CommittedTransaction(changes: [], endLSN: .zero, commitTime: commitTime)
+        case .begin(_, let commitTime, let xid):
+            open = CommittedTransaction(changes: [], endLSN: .zero, commitTime: commitTime, xid: xid)
         case .relation(let relation):
             relations[relation.id] = relation
         case .insert(let relationID, let new), .update(let relationID, _, let new):
