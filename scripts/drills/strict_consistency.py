@@ -25,7 +25,8 @@ once its whole answer is read):
   after quiescence   an (instance, id) whose floorless GET differs from the database's version
 and the answers other than 200 by status (409s to PUTs are counted apart, as conflicts). Examples
 name ids by their index among the run's 10 (0-9) and say which thread, instance (port) and X-Cache
-answered each side. Exit status 1 if any run counts any violation.
+answered each side; the first read older than an earlier answer is shown with every answer of its
+id around it (and, with --watch-database and psycopg2 installed, when PostgreSQL showed each version). Exit status 1 if any run counts any violation.
 
   eval "$(scripts/deps.sh env)"; scripts/drills/strict_consistency.py [--instances N] [--seconds S]
       [--runs K] [--rtt-ms X]      (PROFILE_SERVICE_BIN: the binary, default .build/debug/profile-service)
@@ -251,6 +252,44 @@ class Writer(Worker):
             self.flusher.close()
 
 
+class DatabaseWatch(threading.Thread):
+    """Reads the version PostgreSQL shows for every id, over and over, when psycopg2 is at hand:
+    the first violation's timeline then says when each version became visible there."""
+
+    def __init__(self, ids, stop):
+        super().__init__(daemon=True)
+        import psycopg2
+        self.connection = psycopg2.connect(DB_URL)
+        self.connection.autocommit = True
+        self.ids, self.stop, self.polls = ids, stop, []  # (t_start, t_end, id, version)
+
+    def run(self):
+        cursor = self.connection.cursor()
+        while not self.stop.is_set():
+            started = time.monotonic()
+            cursor.execute("SELECT id, version FROM user_profiles WHERE id = ANY(%s)", (self.ids,))
+            rows = cursor.fetchall()
+            ended = time.monotonic()
+            self.polls.extend((started, ended, id, version) for id, version in rows)
+
+
+def start_database_watch(ids, stop):
+    # This folder's operator.py would stand in for the standard module psycopg2 imports.
+    here = os.path.dirname(os.path.abspath(__file__))
+    saved = list(sys.path)
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    try:
+        import psycopg2  # noqa: F401
+    except ImportError:
+        print("--watch-database: psycopg2 is not installed; no PostgreSQL timeline", file=sys.stderr)
+        return None
+    finally:
+        sys.path[:] = saved
+    watch = DatabaseWatch(ids, stop)
+    watch.start()
+    return watch
+
+
 class Background(threading.Thread):
     """flush_all to every node every FLUSH_INTERVAL."""
 
@@ -279,6 +318,23 @@ def cache_events(port, event):
         if line.startswith("profile_service_cache_events_total{") and f'event="{event}"' in line:
             return int(float(line.split()[-1]))
     return 0
+
+
+def print_timeline(violation, reads, completions, watch, index):
+    """Every answer of the violation's id near its versions, in the order they were received,
+    and (with --watch-database) when PostgreSQL showed each version."""
+    id, _, highest = violation[:3]
+    near = range(highest - 2, highest + 2)
+    events = [(t0, t1, v, source) for i, v, t0, t1, source in reads if i == id and v in near]
+    events += [(None, t1, v, source) for i, v, t1, source in completions if i == id and v in near]
+    base = min(e[1] for e in events)
+    for t0, t1, v, source in sorted(events, key=lambda e: e[1]):
+        began = "" if t0 is None else f"{(t0 - base) * 1000:8.1f}"
+        print(f"    timeline id {index[id]}: {began:>8} → {(t1 - base) * 1000:8.1f} ms v{v} {source}")
+    polls = [(t0, t1, v) for t0, t1, i, v in (watch.polls if watch else []) if i == id and v in near]
+    for k, (t0, t1, v) in enumerate(polls):
+        if k == 0 or k + 1 == len(polls) or v != polls[k - 1][2] or v != polls[k + 1][2]:
+            print(f"    PostgreSQL showed id {index[id]} v{v} in the read {(t0 - base) * 1000:8.1f} → {(t1 - base) * 1000:8.1f} ms")
 
 
 def below_earlier(reads, completions):
@@ -311,6 +367,7 @@ def run_once(number, args, database_url, memcached):
     try:
         ports = [start_instance(database_url, memcached, shlex.split(args.serve_args)) for _ in range(args.instances)]
         stop = threading.Event()
+        watch = start_database_watch(ids, stop) if args.watch_database else None
         writers = [Writer(f"writer{i}", ports, ids, stop) for i in range(WRITERS)]
         readers = [Reader(f"reader{i}", ports, ids, stop) for i in range(READERS)]
         flusher = Background(stop)
@@ -382,6 +439,8 @@ def run_once(number, args, database_url, memcached):
         print(f"  read-your-writes: id {index[id]} acknowledged v{acknowledged}, then read v{answered}")
     for id, version, acknowledged, source, earlier, gap in stale[:3]:
         print(f"  stale: id {index[id]} read v{version} ({source}) {gap:.1f} ms after v{acknowledged} was acknowledged ({earlier})")
+    if monotonic:
+        print_timeline(monotonic[0], reads, acks + currents, watch, index)
     for id, version, highest, source, earlier, gap in monotonic[:5]:
         print(f"  monotonic: id {index[id]} read v{version} ({source}) {gap:.1f} ms after v{highest} was answered ({earlier})")
     for port, id, answered, expected in after[:5]:
@@ -399,6 +458,8 @@ def main():
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--rtt-ms", type=float, default=None, help="round trip added by scripts/delay.sh")
+    parser.add_argument("--watch-database", action="store_true",
+                        help="poll PostgreSQL's versions beside the load (needs psycopg2) for the timeline")
     parser.add_argument("--serve-args", default="", help="more `serve` flags for every instance, e.g. "
                         "\"--replica-database-url postgres://…\" for a standby (scripts/deps.sh start-standby)")
     args = parser.parse_args()
