@@ -1,6 +1,8 @@
+import Dispatch
 import Foundation
 import Glibc
 import PostgresClient
+import Synchronization
 import TestSupport
 import Testing
 
@@ -81,22 +83,42 @@ extension PostgresServerTests {
             #expect(try PostgresServerTests.backendPID(connection) != pidBefore)
         }
 
-        /// A server that stops answering (SIGSTOP: the connections stay up) costs a statement its
-        /// deadline (statement_timeout + 1 s) at most; then the shared health marks it down, and a
-        /// connection with an idle session fails fast instead of waiting a deadline of its own.
+        /// A server that stops answering (SIGSTOP: the connections stay up): a read gives up once no
+        /// connection has heard from it for the health's silence limit, a write waits its deadline
+        /// (statement_timeout + 1 s: giving up sooner would leave its outcome unknown for nothing);
+        /// the shared health marks the server down, and a connection with an idle session fails
+        /// fast instead of waiting a deadline of its own.
         @Test func aStatementToAFrozenServerEndsAtItsDeadlineAndTheOthersFailFast() throws {
             let table = Table("frozen")
             let configuration = try PostgresConfiguration(
-                url: TestEnvironment.databaseURL, statementTimeout: .milliseconds(300))
-            let health = PostgresServerHealth()
-            let first = PostgresConnection(
+                url: TestEnvironment.databaseURL, statementTimeout: .milliseconds(1000))
+            let health = PostgresServerHealth(silenceLimit: .milliseconds(400))
+            let reader = PostgresConnection(
                 configuration: configuration, statements: table.statements, health: health, logger: PostgresServerTests.logger)
-            let second = PostgresConnection(
+            let idle = PostgresConnection(
                 configuration: configuration, statements: table.statements, health: health, logger: PostgresServerTests.logger)
-            defer { first.close(); second.close(); table.drop() }
-            try table.create(on: first)
-            _ = try first.execute(table.insert, [1, "alice", nil, 1, true])
-            _ = try second.execute(table.select, [1])
+            defer { reader.close(); idle.close(); table.drop() }
+            try table.create(on: reader)
+            _ = try reader.execute(table.insert, [1, "alice", nil, 1, true])
+            _ = try idle.execute(table.select, [1])
+            // The writer, on a thread of its own: connected and prepared before the freeze.
+            let (statements, select, updateBio) = (table.statements, table.select, table.updateBio)
+            let writeTook = Mutex<Duration?>(nil)
+            let (ready, go) = (DispatchSemaphore(value: 0), DispatchSemaphore(value: 0))
+            let write = TestThread {
+                let writer = PostgresConnection(
+                    configuration: configuration, statements: statements, health: health, logger: PostgresServerTests.logger)
+                defer { writer.close() }
+                _ = try? writer.execute(select, [1])
+                _ = try? writer.execute(updateBio, [1, "warm"])
+                ready.signal()
+                go.wait()
+                let (_, elapsed) = PostgresServerTests.elapsed {
+                    #expect(throws: PostgresError.self) { try writer.execute(updateBio, [1, "frozen"]) }
+                }
+                writeTook.withLock { $0 = elapsed }
+            }
+            ready.wait()
 
             let pids = try TestEnvironment.postgresPIDs()
             var frozen: [pid_t] = []
@@ -105,23 +127,28 @@ extension PostgresServerTests {
                 try TestEnvironment.freeze(pid)
                 frozen.append(pid)
             }
+            go.signal()
             let (error, elapsed) = PostgresServerTests.elapsed {
-                #expect(throws: PostgresError.self) { try first.execute(table.select, [1]) }
+                #expect(throws: PostgresError.self) { try reader.execute(table.select, [1]) }
             }
-            print("frozen server: the statement failed after \(elapsed) (deadline \(configuration.responseDeadline))")
+            write.join()
+            let written = try #require(writeTook.withLock { $0 })
+            print("frozen server: the read failed after \(elapsed), the write after \(written) (deadline \(configuration.responseDeadline))")
             #expect(error?.kind == .connectionUnavailable)
-            #expect(elapsed >= configuration.responseDeadline, "it waited for its answer first")
-            #expect(elapsed < configuration.responseDeadline + .seconds(2), "and no longer than its deadline")
+            #expect(elapsed >= health.silenceLimit, "the read waited for its answer first")
+            #expect(elapsed < configuration.responseDeadline, "and gave up before its deadline: nobody hears from the server")
+            #expect(written >= configuration.responseDeadline, "the write waited its deadline")
+            #expect(written < configuration.responseDeadline + .seconds(2), "and no longer")
             #expect(health.isDown)
             let (_, failedFast) = PostgresServerTests.elapsed {
-                #expect(throws: PostgresError.self) { try second.execute(table.select, [1]) }
+                #expect(throws: PostgresError.self) { try idle.execute(table.select, [1]) }
             }
             #expect(failedFast < .milliseconds(500), "an idle session does not wait a deadline of its own")
 
             for pid in frozen { kill(pid, SIGCONT) }
             frozen = []
-            #expect(Eventually.wait(timeout: .seconds(10)) { (try? second.execute(table.select, [1]))?.rows.count == 1 })
-            #expect(Eventually.wait(timeout: .seconds(10)) { (try? first.execute(table.select, [1]))?.rows.count == 1 })
+            #expect(Eventually.wait(timeout: .seconds(10)) { (try? idle.execute(table.select, [1]))?.rows.count == 1 })
+            #expect(Eventually.wait(timeout: .seconds(10)) { (try? reader.execute(table.select, [1]))?.rows.count == 1 })
         }
 
         /// Connections sharing one ``PostgresServerHealth``: while the server is down they fail at
