@@ -36,8 +36,9 @@ enum ReadStep {
         case followInFlight
         /// Another process's reader holds the lease: look again after this long.
         case waitAndLookAgain(Duration)
-        /// Read PostgreSQL and answer, without populating: the lease waits ran out, or memcached
-        /// failed (then the answer's outcome is `error`).
+        /// Read PostgreSQL and answer without a lease of its own: the lease waits ran out (the row
+        /// then replaces the lease waited on before it is answered, docs/design.md §2.9), or
+        /// memcached failed (then the answer's outcome is `error`).
         case readWithoutPopulating(memcachedFailed: Bool)
     }
 
