@@ -58,13 +58,13 @@ extension ProfileRepository {
         settle(answering: row, id: id, key: key, seenCAS: lease.othersCAS)
     }
 
-    /// ``settle(answering:id:key:seenCAS:)`` for what a load came to: nothing to do when the
-    /// reader's own populate landed.
-    /// A populate that found the key empty (`gone`) needs nothing more either.
-    func settle(answering row: Profile?, id: Int64, key: String, populate: PopulateOutcome?) {
+    /// ``settle(answering:id:key:seenCAS:)`` for what a load's populate came to: nothing to do when
+    /// it landed, or found the key empty (`gone`: a later reader leases after that, so reads after
+    /// it); a failed one cannot be settled from here either.
+    func settle(answering row: Profile?, id: Int64, key: String, populate: PopulateOutcome) {
         switch populate {
-        case .stored?, .gone?, .failed?: return
-        case .lost?, nil: settle(answering: row, id: id, key: key, seenCAS: nil)
+        case .stored, .gone, .failed: return
+        case .lost: settle(answering: row, id: id, key: key, seenCAS: nil)
         }
     }
 }
