@@ -112,6 +112,15 @@ public struct PostgresConfiguration: Sendable, CustomStringConvertible {
         return copy
     }
 
+    /// This configuration with `application_name` set (replacing the URL's): how the sessions
+    /// of one role in `pg_stat_activity` and `pg_stat_replication` say who they are.
+    public func withApplicationName(_ name: String) -> PostgresConfiguration {
+        var copy = self
+        copy.parameters.removeAll { $0.keyword == "application_name" }
+        copy.parameters.append(("application_name", name))
+        return copy
+    }
+
     /// The value of a conninfo keyword after parsing and defaults, e.g. `value(for: "connect_timeout")`.
     public func value(for keyword: String) -> String? {
         parameters.first(where: { $0.keyword == keyword })?.value

@@ -14,6 +14,8 @@ extension ProfileServiceCommand {
         @Option(help: "Folder of *.sql migrations. [PROFILE_MIGRATIONS_DIR]")
         var migrationsDirectory: String = EnvironmentDefaults.string("PROFILE_MIGRATIONS_DIR", "migrations")
 
+        @OptionGroup var cacheCluster: CacheClusterOption
+
         @OptionGroup var logging: LoggingOptions
 
         func run() throws {
@@ -40,17 +42,19 @@ extension ProfileServiceCommand {
             } catch {
                 throw RuntimeFailure(description: "migrate failed: \(error)")
             }
-            createChangeFeedSlot(on: connection, logger: logger)
+            createChangeFeedSlot(for: try cacheCluster.cluster(), on: connection, logger: logger)
         }
 
-        /// The change feed's slot, so that changes from now on are kept for it even before the
-        /// first `serve` (which creates it too). Not an error without logical decoding: the
-        /// service runs with --no-change-feed there.
-        private func createChangeFeedSlot(on connection: PostgresConnection, logger: Logger) {
-            let slot = ChangeFeedConfiguration().slotName
+        /// The cache cluster's change feed slot, so that changes from now on are kept for it even
+        /// before the first `serve` (which creates it too). Not an error without logical
+        /// decoding: the service runs with --no-change-feed there.
+        private func createChangeFeedSlot(for cluster: CacheCluster, on connection: PostgresConnection, logger: Logger) {
+            let slot = cluster.slotName
             do {
                 if try LogicalReplicationSetup.ensureSlot(named: slot, on: connection) {
-                    logger.info("created the change feed's replication slot", metadata: ["slot": "\(slot)"])
+                    logger.info(
+                        "created the change feed's replication slot",
+                        metadata: ["slot": "\(slot)", "cache_cluster": "\(cluster)"])
                 }
             } catch {
                 logger.warning(

@@ -33,6 +33,8 @@ extension ProfileServiceCommand {
         @Option(help: "memcached cluster as host:port,host:port. [PROFILE_MEMCACHED]")
         var memcached: String = EnvironmentDefaults.string("PROFILE_MEMCACHED", "127.0.0.1:21211,127.0.0.1:21212")
 
+        @OptionGroup var cacheCluster: CacheClusterOption
+
         @Option(help: "memcached connect and poll timeout in milliseconds. [PROFILE_MEMCACHED_TIMEOUT_MS]")
         var memcachedTimeoutMs: Int = EnvironmentDefaults.int("PROFILE_MEMCACHED_TIMEOUT_MS", 100)
 
@@ -246,9 +248,10 @@ extension ProfileServiceCommand {
             let databases = DatabasePools(
                 postgres: postgres, connections: databaseConcurrency > 0 ? databaseConcurrency : databaseConnections,
                 health: databaseHealth, replicas: replicas, logger: logger)
-            let feed = changeFeed(postgres: direct, memcached: memcached, shared: shared, logger: logger)
+            let cluster = try cacheCluster.cluster()
+            let feed = changeFeed(cluster: cluster, postgres: direct, memcached: memcached, shared: shared, logger: logger)
             let lifecycle = ServiceLifecycle(
-                changeFeed: feed?.monitor ?? ChangeFeedMonitor(enabled: false), replicas: replicas,
+                changeFeed: feed?.monitor ?? ChangeFeedMonitor(enabled: false, cluster: cluster), replicas: replicas,
                 databaseHealth: databaseHealth)
             let streams = EventStreams(configuration: liveUpdates.streamsConfiguration())
             let hub = ProfileUpdateHub(streams: streams, logger: logger)
@@ -263,7 +266,8 @@ extension ProfileServiceCommand {
             let monitor = replicas.map { ReplicaMonitor(replicas: $0, primary: direct, logger: logger) }
             let background = ServiceGroup(
                 (feed.map { [$0] } ?? []) + (monitor.map { [$0] } ?? [])
-                    + [fetchers, ProfileChangeListener(configuration: direct, hub: hub, logger: logger)])
+                    + [fetchers, ProfileChangeListener(
+                        configuration: direct, channel: cluster.notificationChannel, hub: hub, logger: logger)])
             try background.start()
             let responder = ProfileResponder(
                 lifecycle: lifecycle, authorization: try auth.authorization(), observability: observability,
@@ -304,7 +308,7 @@ extension ProfileServiceCommand {
 
         /// The cache-repair feed (docs/design.md §3), unless turned off; not started yet.
         private func changeFeed(
-            postgres: PostgresConfiguration, memcached: MemcachedConfiguration, shared: ProfileCacheShared,
+            cluster: CacheCluster, postgres: PostgresConfiguration, memcached: MemcachedConfiguration, shared: ProfileCacheShared,
             logger: Logger
         ) -> ChangeFeed? {
             guard changeFeed else {
@@ -316,7 +320,7 @@ extension ProfileServiceCommand {
                     """)
                 return nil
             }
-            var configuration = ChangeFeedConfiguration()
+            var configuration = ChangeFeedConfiguration(cluster: cluster)
             configuration.consistencySampleRate = consistencySampleRate
             configuration.consistencyCheckDelay = .milliseconds(consistencyCheckDelayMs)
             return ChangeFeed(

@@ -102,6 +102,41 @@ public enum LogicalReplicationSetup {
             retainedBytes: try row.decodeIfPresent("retained_bytes"))
     }
 
+    /// A slot among several (``slots(namedLike:on:)``) and the session that streams it.
+    public struct NamedSlot: Sendable, Equatable {
+        public var name: String
+        public var status: SlotStatus
+        /// The `application_name` of the session streaming the slot, while one does and the
+        /// role may see it (`pg_read_all_stats`, or the same role).
+        public var consumer: String?
+        /// That session's client address; nil over a Unix socket or when not visible.
+        public var consumerAddress: String?
+
+        public init(name: String, status: SlotStatus, consumer: String? = nil, consumerAddress: String? = nil) {
+            self.name = name
+            self.status = status
+            self.consumer = consumer
+            self.consumerAddress = consumerAddress
+        }
+    }
+
+    /// Every logical slot whose name matches the `LIKE` pattern, in name order, each with the
+    /// session that streams it.
+    ///
+    /// - Throws: ``PostgresError``.
+    public static func slots(namedLike pattern: String, on connection: PostgresConnection) throws -> [NamedSlot] {
+        try connection.execute(.slotsLike, [pattern]).rows.map { row in
+            let confirmed: String? = try row.decodeIfPresent("confirmed_flush_lsn")
+            return NamedSlot(
+                name: try row.decode("slot_name"),
+                status: SlotStatus(
+                    confirmedFlushLSN: confirmed.flatMap(LSN.init), isActive: try row.decode("active"),
+                    lagBytes: try row.decodeIfPresent("lag_bytes"), walStatus: try row.decodeIfPresent("wal_status"),
+                    retainedBytes: try row.decodeIfPresent("retained_bytes")),
+                consumer: try row.decodeIfPresent("consumer"), consumerAddress: try row.decodeIfPresent("consumer_address"))
+        }
+    }
+
     /// Creates a publication of `tables` (names in the search path, each quoted as one
     /// identifier) unless one of that name exists; returns whether it created it. An existing
     /// publication is left as it is. 42710 from a race counts as "exists".
@@ -216,6 +251,19 @@ extension PostgresStatement {
                    pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint AS lag_bytes,
                    pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint AS retained_bytes
             FROM pg_replication_slots WHERE slot_name = $1
+            """,
+        isIdempotent: true)
+    fileprivate static let slotsLike = PostgresStatement(
+        name: "logical_replication_slots_like",
+        sql: """
+            SELECT s.slot_name::text AS slot_name, s.confirmed_flush_lsn::text AS confirmed_flush_lsn, s.active,
+                   s.wal_status,
+                   pg_wal_lsn_diff(pg_current_wal_lsn(), s.confirmed_flush_lsn)::bigint AS lag_bytes,
+                   pg_wal_lsn_diff(pg_current_wal_lsn(), s.restart_lsn)::bigint AS retained_bytes,
+                   r.application_name AS consumer, host(r.client_addr) AS consumer_address
+            FROM pg_replication_slots s LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid
+            WHERE s.slot_type = 'logical' AND s.slot_name LIKE $1
+            ORDER BY s.slot_name
             """,
         isIdempotent: true)
     fileprivate static let databaseIdentity = PostgresStatement(

@@ -34,7 +34,7 @@ public final class ChangeFeed: BackgroundService {
         self.memcached = memcached
         self.shared = shared
         self.logger = logger
-        self.monitor = ChangeFeedMonitor(enabled: true)
+        self.monitor = ChangeFeedMonitor(enabled: true, cluster: configuration.cluster)
         self.consistency = ConsistencyObserver(
             sampleRate: configuration.consistencySampleRate, delay: configuration.consistencyCheckDelay, logger: logger)
     }

@@ -1,8 +1,17 @@
+import Foundation
+
 /// Names and timings of the change feed (docs/design.md §3).
 public struct ChangeFeedConfiguration: Sendable {
-    /// The logical replication slot: one per cluster, shared by every instance. Only one
+    /// The memcached cluster this feed repairs (docs/design.md §3.10).
+    public var cluster: CacheCluster
+    /// The logical replication slot: one per cache cluster, shared by its instances. Only one
     /// connection can stream from it at a time, which makes it the feed's leader lock.
-    public var slotName = "profile_service_cache"
+    public var slotName: String
+    /// Where the feed says what it repaired, for the live updates of its cluster's instances.
+    public var notificationChannel: String
+    /// The replication session's `application_name`: which instance consumes a cluster, as
+    /// `pg_stat_replication` and every instance's `/readyz` show it.
+    public var consumerName: String
     /// The publication of `user_profiles` (migrations/0002_change_feed_publication.sql).
     public var publicationName = "profile_service_changes"
     /// How often an instance that is not consuming tries to take the slot over.
@@ -48,5 +57,17 @@ public struct ChangeFeedConfiguration: Sendable {
     /// How long after a change was applied the observer checks memcached for an older entry.
     public var consistencyCheckDelay: Duration = .seconds(2)
 
-    public init() {}
+    public init(cluster: CacheCluster = .default) {
+        self.cluster = cluster
+        slotName = cluster.slotName
+        notificationChannel = cluster.notificationChannel
+        consumerName = Self.consumerName(cluster: cluster)
+    }
+
+    /// `profile-service/<cluster>/<host>/<pid>`, within PostgreSQL's 63 bytes.
+    static func consumerName(cluster: CacheCluster) -> String {
+        let host = ProcessInfo.processInfo.hostName.split(separator: ".").first.map(String.init) ?? "localhost"
+        let pid = ProcessInfo.processInfo.processIdentifier
+        return String("profile-service/\(cluster.name)/\(host.prefix(20))/\(pid)".utf8.prefix(63)) ?? "profile-service"
+    }
 }

@@ -46,6 +46,7 @@ final class ChangeFeedConsumer {
         self.configuration = configuration
         // Timestamps decode as the API prints them only in UTC and ISO style (ProfileChangeDecoder).
         self.replication = postgres.addingSettings([("timezone", "UTC"), ("datestyle", "ISO")])
+            .withApplicationName(configuration.consumerName)
         notify = PostgresStatement(
             name: "change_feed_notify", sql: "SELECT pg_notify($1, $2)", isIdempotent: false)
         connection = PostgresConnection(
@@ -357,6 +358,11 @@ final class ChangeFeedConsumer {
         } else if connection.isConnected {
             monitor.recordSlot(nil)
         }
+        // Every cluster's slot, not only this one's: a cluster whose instances are all gone is
+        // seen by the others, by the WAL its slot keeps (docs/design.md §3.10).
+        if let slots = try? LogicalReplicationSetup.slots(namedLike: CacheCluster.slotPattern, on: connection) {
+            monitor.recordClusters(slots)
+        }
         if let identity = try? LogicalReplicationSetup.databaseIdentity(on: connection) { database.refresh(identity) }
     }
 
@@ -473,7 +479,7 @@ final class ChangeFeedConsumer {
         do {
             if !connection.isConnected { try connection.connect() }
             for payload in payloads {
-                _ = try connection.execute(notify, [ProfileChangePayload.channel, payload])
+                _ = try connection.execute(notify, [configuration.notificationChannel, payload])
             }
             return true
         } catch {

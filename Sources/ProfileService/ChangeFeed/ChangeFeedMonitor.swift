@@ -1,5 +1,6 @@
 import Metrics
 public import PostgresClient
+import ServiceRuntime
 import Synchronization
 
 /// What the change feed of this instance is doing.
@@ -21,6 +22,8 @@ public enum ChangeFeedState: String, Sendable {
 
 /// A snapshot for `/readyz` and tests.
 public struct ChangeFeedStatus: Sendable, Equatable {
+    /// The cache cluster this instance's feed repairs.
+    public var cluster = CacheCluster.default
     public var state: ChangeFeedState
     /// Why the feed is not active, when it is unavailable or stalled.
     public var detail: String?
@@ -46,6 +49,9 @@ public struct ChangeFeedStatus: Sendable, Equatable {
     public var slotWALStatus: String?
     /// The WAL the server keeps for the slot, as last read.
     public var slotRetainedBytes: Int64?
+    /// Every cache cluster's slot as last read, this instance's own among them (empty before the
+    /// first look, or when the feed is off).
+    public var clusters: [CacheClusterStatus] = []
 }
 
 /// The feed's state, shared between its thread and the request workers (for `/readyz`), and
@@ -62,27 +68,47 @@ public struct ChangeFeedStatus: Sendable, Equatable {
 /// | `profile_service_change_feed_gaps_total` | gaps in the commit stream closed by invalidating the cache |
 /// | `profile_service_change_feed_slot_retained_bytes` | WAL the server keeps for the slot (bounded by `max_slot_wal_keep_size`) |
 /// | `profile_service_change_feed_slot_lost` | 1 while the slot is missing or invalidated (`wal_status = lost`) |
+/// | `profile_service_cache_cluster_consumed{cluster}` | 1 while a session streams that cluster's slot |
+/// | `profile_service_cache_cluster_lag_bytes{cluster}` | WAL written past that cluster's confirmed position |
+/// | `profile_service_cache_cluster_retained_bytes{cluster}` | WAL the server keeps for that cluster's slot |
+/// | `profile_service_cache_cluster_unconsumed_seconds{cluster}` | how long this instance has seen that slot without a consumer |
+///
+/// The `change_feed` series carry this instance's `cluster`; the `cache_cluster` series are
+/// every cluster's, as PostgreSQL shows them (docs/design.md §3.10).
 public final class ChangeFeedMonitor: Sendable {
     private let status: Mutex<ChangeFeedStatus>
-    private let activeGauge = Gauge(label: MetricFamily.changeFeedActive.name)
-    private let lagBytesGauge = Gauge(label: MetricFamily.changeFeedLagBytes.name)
-    private let lagSecondsGauge = Gauge(label: MetricFamily.changeFeedLagSeconds.name)
-    private let pendingGauge = Gauge(label: MetricFamily.changeFeedPendingRepairs.name)
-    private let waitingGauge = Gauge(label: MetricFamily.changeFeedChangesWaiting.name)
-    private let stalledGauge = Gauge(label: MetricFamily.changeFeedStalled.name)
-    private let gapsCounter = Counter(label: MetricFamily.changeFeedGaps.name)
-    private let slotRetainedGauge = Gauge(label: MetricFamily.changeFeedSlotRetainedBytes.name)
-    private let slotLostGauge = Gauge(label: MetricFamily.changeFeedSlotLost.name)
+    private let activeGauge: Gauge
+    private let lagBytesGauge: Gauge
+    private let lagSecondsGauge: Gauge
+    private let pendingGauge: Gauge
+    private let waitingGauge: Gauge
+    private let stalledGauge: Gauge
+    private let gapsCounter: Counter
+    private let slotRetainedGauge: Gauge
+    private let slotLostGauge: Gauge
     private let outcomeCounters: [ProfileRepository.RefreshOutcome: Counter]
+    /// Each cluster's gauges and since when its slot is seen without a consumer.
+    private let clusters = Mutex<[CacheCluster: ClusterSeries]>([:])
 
-    public init(enabled: Bool) {
+    public init(enabled: Bool, cluster: CacheCluster = .default) {
         status = Mutex(
             ChangeFeedStatus(
-                state: enabled ? .starting : .disabled, detail: nil, confirmedLSN: nil, lagBytes: 0, lagSeconds: 0,
-                changesApplied: 0, pendingRepairs: 0))
+                cluster: cluster, state: enabled ? .starting : .disabled, detail: nil, confirmedLSN: nil, lagBytes: 0,
+                lagSeconds: 0, changesApplied: 0, pendingRepairs: 0))
+        let label = [("cluster", cluster.name)]
+        activeGauge = Gauge(label: MetricFamily.changeFeedActive.name, dimensions: label)
+        lagBytesGauge = Gauge(label: MetricFamily.changeFeedLagBytes.name, dimensions: label)
+        lagSecondsGauge = Gauge(label: MetricFamily.changeFeedLagSeconds.name, dimensions: label)
+        pendingGauge = Gauge(label: MetricFamily.changeFeedPendingRepairs.name, dimensions: label)
+        waitingGauge = Gauge(label: MetricFamily.changeFeedChangesWaiting.name, dimensions: label)
+        stalledGauge = Gauge(label: MetricFamily.changeFeedStalled.name, dimensions: label)
+        gapsCounter = Counter(label: MetricFamily.changeFeedGaps.name, dimensions: label)
+        slotRetainedGauge = Gauge(label: MetricFamily.changeFeedSlotRetainedBytes.name, dimensions: label)
+        slotLostGauge = Gauge(label: MetricFamily.changeFeedSlotLost.name, dimensions: label)
         var counters: [ProfileRepository.RefreshOutcome: Counter] = [:]
         for outcome in [ProfileRepository.RefreshOutcome.current, .stored, .invalidated, .absent, .failed] {
-            counters[outcome] = Counter(label: MetricFamily.changeFeedChanges.name, dimensions: [("outcome", outcome.rawValue)])
+            counters[outcome] = Counter(
+                label: MetricFamily.changeFeedChanges.name, dimensions: label + [("outcome", outcome.rawValue)])
         }
         outcomeCounters = counters
     }
@@ -107,6 +133,35 @@ public final class ChangeFeedMonitor: Sendable {
         }
         slotRetainedGauge.record(slot?.retainedBytes ?? 0)
         slotLostGauge.record(walStatus == "lost" || walStatus == "missing" ? 1 : 0)
+    }
+
+    /// What `pg_replication_slots` says of every slot: the cache clusters' are kept, with how long
+    /// each has been seen without a consumer; a cluster whose slot was dropped leaves the metrics.
+    func recordClusters(_ slots: [LogicalReplicationSetup.NamedSlot], now: ContinuousClock.Instant = .now) {
+        let statuses = clusters.withLock { series in
+            var seen: Set<CacheCluster> = []
+            let statuses = slots.compactMap { slot -> CacheClusterStatus? in
+                guard let cluster = CacheCluster(slotName: slot.name) else { return nil }
+                seen.insert(cluster)
+                var entry = series[cluster] ?? ClusterSeries(cluster)
+                if slot.status.isActive {
+                    entry.unconsumedSince = nil
+                } else if entry.unconsumedSince == nil {
+                    entry.unconsumedSince = now
+                }
+                series[cluster] = entry
+                let status = CacheClusterStatus(
+                    slot, unconsumedSeconds: entry.unconsumedSince.map { Double($0.duration(to: now).totalNanoseconds) / 1e9 } ?? 0)
+                if let status { entry.record(status) }
+                return status
+            }
+            for (cluster, gone) in series where !seen.contains(cluster) {
+                gone.destroy()
+                series[cluster] = nil
+            }
+            return statuses
+        }
+        status.withLock { $0.clusters = statuses }
     }
 
     func recordGap() {
@@ -148,3 +203,33 @@ public final class ChangeFeedMonitor: Sendable {
     }
 }
 
+/// The gauges of one cache cluster's slot, and since when it has had no consumer.
+private struct ClusterSeries {
+    var unconsumedSince: ContinuousClock.Instant?
+    let consumed: Gauge
+    let lagBytes: Gauge
+    let retainedBytes: Gauge
+    let unconsumedSeconds: Gauge
+
+    init(_ cluster: CacheCluster) {
+        let label = [("cluster", cluster.name)]
+        consumed = Gauge(label: MetricFamily.cacheClusterConsumed.name, dimensions: label)
+        lagBytes = Gauge(label: MetricFamily.cacheClusterLagBytes.name, dimensions: label)
+        retainedBytes = Gauge(label: MetricFamily.cacheClusterRetainedBytes.name, dimensions: label)
+        unconsumedSeconds = Gauge(label: MetricFamily.cacheClusterUnconsumedSeconds.name, dimensions: label)
+    }
+
+    func record(_ status: CacheClusterStatus) {
+        consumed.record(status.isConsumed ? 1 : 0)
+        lagBytes.record(status.lagBytes ?? 0)
+        retainedBytes.record(status.retainedBytes ?? 0)
+        unconsumedSeconds.record(status.unconsumedSeconds)
+    }
+
+    func destroy() {
+        consumed.destroy()
+        lagBytes.destroy()
+        retainedBytes.destroy()
+        unconsumedSeconds.destroy()
+    }
+}

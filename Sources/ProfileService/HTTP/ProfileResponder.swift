@@ -140,7 +140,9 @@ public struct ProfileResponder: HTTPResponder {
     /// Standbys (docs/design.md §8) are reported, never required: without them the primary answers.
     private func readiness(worker: ProfileWorker) -> HTTPResponse {
         let memcached = worker.cacheReadiness().rawValue
-        var feed = Self.changeFeedJSON(lifecycle.changeFeed.current)
+        let feedStatus = lifecycle.changeFeed.current
+        var feed = Self.changeFeedJSON(feedStatus)
+        if !feedStatus.clusters.isEmpty { feed += #","cache_clusters":"# + Self.cacheClustersJSON(feedStatus.clusters) }
         if let replicas = lifecycle.replicas { feed += #","replicas":"# + Self.replicasJSON(replicas.statuses) }
         if lifecycle.isDraining {
             return Self.json(
@@ -176,8 +178,30 @@ public struct ProfileResponder: HTTPResponder {
             slot = #","slot_wal_status":"\#(walStatus)""#
             if let retained = status.slotRetainedBytes { slot += #","slot_retained_bytes":\#(retained)"# }
         }
-        return #"{"state":"\#(status.state.rawValue)","lag_bytes":\#(status.lagBytes),"lag_seconds":\#(seconds),"#
+        return #"{"cluster":"\#(status.cluster.name)","state":"\#(status.state.rawValue)","lag_bytes":\#(status.lagBytes),"lag_seconds":\#(seconds),"#
             + #""pending_repairs":\#(status.pendingRepairs),"gaps_closed":\#(status.gapsClosed)\#(slot)\#(reason)}"#
+    }
+
+    /// Every cache cluster's slot (docs/design.md §3.10): whether it has a consumer, which, and
+    /// the WAL it is behind and keeps.
+    static func cacheClustersJSON(_ clusters: [CacheClusterStatus]) -> String {
+        let items = clusters.map { cluster in
+            var text: [UInt8] = Array(#"{"name":"\#(cluster.cluster.name)","consumed":\#(cluster.isConsumed)"#.utf8)
+            if let consumer = cluster.consumer {
+                text += Array(#","consumer":""#.utf8)
+                HTTPResponse.appendJSONEscaped(consumer, to: &text)
+                text.append(UInt8(ascii: "\""))
+            }
+            if let lag = cluster.lagBytes { text += Array(#","lag_bytes":\#(lag)"#.utf8) }
+            if let retained = cluster.retainedBytes { text += Array(#","retained_bytes":\#(retained)"#.utf8) }
+            if let walStatus = cluster.walStatus { text += Array(#","wal_status":"\#(walStatus)""#.utf8) }
+            if !cluster.isConsumed {
+                text += Array(#","unconsumed_seconds":\#(Int(cluster.unconsumedSeconds))"#.utf8)
+            }
+            text.append(UInt8(ascii: "}"))
+            return String(decoding: text, as: UTF8.self)
+        }
+        return "[" + items.joined(separator: ",") + "]"
     }
 
     static func replicasJSON(_ statuses: [ReadReplicas.Status]) -> String {

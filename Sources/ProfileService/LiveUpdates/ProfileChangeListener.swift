@@ -5,7 +5,7 @@ public import ServiceRuntime
 import Synchronization
 
 /// Feeds the ``ProfileUpdateHub`` with the changes committed anywhere: a thread of its own with its
-/// own PostgreSQL session, `LISTEN profile_changes` (docs/design.md §4).
+/// own PostgreSQL session, `LISTEN` on its cache cluster's channel (docs/design.md §4).
 ///
 /// The change feed's active consumer notifies after it has applied a batch to memcached, with
 /// `<id>:<version>` pairs (``ProfileChangePayload``). `LISTEN`/`NOTIFY` is at-most-once: whatever
@@ -14,14 +14,21 @@ import Synchronization
 /// backoff of 50 ms doubling to 2 s.
 public final class ProfileChangeListener: BackgroundService {
     private let configuration: PostgresConfiguration
+    private let channel: String
     private let hub: ProfileUpdateHub
     private let logger: Logger
     private let stopped = Atomic<Bool>(false)
     private let finished = DispatchSemaphore(value: 0)
     private let started = Atomic<Bool>(false)
 
-    public init(configuration: PostgresConfiguration, hub: ProfileUpdateHub, logger: Logger) {
+    /// - Parameter channel: the cache cluster's channel (``CacheCluster/notificationChannel``):
+    ///   its consumer notifies once that cluster holds the changes.
+    public init(
+        configuration: PostgresConfiguration, channel: String = CacheCluster.default.notificationChannel,
+        hub: ProfileUpdateHub, logger: Logger
+    ) {
         self.configuration = configuration
+        self.channel = channel
         self.hub = hub
         self.logger = logger
     }
@@ -54,14 +61,14 @@ public final class ProfileChangeListener: BackgroundService {
         while !stopped.load(ordering: .relaxed) {
             do {
                 if !listening {
-                    try connection.listen(on: ProfileChangePayload.channel)
+                    try connection.listen(on: channel)
                     listening = true
                     delay = .milliseconds(50)
-                    logger.info("listening for profile changes", metadata: ["channel": "\(ProfileChangePayload.channel)"])
+                    logger.info("listening for profile changes", metadata: ["channel": "\(channel)"])
                     hub.resynchronize()
                 }
                 for notification in try connection.waitForNotifications(timeout: .milliseconds(250))
-                where notification.channel == ProfileChangePayload.channel {
+                where notification.channel == channel {
                     if notification.payload == ProfileChangePayload.resynchronizeAll {
                         hub.resynchronize()
                         continue

@@ -1,12 +1,13 @@
-/// The payload of a `profile_changes` notification: comma-separated `<id>:<version>` pairs in
+/// The payload of a change notification (channel `profile_changes`, or a cache cluster's own): comma-separated `<id>:<version>` pairs in
 /// commit order, decimal ASCII; version 0 means the profile was deleted.
 ///
 /// ```swift
 /// ProfileChangePayload.parse("42:7,43:0")  // [(42, 7), (43, 0)]
 /// ```
 public enum ProfileChangePayload {
-    /// The channel the change feed notifies on and every instance listens to.
-    public static let channel = "profile_changes"
+    /// The channel of the default cache cluster; each cluster has its own
+    /// (``CacheCluster/notificationChannel``).
+    public static let channel = CacheCluster.default.notificationChannel
 
     /// The pairs of `payload`, in order; malformed pairs are skipped (a notification is a hint,
     /// never trusted to be well formed).

@@ -123,33 +123,45 @@ extension MetricFamily {
     // MARK: Change feed and consistency
 
     static let changeFeedActive = MetricFamily(
-        "profile_service_change_feed_active", .gauge,
+        "profile_service_change_feed_active", .gauge, labels: ["cluster"],
         "1 while this instance consumes the replication slot (one instance of a fleet does).")
     static let changeFeedStalled = MetricFamily(
-        "profile_service_change_feed_stalled", .gauge,
+        "profile_service_change_feed_stalled", .gauge, labels: ["cluster"],
         "1 while the change feed cannot go on by itself (publication or slot gone, decoding failed).")
     static let changeFeedLagBytes = MetricFamily(
-        "profile_service_change_feed_lag_bytes", .gauge, "WAL the server has sent past the position the feed confirmed.")
+        "profile_service_change_feed_lag_bytes", .gauge, labels: ["cluster"], "WAL the server has sent past the position the feed confirmed.")
     static let changeFeedLagSeconds = MetricFamily(
-        "profile_service_change_feed_lag_seconds", .gauge,
+        "profile_service_change_feed_lag_seconds", .gauge, labels: ["cluster"],
         "From the commit of the last applied transaction to its application in the cache.")
     static let changeFeedPendingRepairs = MetricFamily(
-        "profile_service_change_feed_pending_repairs", .gauge,
+        "profile_service_change_feed_pending_repairs", .gauge, labels: ["cluster"],
         "Changes and flushes waiting for a memcached node that did not answer.")
     static let changeFeedChangesWaiting = MetricFamily(
-        "profile_service_change_feed_changes_waiting", .gauge,
+        "profile_service_change_feed_changes_waiting", .gauge, labels: ["cluster"],
         "Changes already applied of a large transaction whose last part is not: the position waits for them.")
     static let changeFeedChanges = MetricFamily(
-        "profile_service_change_feed_changes_total", .counter, labels: ["outcome"],
+        "profile_service_change_feed_changes_total", .counter, labels: ["cluster", "outcome"],
         "Row changes applied to the cache, by outcome (current, stored, invalidated, absent, failed).")
     static let changeFeedGaps = MetricFamily(
-        "profile_service_change_feed_gaps_total", .counter,
+        "profile_service_change_feed_gaps_total", .counter, labels: ["cluster"],
         "Gaps in the commit stream closed by making the cached entries unusable at once.")
     static let changeFeedSlotRetainedBytes = MetricFamily(
-        "profile_service_change_feed_slot_retained_bytes", .gauge,
+        "profile_service_change_feed_slot_retained_bytes", .gauge, labels: ["cluster"],
         "WAL PostgreSQL keeps for the replication slot (bounded by max_slot_wal_keep_size).")
     static let changeFeedSlotLost = MetricFamily(
-        "profile_service_change_feed_slot_lost", .gauge, "1 while the replication slot is missing or invalidated.")
+        "profile_service_change_feed_slot_lost", .gauge, labels: ["cluster"], "1 while the replication slot is missing or invalidated.")
+    static let cacheClusterConsumed = MetricFamily(
+        "profile_service_cache_cluster_consumed", .gauge, labels: ["cluster"],
+        "1 while a session streams the cache cluster's replication slot (its change feed has a consumer).")
+    static let cacheClusterLagBytes = MetricFamily(
+        "profile_service_cache_cluster_lag_bytes", .gauge, labels: ["cluster"],
+        "WAL written past the position the cache cluster's change feed confirmed.")
+    static let cacheClusterRetainedBytes = MetricFamily(
+        "profile_service_cache_cluster_retained_bytes", .gauge, labels: ["cluster"],
+        "WAL PostgreSQL keeps for the cache cluster's replication slot.")
+    static let cacheClusterUnconsumedSeconds = MetricFamily(
+        "profile_service_cache_cluster_unconsumed_seconds", .gauge, labels: ["cluster"],
+        "How long this instance has seen the cache cluster's slot without a consumer; 0 while consumed.")
     static let consistencyChecks = MetricFamily(
         "profile_service_consistency_checks_total", .counter, labels: ["result"],
         "Cached entries compared with PostgreSQL after a write: consistent, violation, inconclusive or dropped.")
@@ -187,7 +199,9 @@ extension MetricFamily {
         replicaReads, replicaUp, replicaLagBytes, replicaLagSeconds,
         changeFeedActive, changeFeedStalled, changeFeedLagBytes, changeFeedLagSeconds, changeFeedPendingRepairs,
         changeFeedChangesWaiting,
-        changeFeedChanges, changeFeedGaps, changeFeedSlotRetainedBytes, changeFeedSlotLost, consistencyChecks,
+        changeFeedChanges, changeFeedGaps, changeFeedSlotRetainedBytes, changeFeedSlotLost,
+        cacheClusterConsumed, cacheClusterLagBytes, cacheClusterRetainedBytes, cacheClusterUnconsumedSeconds,
+        consistencyChecks,
         logLinesDropped, buildInfo,
         processCPUSeconds, processResidentMemory, processVirtualMemory, processOpenFDs, processMaxFDs,
         processStartTime, processThreads,
