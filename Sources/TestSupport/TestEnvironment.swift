@@ -58,7 +58,16 @@ public enum TestEnvironment {
     ///   test's own: `PROFILE_STATE_DIR`, `PROFILE_PG_PORT`, …).
     @discardableResult
     public static func deps(_ arguments: String..., environment: [String: String] = [:]) throws -> Int32 {
-        let path = repositoryRoot.appendingPathComponent("scripts/deps.sh").path
+        try script("scripts/deps.sh", arguments, environment: environment)
+    }
+
+    /// Runs one of the repository's scripts (`scripts/delay.sh`, …) as ``deps(_:environment:)``
+    /// runs `scripts/deps.sh`: its output to /dev/null, its standard error to this process's.
+    @discardableResult
+    public static func script(_ relativePath: String, _ arguments: [String], environment: [String: String] = [:])
+        throws -> Int32
+    {
+        let path = repositoryRoot.appendingPathComponent(relativePath).path
         let script = #"for fd in $(ls /proc/$$/fd); do [ "$fd" -gt 2 ] && eval "exec $fd>&-"; done 2>/dev/null; exec "$0" "$@""#
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
@@ -80,7 +89,7 @@ public enum TestEnvironment {
         defer { for argument in argv { free(argument) } }
         var pid: pid_t = 0
         let spawned = posix_spawn(&pid, "/usr/bin/env", &actions, &attributes, argv, environ)
-        guard spawned == 0 else { throw MissingServer(description: "cannot run scripts/deps.sh: errno \(spawned)") }
+        guard spawned == 0 else { throw MissingServer(description: "cannot run \(relativePath): errno \(spawned)") }
         var status: Int32 = 0
         while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
         return (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)

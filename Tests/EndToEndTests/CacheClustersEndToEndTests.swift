@@ -1,0 +1,286 @@
+import Foundation
+import Glibc
+import Logging
+import MemcachedClient
+import PostgresClient
+import Testing
+import TestSupport
+
+/// Two cache clusters on one PostgreSQL, as two regions run them: region A is the default
+/// cluster (deps.sh's memcached), region B names its own (`--cache-cluster`, two memcached nodes
+/// of the test's) and reaches PostgreSQL directly or across a 30 ms round trip (the delay proxy,
+/// scripts/delay.sh). docs/design.md §3.10.
+///
+/// - A PUT through A, an `UPDATE` in psql and a PUT through B are each served new by both
+///   regions within 2 s, and B's writer reads its own write at once (`min_version`).
+/// - Region B's consumer SIGKILLed: the other region-B instance takes the slot, and every change
+///   made while B had no consumer reaches B's cluster.
+/// - `cache-cluster drop` refuses a cluster an instance consumes and drops one that is gone.
+@Suite(.serialized, .requires(.postgres, .memcached)) struct CacheClustersEndToEndTests {
+    /// Region B's round trip to PostgreSQL in the far-region case.
+    static let wanRoundTripMS = 30
+    /// Where the test's delay proxy listens: deps.sh's PostgreSQL port + this (the benchmarks'
+    /// proxy uses 1000, so the two never collide).
+    static let wanPortOffset = 3000
+
+    private static let logger = Logger(label: "cache-clusters-test")
+
+    // MARK: - The tests
+
+    @Test(arguments: [0, wanRoundTripMS])
+    func aPutThroughEitherRegionAndAnUpdateInPsqlReachBothRegionsWithinTwoSeconds(regionBRoundTripMS: Int) throws {
+        let wan = regionBRoundTripMS > 0 ? try WideAreaLink(roundTripMS: regionBRoundTripMS) : nil
+        defer { wan?.stop() }
+        let region = try RegionB(databaseURL: wan?.databaseURL)
+        defer { region.stop() }
+        let a = try ServiceProcess(arguments: ServiceProcess.jwtArguments + ["--no-access-log"])
+        defer { _ = a.terminate() }
+        let b = try region.instance()
+        try requireEveryClusterConsumed(seenBy: [a, b], clusters: ["default", region.cluster])
+
+        let connection = try primary()
+        defer { connection.close() }
+        let ids = try insertProfiles(20, on: connection)
+        try readThrough([a, b], ids: ids)
+        let regionBCache = try region.nodes.connection()
+        defer { regionBCache.close() }
+        #expect(ids.allSatisfy { cachedVersion(regionBCache, id: $0) == 1 }, "region B's cluster holds every profile")
+
+        // 1. A PUT through region A (times from its answer).
+        let throughA = try put(ids[0], version: 1, name: "Through A", via: a)
+        var changed = Date()
+        #expect(throughA?.version == 2)
+        let servedA = served(ids[0], atLeast: 2, by: [a, b], since: changed)
+
+        // 2. An UPDATE at a psql prompt, as an operator writes it (times from psql's exit).
+        let psql = try TestProcess.run(
+            URL(fileURLWithPath: "/usr/bin/psql"),
+            [
+                TestEnvironment.databaseURL, "-v", "ON_ERROR_STOP=1", "-c",
+                "UPDATE user_profiles SET display_name = 'Support', version = version + 1 WHERE id = \(ids[1])",
+            ])
+        changed = Date()
+        #expect(psql.status == 0, "\(psql.standardError)")
+        let servedSQL = served(ids[1], atLeast: 2, by: [a, b], since: changed)
+
+        // 3. A PUT through region B; its writer reads it back at once with the version it was given.
+        let throughB = try put(ids[2], version: 1, name: "Through B", via: b)
+        changed = Date()
+        #expect(throughB?.version == 2)
+        let own = try Curl.request("\(b.baseURL)/users/profile/\(ids[2])?min_version=2")
+        #expect(own.status == 200 && own.json?["display_name"] as? String == "Through B", "read-your-writes in region B")
+        let servedB = served(ids[2], atLeast: 2, by: [a, b], since: changed)
+
+        for (change, times) in [("PUT through A", servedA), ("UPDATE in psql", servedSQL), ("PUT through B", servedB)] {
+            #expect(times.allSatisfy { $0 != nil }, "\(change) is served by both regions within 2 s: \(times)")
+            print(
+                "cache clusters (region B +\(regionBRoundTripMS) ms): \(change) served by A after "
+                    + "\(Self.milliseconds(times[0])), by B after \(Self.milliseconds(times[1]))")
+        }
+        // Region B's cluster holds the changes: repaired, not only read around.
+        #expect(
+            Eventually.wait(timeout: .seconds(2)) { ids[0...2].allSatisfy { cachedVersion(regionBCache, id: $0) == 2 } },
+            "region B's cluster holds version 2 of the three changed profiles")
+
+        // Gone clusters: refused while consumed, dropped once gone, and seen by the others meanwhile.
+        let refused = try ServiceProcess.run(
+            ["cache-cluster", "drop", region.cluster, "--database-url", TestEnvironment.databaseURL])
+        #expect(refused.status == 1 && refused.standardError.contains("consumed now"), "\(refused.standardError)")
+        #expect(b.terminate() == 0)
+        #expect(
+            Eventually.wait(timeout: .seconds(15), interval: .milliseconds(200)) {
+                cacheClusters(seenBy: a)[region.cluster]?["consumed"] as? Bool == false
+            }, "region A's /readyz sees region B's cluster without a consumer: \(cacheClusters(seenBy: a))")
+        try dropCluster(region.cluster)
+        let list = try ServiceProcess.run(["cache-cluster", "list", "--json", "--database-url", TestEnvironment.databaseURL])
+        let listed = (try? JSONSerialization.jsonObject(with: Data(list.standardOutput.utf8))) as? [[String: Any]]
+        #expect(listed?.contains { $0["cluster"] as? String == "default" } == true, "\(list.standardOutput)")
+        #expect(listed?.contains { $0["cluster"] as? String == region.cluster } == false, "dropped: \(list.standardOutput)")
+    }
+
+    @Test func regionBsConsumerKilledAnotherRegionBInstanceTakesItsSlotAndMissesNoChange() throws {
+        let region = try RegionB()
+        defer { region.stop() }
+        let a = try ServiceProcess(arguments: ServiceProcess.jwtArguments + ["--no-access-log"])
+        defer { _ = a.terminate() }
+        defer { try? dropCluster(region.cluster) }  // after the instances stop: defers run last first
+        let instances = [try region.instance(), try region.instance()]
+        defer { for instance in instances { _ = instance.terminate() } }
+        try requireEveryClusterConsumed(seenBy: [a] + instances, clusters: ["default", region.cluster])
+        let consumer = try #require(instances.first { feedState($0) == "active" }, "one region-B instance consumes")
+        let survivor = try #require(instances.first { $0 !== consumer })
+        #expect(feedState(survivor) == "standby")
+
+        let connection = try primary()
+        defer { connection.close() }
+        let ids = try insertProfiles(20, on: connection)
+        try readThrough([a] + instances, ids: ids)
+
+        kill(consumer.processIdentifier, SIGKILL)
+        _ = consumer.waitUntilExit()
+        let killed = Date()
+        // While region B has no consumer: half the profiles changed in SQL, half through region A.
+        try connection.simpleQuery(
+            "UPDATE user_profiles SET display_name = 'While B was down', version = version + 1 "
+                + "WHERE id BETWEEN \(ids[0]) AND \(ids[9])")
+        for id in ids[10...] { #expect(try put(id, version: 1, name: "Through A", via: a)?.version == 2) }
+
+        #expect(
+            Eventually.wait(timeout: .seconds(10), interval: .milliseconds(20)) { feedState(survivor) == "active" },
+            "the other region-B instance takes the slot over")
+        let tookOver = Date().timeIntervalSince(killed)
+        let regionBCache = try region.nodes.connection()
+        defer { regionBCache.close() }
+        let repaired = Eventually.wait(timeout: .seconds(3)) { ids.allSatisfy { cachedVersion(regionBCache, id: $0) == 2 } }
+        let stale = ids.filter { cachedVersion(regionBCache, id: $0) != 2 }
+        #expect(repaired, "every change made while region B had no consumer reached its cluster; not: \(stale)")
+        for id in ids {
+            let served = try Curl.request("\(survivor.baseURL)/users/profile/\(id)").json?["version"] as? Int
+            #expect(served == 2, "region B serves \(id) at version 2")
+        }
+        print("cache clusters: region B's consumer SIGKILLed; the other instance consumed after \(Int(tookOver * 1000)) ms")
+    }
+
+    // MARK: - Region B
+
+    /// Region B: two memcached nodes of its own, a cluster name of its own, its instances.
+    final class RegionB {
+        let nodes: MemcachedNodes
+        let cluster = "region_b_\(UInt32.random(in: 0...UInt32.max))"
+        let databaseURL: String?
+
+        init(databaseURL: String? = nil) throws {
+            nodes = try MemcachedNodes(count: 2)
+            self.databaseURL = databaseURL
+        }
+
+        func instance() throws -> ServiceProcess {
+            try ServiceProcess(
+                arguments: ServiceProcess.jwtArguments + [
+                    "--no-access-log", "--cache-cluster", cluster, "--memcached", nodes.serverList,
+                ] + (databaseURL.map { ["--database-url", $0] } ?? []))
+        }
+
+        func stop() { nodes.stop() }
+    }
+
+    /// Region B's way to PostgreSQL across a WAN: the delay proxy of scripts/delay.sh, with a
+    /// directory and ports of its own.
+    final class WideAreaLink {
+        let databaseURL: String
+        private let environment: [String: String]
+
+        init(roundTripMS: Int) throws {
+            environment = [
+                "PROFILE_DELAY_DIR": "\(TestEnvironment.stateDirectory)/delay-regions",
+                "PROFILE_DELAY_PORT_OFFSET": String(CacheClustersEndToEndTests.wanPortOffset),
+            ]
+            try #require(
+                try TestEnvironment.script("scripts/delay.sh", ["start", String(roundTripMS)], environment: environment) == 0,
+                "scripts/delay.sh start \(roundTripMS) failed (its messages are above)")
+            databaseURL =
+                "postgres://postgres@127.0.0.1:\(TestEnvironment.postgresPort + CacheClustersEndToEndTests.wanPortOffset)/profiles"
+        }
+
+        func stop() {
+            #expect((try? TestEnvironment.script("scripts/delay.sh", ["stop"], environment: environment)) == 0)
+        }
+    }
+
+    // MARK: - Helpers
+
+    private func primary() throws -> PostgresConnection {
+        let connection = PostgresConnection(
+            configuration: try PostgresConfiguration(url: TestEnvironment.databaseURL), statements: [], logger: Self.logger)
+        try connection.connect()
+        return connection
+    }
+
+    /// `count` new profiles at version 1 on ids of their own.
+    private func insertProfiles(_ count: Int, on connection: PostgresConnection) throws -> [Int64] {
+        let base = Int64.random(in: 3_000_000_000...4_000_000_000) * 10_000
+        let ids = Array(base..<(base + Int64(count)))
+        try connection.simpleQuery(
+            "INSERT INTO user_profiles (id, username, display_name) SELECT g, 'cc' || g, 'Region ' || g "
+                + "FROM generate_series(\(ids.first!), \(ids.last!)) AS g")
+        return ids
+    }
+
+    /// Reads every id through every instance, so that every cluster holds them.
+    private func readThrough(_ instances: [ServiceProcess], ids: [Int64]) throws {
+        for instance in instances {
+            for id in ids {
+                #expect(try Curl.request("\(instance.baseURL)/users/profile/\(id)").status == 200)
+            }
+        }
+    }
+
+    private func put(_ id: Int64, version: Int, name: String, via instance: ServiceProcess) throws -> (version: Int, status: Int)? {
+        let response = try Curl.request(
+            "\(instance.baseURL)/users/profile/\(id)", method: "PUT", headers: ServiceProcess.writeHeaders(for: id),
+            body: #"{"display_name":"\#(name)","version":\#(version)}"#)
+        #expect(response.status == 200, "\(response.body)")
+        return (response.json?["version"] as? Int).map { ($0, response.status) }
+    }
+
+    /// For each instance, how long after `since` it first served `id` at `version` or later;
+    /// nil if not within 2 s. Polled every 2 ms over a keep-alive connection to each.
+    private func served(_ id: Int64, atLeast version: Int, by instances: [ServiceProcess], since: Date) -> [TimeInterval?] {
+        var times: [TimeInterval?] = Array(repeating: nil, count: instances.count)
+        let clients = instances.map { try? HTTPTestClient(port: $0.port) }
+        let deadline = since.addingTimeInterval(2)
+        while Date() < deadline, times.contains(where: { $0 == nil }) {
+            for (index, client) in clients.enumerated() where times[index] == nil {
+                guard let client, (try? client.send("GET /users/profile/\(id) HTTP/1.1\r\nHost: test\r\n\r\n")) != nil,
+                    let response = try? client.readResponse(),
+                    let body = try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any]
+                else { continue }
+                if let served = body["version"] as? Int, served >= version { times[index] = Date().timeIntervalSince(since) }
+            }
+            usleep(2_000)
+        }
+        return times
+    }
+
+    private func cachedVersion(_ cache: MemcachedConnection, id: Int64) -> Int32? {
+        guard case .hit(let item) = cache.get(ProfileCacheEntries.key(for: id)) else { return nil }
+        return ProfileCacheEntries.version(of: item.value)
+    }
+
+    private func feedState(_ instance: ServiceProcess) -> String? {
+        ((try? Curl.request("\(instance.baseURL)/readyz"))?.json?["change_feed"] as? [String: Any])?["state"] as? String
+    }
+
+    /// The cache clusters an instance's `/readyz` reports, by name.
+    private func cacheClusters(seenBy instance: ServiceProcess) -> [String: [String: Any]] {
+        let list = (try? Curl.request("\(instance.baseURL)/readyz"))?.json?["cache_clusters"] as? [[String: Any]] ?? []
+        return Dictionary(list.compactMap { item in (item["name"] as? String).map { ($0, item) } }) { first, _ in first }
+    }
+
+    /// Fails the test unless every instance's `/readyz` shows each of `clusters` consumed within 15 s.
+    private func requireEveryClusterConsumed(seenBy instances: [ServiceProcess], clusters: [String]) throws {
+        for instance in instances {
+            try #require(
+                Eventually.wait(timeout: .seconds(15), interval: .milliseconds(100)) {
+                    let seen = cacheClusters(seenBy: instance)
+                    return clusters.allSatisfy { seen[$0]?["consumed"] as? Bool == true }
+                }, ":\(instance.port) sees every cluster consumed: \(cacheClusters(seenBy: instance))")
+        }
+    }
+
+    /// Drops a cluster's slot with the command an operator runs, retrying while its last
+    /// walsender lets go of it.
+    private func dropCluster(_ cluster: String) throws {
+        var last: TestProcess.Finished?
+        let dropped = try Eventually.wait(timeout: .seconds(10), interval: .milliseconds(200)) {
+            last = try ServiceProcess.run(["cache-cluster", "drop", cluster, "--database-url", TestEnvironment.databaseURL])
+            return last?.status == 0
+        }
+        #expect(dropped, "cache-cluster drop \(cluster): \(last?.standardError ?? "")")
+        #expect(last?.standardOutput.contains("dropped replication slot profile_service_cache_\(cluster)") == true)
+    }
+
+    private static func milliseconds(_ time: TimeInterval?) -> String {
+        time.map { "\(Int(($0 * 1000).rounded())) ms" } ?? "never"
+    }
+}
