@@ -57,7 +57,7 @@ HISTORY_PATTERNS = [
     (r"\buntil (?:now|recently)\b|\bfor now\b", "what earlier work changed"),
 ]
 COMMAND_FILES = ["README.md", "CONTRIBUTING.md"] + [f"docs/{n}" for n in ("getting-started.md", "api.md", "client.md", "configuration.md", "deployment.md", "operations.md", "performance.md", "read-replicas.md", "security.md", "testing.md", "change-feed.md")]
-SUBCOMMANDS = ("serve", "migrate", "token")
+SUBCOMMANDS = ("serve", "migrate", "cache-cluster list", "cache-cluster drop", "token")
 
 
 def read(path):
@@ -217,7 +217,7 @@ def documented_options(path="docs/configuration.md"):
     pages, subcommand = {}, None
     lines = read(path).split("\n")
     for index, line in enumerate(lines):
-        section = re.match(r"^## `profile-service (\w[\w-]*)`\s*$", line)
+        section = re.match(r"^## `profile-service (\w[\w-]*(?: \w[\w-]*)?)`\s*$", line)
         if section:
             subcommand = section.group(1)
             pages[subcommand] = ({}, {})
@@ -251,7 +251,7 @@ def check_flags(binary):
     serve_page = pages["serve"][0]
     total = 0
     for subcommand in SUBCOMMANDS:
-        in_help = help_options(run_help(binary, subcommand))
+        in_help = help_options(run_help(binary, *subcommand.split()))
         own, shared = pages[subcommand]
         documented = dict(own)
         for flag, line in shared.items():
@@ -507,6 +507,8 @@ def split_commands(line):
 
 def check_binary_arguments(where, name, subcommand, arguments, helps):
     problems = []
+    if subcommand not in helps and arguments and f"{subcommand} {arguments[0]}" in helps:
+        subcommand, arguments = f"{subcommand} {arguments[0]}", arguments[1:]  # `cache-cluster list`
     if subcommand not in helps:
         return [f"{where}: {name} has no subcommand {subcommand!r}"]
     known = set(helps[subcommand]) | {"--help"}
@@ -522,7 +524,7 @@ def check_binary_arguments(where, name, subcommand, arguments, helps):
 def check_commands(binary):
     routes = openapi_routes()
     products = swift_products()
-    service_helps = {s: help_options(run_help(binary, s)) for s in SUBCOMMANDS}
+    service_helps = {s: help_options(run_help(binary, *s.split())) for s in SUBCOMMANDS}
     service_helps["api-contract"] = {}
     candidates = [os.path.join(os.path.dirname(binary), "profilectl")] + [
         os.path.join(ROOT, ".build", kind, "profilectl") for kind in ("debug", "release")]

@@ -19,9 +19,10 @@ import TestSupport
 @Suite(.serialized, .requires(.postgres, .memcached)) struct CacheClustersEndToEndTests {
     /// Region B's round trip to PostgreSQL in the far-region case.
     static let wanRoundTripMS = 30
-    /// Where the test's delay proxy listens: deps.sh's PostgreSQL port + this (the benchmarks'
-    /// proxy uses 1000, so the two never collide).
-    static let wanPortOffset = 3000
+    /// Where the test's delay proxy may listen: deps.sh's PostgreSQL port + one of these (the
+    /// benchmarks' proxy uses 1000, so the two never collide). The next is tried when a port is
+    /// still held by a connection of an earlier proxy (TIME_WAIT, a minute).
+    static let wanPortOffsets = [3000, 3100, 3200, 3300]
 
     private static let logger = Logger(label: "cache-clusters-test")
 
@@ -63,13 +64,13 @@ import TestSupport
         #expect(psql.status == 0, "\(psql.standardError)")
         let servedSQL = served(ids[1], atLeast: 2, by: [a, b], since: changed)
 
-        // 3. A PUT through region B; its writer reads it back at once with the version it was given.
+        // 3. A PUT through region B; its writer reads it back with the version it was given.
         let throughB = try put(ids[2], version: 1, name: "Through B", via: b)
         changed = Date()
         #expect(throughB?.version == 2)
+        let servedB = served(ids[2], atLeast: 2, by: [a, b], since: changed)
         let own = try Curl.request("\(b.baseURL)/users/profile/\(ids[2])?min_version=2")
         #expect(own.status == 200 && own.json?["display_name"] as? String == "Through B", "read-your-writes in region B")
-        let servedB = served(ids[2], atLeast: 2, by: [a, b], since: changed)
 
         for (change, times) in [("PUT through A", servedA), ("UPDATE in psql", servedSQL), ("PUT through B", servedB)] {
             #expect(times.allSatisfy { $0 != nil }, "\(change) is served by both regions within 2 s: \(times)")
@@ -171,15 +172,20 @@ import TestSupport
         private let environment: [String: String]
 
         init(roundTripMS: Int) throws {
-            environment = [
-                "PROFILE_DELAY_DIR": "\(TestEnvironment.stateDirectory)/delay-regions",
-                "PROFILE_DELAY_PORT_OFFSET": String(CacheClustersEndToEndTests.wanPortOffset),
-            ]
-            try #require(
-                try TestEnvironment.script("scripts/delay.sh", ["start", String(roundTripMS)], environment: environment) == 0,
-                "scripts/delay.sh start \(roundTripMS) failed (its messages are above)")
-            databaseURL =
-                "postgres://postgres@127.0.0.1:\(TestEnvironment.postgresPort + CacheClustersEndToEndTests.wanPortOffset)/profiles"
+            var started: (offset: Int, environment: [String: String])?
+            for offset in CacheClustersEndToEndTests.wanPortOffsets {
+                let environment = [
+                    "PROFILE_DELAY_DIR": "\(TestEnvironment.stateDirectory)/delay-regions",
+                    "PROFILE_DELAY_PORT_OFFSET": String(offset),
+                ]
+                if try TestEnvironment.script("scripts/delay.sh", ["start", String(roundTripMS)], environment: environment) == 0 {
+                    started = (offset, environment)
+                    break
+                }
+            }
+            let link = try #require(started, "scripts/delay.sh start \(roundTripMS) failed at every offset (its messages are above)")
+            environment = link.environment
+            databaseURL = "postgres://postgres@127.0.0.1:\(TestEnvironment.postgresPort + link.offset)/profiles"
         }
 
         func stop() {

@@ -36,6 +36,16 @@ PROFILE_PG_STANDBY_DELAY_MS=300 scripts/deps.sh start-standby for one that appli
 
 --rtt-ms X starts `scripts/delay.sh start X` and gives the instances the proxy's addresses (X ms more
 on every round trip to PostgreSQL and memcached); the proxy is stopped at the end.
+
+--far-region X checks a far region instead (docs/deployment.md, "Regions and several cache clusters"):
+the --instances under test are region B's — a cache cluster of their own (`--cache-cluster far`, two
+memcached nodes the script starts, which the flusher and writers flush), PostgreSQL X ms away through
+the delay proxy, --serve-args for them alone (their standby) — and one region-A instance on deps.sh's
+memcached writes beside them: the writers PUT through every instance of both regions, the readers read
+region B. Read-your-writes, per-reader order and quiescence are counted as always; stale and older
+reads are counted against region B's answers (the guarantees within a region) and, apart, against
+region A's acknowledgements (how long region B may lag: the WAN plus its repair, reported in ms, not a
+violation). The cluster's slot is dropped at the end (`profile-service cache-cluster drop far`).
 """
 import argparse, collections, http.client, json, os, random, shlex, socket, subprocess, sys, threading, time
 
@@ -48,6 +58,7 @@ FLUSH_INTERVAL = 0.005
 QUIESCENCE = 1.0
 NODES = [("127.0.0.1", int(port)) for port in MC_PORTS]  # direct, whatever PROFILE_MEMCACHED says
 STARTED = []  # the instances still running: (process, port)
+NODE_PROCESSES = []  # the far region's memcached nodes, stopped at the end
 
 
 def start_instance(database_url, memcached, serve_args=()):
@@ -361,14 +372,44 @@ def below_earlier(reads, completions):
     return found
 
 
-def run_once(number, args, database_url, memcached):
+FAR_CLUSTER = "far"
+
+
+def start_memcached_nodes(count):
+    """memcached nodes of the far region's own, on free ports; stopped at the end of main."""
+    nodes = []
+    for _ in range(count):
+        port = free_port()
+        user = ["-u", "memcache"] if os.geteuid() == 0 else []
+        process = subprocess.Popen(["memcached", "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-m", "16", *user],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        NODE_PROCESSES.append(process)
+        deadline = time.time() + 5
+        while time.time() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        nodes.append(("127.0.0.1", port))
+    return nodes
+
+
+def run_once(number, args, database_url, memcached, far=None):
+    """One run; `far` (region B's database URL and memcached list) checks a far region."""
     ids = seed(IDS_PER_RUN, "sc")
     index = {id: i for i, id in enumerate(ids)}
     try:
-        ports = [start_instance(database_url, memcached, shlex.split(args.serve_args)) for _ in range(args.instances)]
+        if far:
+            serve = ["--cache-cluster", FAR_CLUSTER, *shlex.split(args.serve_args)]
+            ports = [start_instance(far[0], far[1], serve) for _ in range(args.instances)]
+            region_a = [start_instance(database_url, memcached)]
+        else:
+            ports = [start_instance(database_url, memcached, shlex.split(args.serve_args)) for _ in range(args.instances)]
+            region_a = []
         stop = threading.Event()
         watch = start_database_watch(ids, stop) if args.watch_database else None
-        writers = [Writer(f"writer{i}", ports, ids, stop) for i in range(WRITERS)]
+        writers = [Writer(f"writer{i}", ports + region_a, ids, stop) for i in range(WRITERS)]
         readers = [Reader(f"reader{i}", ports, ids, stop) for i in range(READERS)]
         flusher = Background(stop)
         threads = writers + readers + [flusher]
@@ -387,8 +428,8 @@ def run_once(number, args, database_url, memcached):
         database = dict(tuple(int(x) for x in line.split("|"))
                         for line in psql(f"SELECT id, version FROM user_profiles WHERE id IN ({','.join(map(str, ids))})").splitlines())
         after = []  # (port, id, answered, database)
-        cache_errors = sum(cache_events(port, "error") for port in ports)
-        for port in ports:
+        cache_errors = sum(cache_events(port, "error") for port in ports + region_a)
+        for port in ports + region_a:
             for id in ids:
                 status, body = get(port, f"/users/profile/{id}")
                 answered = json.loads(body)["version"] if status == 200 else f"status {status}"
@@ -402,8 +443,12 @@ def run_once(number, args, database_url, memcached):
     acks = [a for w in writers for a in w.acks]
     currents = [c for w in writers for c in w.currents]
     answers = acks + currents + [(id, version, t_end, source) for id, version, _, t_end, source in reads]
-    stale = below_earlier(reads, acks)
-    monotonic = below_earlier(reads, answers)
+    # Within a region every guarantee holds; a far region lags the other's acknowledgements by
+    # the WAN and its repair: counted apart, with how long after the acknowledgement it was.
+    in_region = lambda answer: answer[3][1] not in region_a
+    stale = below_earlier(reads, [a for a in acks if in_region(a)])
+    monotonic = below_earlier(reads, [a for a in answers if in_region(a)])
+    lagging = below_earlier(reads, acks) if region_a else []
     ryw = [v for w in writers for v in w.ryw]
     backwards = []
     for reader in readers:
@@ -426,6 +471,11 @@ def run_once(number, args, database_url, memcached):
         "per_reader_backwards": len(backwards), "stale_after_quiescence": len(after),
         "non_200": {str(k): v for k, v in sorted(statuses.items())}, "memcached_errors": cache_errors,
     }
+    if far:
+        gaps = sorted(gap for *_, gap in lagging if gap >= 0)
+        figures["far_region_rtt_ms"] = args.far_region
+        figures["behind_region_a"] = len(lagging) - len(stale)
+        figures["behind_region_a_max_ms"] = round(gaps[-1], 1) if gaps else 0
     figures["violations"] = sum(figures[k] for k in ("read_your_writes", "stale_reads", "monotonic_global",
                                                      "per_reader_backwards", "stale_after_quiescence"))
     print(f"run {number}: {figures['requests_per_s']:.0f} requests/s, {figures['acks_per_s']:.0f} PUTs acknowledged/s"
@@ -433,6 +483,9 @@ def run_once(number, args, database_url, memcached):
           f" monotonic (global) {len(monotonic)}, per-reader N then N-1 {len(backwards)},"
           f" stale after quiescence {len(after)}; non-200 {figures['non_200'] or 'none'};"
           f" memcached failures seen by the instances {cache_errors}")
+    if far:
+        print(f"  region B behind region A's acknowledgements: {figures['behind_region_a']} reads,"
+              f" the latest {figures['behind_region_a_max_ms']} ms after the acknowledgement")
     for id, version, earlier in backwards[:5]:
         print(f"  per reader: id {index[id]} read v{version} after v{earlier}")
     for id, acknowledged, answered in ryw[:3]:
@@ -462,23 +515,37 @@ def main():
                         help="poll PostgreSQL's versions beside the load (needs psycopg2) for the timeline")
     parser.add_argument("--serve-args", default="", help="more `serve` flags for every instance, e.g. "
                         "\"--replica-database-url postgres://…\" for a standby (scripts/deps.sh start-standby)")
+    parser.add_argument("--far-region", type=float, default=None, metavar="RTT_MS",
+                        help="check region B of two: its own cache cluster, PostgreSQL RTT_MS away")
     args = parser.parse_args()
 
-    database_url, memcached, proxy = DB_URL, MEMCACHED, False
+    global NODES
+    database_url, memcached, proxy, far = DB_URL, MEMCACHED, False, None
     results = []
     try:
-        if args.rtt_ms is not None:
+        if args.far_region is not None:
+            proxy = True
+            delay("start", f"{args.far_region:g}")
+            NODES = start_memcached_nodes(2)
+            far = (exports(delay("env"))["PROFILE_DATABASE_URL"], ",".join(f"{h}:{p}" for h, p in NODES))
+            print(f"region B: cache cluster {FAR_CLUSTER} on {far[1]}, PostgreSQL +{args.far_region:g} ms at {far[0]}")
+        elif args.rtt_ms is not None:
             proxy = True
             delay("start", f"{args.rtt_ms:g}")
             routes = exports(delay("env"))
             database_url, memcached = routes["PROFILE_DATABASE_URL"], routes["PROFILE_MEMCACHED"]
             print(f"through the delay proxy (+{args.rtt_ms:g} ms): {database_url} {memcached}")
         for number in range(1, args.runs + 1):
-            results.append(run_once(number, args, database_url, memcached))
+            results.append(run_once(number, args, database_url, memcached, far))
     finally:
         stop_instances()
         if proxy:
             delay("stop")
+        for process in NODE_PROCESSES:
+            process.kill()
+            process.wait()
+        if far:
+            subprocess.run([BIN, "cache-cluster", "drop", FAR_CLUSTER, "--database-url", DB_URL])
 
     if len(results) > 1:
         columns = [("run", "run"), ("req/s", "requests_per_s"), ("acks/s", "acks_per_s"), ("ryw", "read_your_writes"),
