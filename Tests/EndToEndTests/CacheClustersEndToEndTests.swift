@@ -47,6 +47,13 @@ import TestSupport
         defer { regionBCache.close() }
         #expect(ids.allSatisfy { cachedVersion(regionBCache, id: $0) == 1 }, "region B's cluster holds every profile")
 
+        // Region B's live updates hear of changes on its own cluster's channel.
+        let streams = try ids[0...1].map { id in
+            let stream = try EventStreamTestClient(port: b.port, path: "/users/profile/\(id)/events")
+            #expect(try stream.nextEvent(within: .seconds(2))?.id == "1", "the stream starts at the current version")
+            return stream
+        }
+
         // 1. A PUT through region A (times from its answer).
         let throughA = try put(ids[0], version: 1, name: "Through A", via: a)
         var changed = Date()
@@ -78,6 +85,15 @@ import TestSupport
                 "cache clusters (region B +\(regionBRoundTripMS) ms): \(change) served by A after "
                     + "\(Self.milliseconds(times[0])), by B after \(Self.milliseconds(times[1]))")
         }
+        for (stream, id) in zip(streams, ids[0...1]) {
+            #expect(
+                try stream.nextEvent(within: .seconds(2))?.id == "2",
+                "a stream of \(id) in region B gets the change made through A or in SQL")
+        }
+        let regionB = cacheClusters(seenBy: a)[region.cluster]
+        #expect(
+            (regionB?["consumer"] as? String)?.hasPrefix("profile-service/\(region.cluster)/") == true,
+            "region A's /readyz names region B's consumer: \(regionB ?? [:])")
         // Region B's cluster holds the changes: repaired, not only read around.
         #expect(
             Eventually.wait(timeout: .seconds(2)) { ids[0...2].allSatisfy { cachedVersion(regionBCache, id: $0) == 2 } },
