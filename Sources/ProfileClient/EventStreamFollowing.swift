@@ -64,7 +64,7 @@ struct StreamFollowing: Sendable {
                     }
                 } catch {
                     if Task.isCancelled { return nil }
-                    throw .transport(error.description)
+                    throw ProfileClient.error(for: error)
                 }
                 let healthy = delivered.withLock { $0 } || ContinuousClock.now - opened >= healthyAfter
                 switch end {

@@ -4,7 +4,7 @@ import FoundationNetworking
 #endif
 
 /// How a stream attempt ended without a transport error.
-enum EventStreamEnd: Sendable, Hashable {
+public enum EventStreamEnd: Sendable, Hashable {
     /// The service answered 200 and later closed the stream (a drain, a cut): reconnect, after
     /// `retry` when the stream gave a `retry:` hint.
     case closed(retry: Duration?)
@@ -12,8 +12,8 @@ enum EventStreamEnd: Sendable, Hashable {
     case refused(TransportResponse)
 }
 
-/// Opens event streams (`text/event-stream`); ``URLSessionEventStreamTransport`` in production.
-protocol EventStreamTransport: Sendable {
+/// Opens event streams (`text/event-stream`); ``URLSessionEventStreamTransport`` by default.
+public protocol EventStreamTransport: Sendable {
     /// Opens `request` and calls `onEvents` until the stream ends: once with no events when the
     /// service accepted the stream (200), then with every event the body completed since the last
     /// call (never empty): a burst that arrived together, or while the previous call ran, comes as
@@ -26,8 +26,10 @@ protocol EventStreamTransport: Sendable {
 /// ``EventStreamTransport`` over a `URLSession` data task whose delegate receives the body as it
 /// arrives (FoundationNetworking's on Linux). `requestTimeout` is the longest silence allowed,
 /// so keep it above the service's heartbeat interval.
-final class URLSessionEventStreamTransport: EventStreamTransport {
-    func stream(_ request: TransportRequest, onEvents: @escaping @Sendable ([ServerSentEvent]) async -> Void)
+public final class URLSessionEventStreamTransport: EventStreamTransport {
+    public init() {}
+
+    public func stream(_ request: TransportRequest, onEvents: @escaping @Sendable ([ServerSentEvent]) async -> Void)
         async throws(TransportError) -> EventStreamEnd
     {
         var urlRequest = URLRequest(url: request.url)
@@ -84,7 +86,7 @@ final class URLSessionEventStreamTransport: EventStreamTransport {
             task.cancel()
         }
         if let failure { throw failure }
-        if Task.isCancelled { throw TransportError(kind: .other, description: "cancelled") }
+        if Task.isCancelled { throw TransportError(kind: .cancelled, description: "cancelled") }
         guard status == 200 else {
             return .refused(TransportResponse(status: status, headers: headers, body: body))
         }

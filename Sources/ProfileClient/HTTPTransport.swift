@@ -1,64 +1,102 @@
-import Foundation
+public import Foundation
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+public import FoundationNetworking
 #endif
 
-/// One HTTP request of the client, independent of URLSession (so tests can fake the network).
-struct TransportRequest: Sendable, Hashable {
-    var method: String
-    var url: URL
-    var headers: [String: String]
-    var body: Data?
-    var timeout: Duration
+/// One HTTP request of the client, independent of URLSession: what an ``HTTPTransport`` sends.
+public struct TransportRequest: Sendable, Hashable {
+    public var method: String
+    public var url: URL
+    public var headers: [String: String]
+    public var body: Data?
+    public var timeout: Duration
+
+    public init(method: String, url: URL, headers: [String: String], body: Data?, timeout: Duration) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+        self.timeout = timeout
+    }
 }
 
 /// One HTTP answer; header names are lower-cased.
-struct TransportResponse: Sendable, Hashable {
-    var status: Int
-    var headers: [String: String]
-    var body: Data
+public struct TransportResponse: Sendable, Hashable {
+    public var status: Int
+    public var headers: [String: String]
+    public var body: Data
+
+    public init(status: Int, headers: [String: String] = [:], body: Data = Data()) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
 }
 
-/// A request that got no HTTP answer.
-struct TransportError: Error, Sendable, Hashable {
-    enum Kind: Sendable, Hashable {
+/// A request that got no HTTP answer, and why: the client retries and reports by ``kind``.
+public struct TransportError: Error, Sendable, Hashable {
+    public enum Kind: Sendable, Hashable {
         /// The request surely never reached the server (connection refused, host not found):
         /// safe to retry even for a write.
         case notSent
-        /// The connection failed at some point (lost, timed out): a read may retry, a write may
-        /// have been applied.
+        /// The device has no network: nothing was sent. Reported as ``ProfileClientError/offline``.
+        case offline
+        /// The connection failed after the request may have reached the server (lost): a read
+        /// may retry, a write may have been applied.
         case connection
-        /// Anything else (cancelled, bad URL, a token provider that threw).
+        /// No answer in time: a read may retry, a write may have been applied.
+        case timedOut
+        /// The TLS handshake failed. Not retried.
+        case tls
+        /// The calling task was cancelled.
+        case cancelled
+        /// Anything else (a bad URL, an answer that is not HTTP).
         case other
     }
 
-    var kind: Kind
-    var description: String
+    public var kind: Kind
+    public var description: String
+
+    public init(kind: Kind, description: String) {
+        self.kind = kind
+        self.description = description
+    }
 }
 
-/// Sends requests; ``URLSessionTransport`` in production, fakes in unit tests.
-protocol HTTPTransport: Sendable {
+/// Sends the client's requests: ``URLSessionTransport`` by default; an app's own for a shared or
+/// pinned `URLSession`, a User-Agent, or tests and previews (``InMemoryProfileService``).
+public protocol HTTPTransport: Sendable {
+    /// Sends `request` and returns the service's answer, whatever its status.
+    /// - Throws: ``TransportError`` when there is no answer.
     func send(_ request: TransportRequest) async throws(TransportError) -> TransportResponse
 }
 
 /// ``HTTPTransport`` over an ephemeral `URLSession` (FoundationNetworking's on Linux) with no
 /// URL cache, so that every read reaches the service and the client's own cache alone decides.
-final class URLSessionTransport: HTTPTransport {
+public final class URLSessionTransport: HTTPTransport {
     private let session: URLSession
 
-    init() {
+    /// A session of its own: ephemeral, no URL cache, no cookies.
+    public convenience init() {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.urlCache = nil
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
         configuration.httpShouldSetCookies = false
-        session = URLSession(configuration: configuration)
+        self.init(session: URLSession(configuration: configuration))
+    }
+
+    /// Sends through `session`: the app's own (shared, with certificate pinning in its delegate,
+    /// or extra headers such as a User-Agent in its configuration). Give it no URL cache: the
+    /// client's own store decides what is fresh.
+    public init(session: URLSession) {
+        self.session = session
     }
 
     deinit {
         session.finishTasksAndInvalidate()
     }
 
-    func send(_ request: TransportRequest) async throws(TransportError) -> TransportResponse {
+    public func send(_ request: TransportRequest) async throws(TransportError) -> TransportResponse {
         var urlRequest = URLRequest(url: request.url)
         urlRequest.httpMethod = request.method
         urlRequest.httpBody = request.body
@@ -107,9 +145,18 @@ final class URLSessionTransport: HTTPTransport {
         switch urlError.code {
         case .cannotConnectToHost, .cannotFindHost, .dnsLookupFailed:
             return TransportError(kind: .notSent, description: description)
-        case .networkConnectionLost, .timedOut, .notConnectedToInternet, .badServerResponse,
-            .secureConnectionFailed:
+        case .notConnectedToInternet, .dataNotAllowed, .internationalRoamingOff, .callIsActive:
+            return TransportError(kind: .offline, description: description)
+        case .timedOut:
+            return TransportError(kind: .timedOut, description: description)
+        case .networkConnectionLost, .badServerResponse:
             return TransportError(kind: .connection, description: description)
+        case .secureConnectionFailed, .serverCertificateUntrusted, .serverCertificateHasBadDate,
+            .serverCertificateNotYetValid, .serverCertificateHasUnknownRoot, .clientCertificateRejected,
+            .clientCertificateRequired:
+            return TransportError(kind: .tls, description: description)
+        case .cancelled:
+            return TransportError(kind: .cancelled, description: description)
         default:
             return TransportError(kind: .other, description: description)
         }

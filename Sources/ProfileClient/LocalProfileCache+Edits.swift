@@ -4,13 +4,18 @@
 struct EditLane {
     struct Waiting {
         var sequence: UInt64
-        /// The confirmed version when the edit was made: what the user saw.
+        /// The version the edit was made over: the one the edit in flight will write, when it was
+        /// shown pending; else the confirmed version the user saw.
         var base: Int32?
+        /// Whether ``base`` is a confirmed version the user saw (not a pending one).
+        var madeOverConfirmed: Bool
         var turn: CheckedContinuation<EditTurn, Never>
         /// Callers of the edits this one replaced.
         var followers: [CheckedContinuation<EditTurn, Never>]
     }
 
+    /// The version the edit in flight expects (`nil` until it is known).
+    var sendingBase: Int32?
     /// Callers whose edits the one in flight replaced: they get its answer.
     var followersOfSending: [CheckedContinuation<EditTurn, Never>] = []
     var next: Waiting?
@@ -29,24 +34,34 @@ extension LocalProfileCache {
     /// else when the one in flight answered (a later edit made meanwhile takes this one's place).
     /// - Returns: the edit's sequence number, for ``finishEdit(id:sequence:result:)``, and its turn.
     func beginEdit(id: Int64, displayName: String) async -> (sequence: UInt64, turn: EditTurn) {
-        let base = records[id]?.confirmed?.version
-        let sequence = beginUpdate(id: id, displayName: displayName, expectedVersion: nil)
-        guard lanes[id] != nil else {
-            lanes[id] = EditLane()
-            return (sequence, .send(expectedVersion: base))
+        let confirmed = records[id]?.confirmed?.version
+        guard let lane = lanes[id] else {
+            let sequence = beginUpdate(id: id, displayName: displayName, base: confirmed)
+            lanes[id] = EditLane(sendingBase: confirmed)
+            return (sequence, .send(expectedVersion: confirmed))
         }
+        // Over the edit in flight while it is shown pending (it is over the confirmed version);
+        // else over the confirmed version the user sees.
+        let overPending = lane.sendingBase != nil && lane.sendingBase == confirmed && confirmed! < Int32.max
+        let base = overPending ? confirmed! + 1 : confirmed
+        let sequence = beginUpdate(id: id, displayName: displayName, base: base)
         let turn = await withCheckedContinuation { continuation in
             let replaced = lanes[id]?.next
             lanes[id]?.next = EditLane.Waiting(
-                sequence: sequence, base: base, turn: continuation,
+                sequence: sequence, base: base, madeOverConfirmed: !overPending, turn: continuation,
                 followers: replaced.map { $0.followers + [$0.turn] } ?? [])
         }
         return (sequence, turn)
     }
 
     /// Ends the edit in flight of `id`. A success is confirmed and the edit waiting (if any) goes
-    /// next, expecting the version just written, so it never meets a 409 caused by this write. A
-    /// failure fails the waiting edits too and rolls back to the newest confirmed profile.
+    /// next, expecting the version just written, so it never meets a 409 caused by this write.
+    ///
+    /// A 409 — someone else changed the profile — shows the service's profile; the edit waiting
+    /// goes next only if it was made over that very version (the user saw it), else it fails
+    /// too, as it would overwrite a change the user has not seen. Any other failure rolls back
+    /// only the edit that failed: the edit waiting goes next, over the version the failed one
+    /// was made on.
     /// - Returns: `result`, for the caller of the edit in flight.
     func finishEdit(id: Int64, sequence: UInt64, result: Result<Profile, ProfileClientError>)
         -> Result<Profile, ProfileClientError>
@@ -56,21 +71,42 @@ extension LocalProfileCache {
         switch result {
         case .success(let profile):
             finishUpdate(id: id, sequence: sequence, outcome: .written(profile))
-            if let next = lane.next {
-                lanes[id] = EditLane(followersOfSending: next.followers)
-                next.turn.resume(returning: .send(expectedVersion: max(next.base ?? 0, profile.version)))
+            if let next = lane.next { sendNext(next, id: id, expecting: max(next.base ?? 0, profile.version)) }
+        case .failure(.conflict(let current)):
+            guard let next = lane.next, next.madeOverConfirmed, next.base == current.version else {
+                finishUpdate(id: id, sequence: lane.next?.sequence ?? sequence, outcome: .conflict(current: current))
+                for waiting in (lane.next.map { $0.followers + [$0.turn] } ?? []) { waiting.resume(returning: .done(result)) }
+                break
             }
-        case .failure(let error):
-            let through = lane.next?.sequence ?? sequence
-            if case .conflict(let current) = error {
-                finishUpdate(id: id, sequence: through, outcome: .conflict(current: current))
-            } else {
-                finishUpdate(id: id, sequence: through, outcome: .failed)
+            finishUpdate(id: id, sequence: sequence, outcome: .conflict(current: current))
+            sendNext(next, id: id, expecting: current.version)
+        case .failure:
+            guard let next = lane.next else {
+                finishUpdate(id: id, sequence: sequence, outcome: .failed)
+                break
             }
-            if let next = lane.next {
-                for waiting in next.followers + [next.turn] { waiting.resume(returning: .done(result)) }
+            // The edit waiting stood over the failed one's version: it now stands over the
+            // version that one was made on (before the rollback is shown, so it stays shown).
+            var expected = next.base
+            if let failedBase = lane.sendingBase, next.base == failedBase + 1 {
+                expected = failedBase
+                if var record = records[id] {
+                    for index in record.intents.indices
+                    where record.intents[index].sequence > sequence && record.intents[index].base == failedBase + 1 {
+                        record.intents[index].base = failedBase
+                    }
+                    records[id] = record
+                }
             }
+            finishUpdate(id: id, sequence: sequence, outcome: .failed)
+            sendNext(next, id: id, expecting: expected)
         }
         return result
+    }
+
+    /// Makes `next` the edit in flight, expecting `expected`.
+    private func sendNext(_ next: EditLane.Waiting, id: Int64, expecting expected: Int32?) {
+        lanes[id] = EditLane(sendingBase: expected, followersOfSending: next.followers)
+        next.turn.resume(returning: .send(expectedVersion: expected))
     }
 }

@@ -13,9 +13,11 @@ actor LocalProfileCache {
     struct Intent {
         var sequence: UInt64
         var displayName: String
-        /// The version the edit expects: given by the caller (``ProfileClient/updateDisplayName(id:to:expectedVersion:)``),
-        /// or `nil` for a serialized edit, which applies on top of the newest confirmed profile.
-        var expectedVersion: Int32?
+        /// The version the edit was made over: the one the caller expects
+        /// (``ProfileClient/updateDisplayName(id:to:expectedVersion:)``), or the confirmed version
+        /// the user saw when making a serialized edit (``ProfileClient/setDisplayName(_:id:)``);
+        /// `nil` when no version was known.
+        var base: Int32?
     }
 
     struct Record {
@@ -35,19 +37,26 @@ actor LocalProfileCache {
         /// When the record was last read or changed, for eviction (a counter, not a clock).
         var lastUse: UInt64 = 0
 
-        /// The newest intent while it is newer than the confirmed profile, else the confirmed one.
-        var shown: Profile? {
-            guard let intent = intents.last, var optimistic = confirmed else { return confirmed }
-            let base = intent.expectedVersion ?? optimistic.version
-            guard base < Int32.max, base + 1 > optimistic.version else { return confirmed }
-            optimistic.displayName = intent.displayName
-            optimistic.version = base + 1
-            return optimistic
+        /// What is shown: from the confirmed profile, the newest intent made over its version, as
+        /// the version it would become (pending), then the newest made over that one, and so on —
+        /// an edit waiting behind one in flight stands over the version the first will write. An
+        /// intent over any other version is not shown. So a newer confirmed version — another
+        /// device's change, or an edit's own event arriving before its answer — is shown as it is,
+        /// at once, and no version is shown that the service could not write next.
+        var shown: (profile: Profile, isPending: Bool)? {
+            guard var shown = confirmed else { return nil }
+            var isPending = false
+            while shown.version < Int32.max, let intent = intents.last(where: { $0.base == shown.version }) {
+                shown.displayName = intent.displayName
+                shown.version += 1
+                isPending = true
+            }
+            return (shown, isPending)
         }
 
         /// What lists show for the id; `nil` while nothing is known.
         var member: ListMember? {
-            if let shown { return .profile(shown) }
+            if let shown { return .profile(shown.profile, isPending: shown.isPending) }
             return deletedAbove == nil ? nil : .missing
         }
     }
@@ -147,13 +156,12 @@ actor LocalProfileCache {
         return records[profile.id]?.confirmed ?? profile
     }
 
-    /// Starts an optimistic update and shows it to observers at once (while it is newer than the
-    /// confirmed profile).
+    /// Starts an optimistic update made over version `base` and shows it to observers at once
+    /// (while `base` is the newest confirmed version), marked pending.
     /// - Returns: the intent's sequence number, for ``finishUpdate(id:sequence:outcome:)``.
-    func beginUpdate(id: Int64, displayName: String, expectedVersion: Int32?) -> UInt64 {
+    func beginUpdate(id: Int64, displayName: String, base: Int32?) -> UInt64 {
         nextSequence += 1
-        records[id, default: Record()].intents.append(
-            Intent(sequence: nextSequence, displayName: displayName, expectedVersion: expectedVersion))
+        records[id, default: Record()].intents.append(Intent(sequence: nextSequence, displayName: displayName, base: base))
         publish([id])
         return nextSequence
     }
@@ -167,6 +175,7 @@ actor LocalProfileCache {
     /// Ends intents: the answer to the one numbered `sequence` supersedes it and every older one
     /// of the id (the latest intent wins). A failure drops the intents through `sequence`, so
     /// observers get the newest confirmed profile back unless a later intent shows.
+    ///
     /// - Returns: the newer of the answer and the confirmed profile, for a written or 409 answer.
     @discardableResult
     func finishUpdate(id: Int64, sequence: UInt64, outcome: UpdateOutcome) -> Profile? {
@@ -234,7 +243,7 @@ actor LocalProfileCache {
             touch(id)
             guard let record = records[id] else { continue }
             if let shown = record.shown {
-                observers.publish(.updated(shown), for: id)
+                observers.publish(shown.isPending ? .pending(shown.profile) : .updated(shown.profile), for: id)
             } else if record.deletedAbove != nil {
                 observers.publish(.deleted(id: id), for: id)
             }

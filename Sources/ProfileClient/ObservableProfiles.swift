@@ -27,6 +27,8 @@ public final class ObservableProfiles {
         /// The profile as the client shows it (optimistic edits included); `nil` while unknown or
         /// deleted.
         public var profile: Profile?
+        /// ``profile`` is an edit of this client the service has not confirmed yet.
+        public var isPending = false
         /// The service says no profile has the id.
         public var isDeleted = false
         /// The last failure of following the id or of reading it; cleared when it resumes.
@@ -77,6 +79,8 @@ public final class ObservableProfiles {
                 _ = try await client.fetch(id: id)  // its answer arrives through the events
             } catch .notFound {
                 // Arrives through the events as `deleted`.
+            } catch .cancelled {
+                // The view went away: nothing failed.
             } catch {
                 self.apply(.failed(error, willRetry: false), to: id)
             }
@@ -89,13 +93,17 @@ public final class ObservableProfiles {
     func apply(_ event: ProfileEvent, to id: Int64) {
         var entry = entries[id] ?? Entry()
         switch event {
-        case .updated(let profile):
+        case .updated(let profile), .pending(let profile):
             entry.profile = profile
+            entry.isPending = event == .pending(profile)
             entry.isDeleted = false
             entry.failure = nil
         case .deleted:
             entry.profile = nil
+            entry.isPending = false
             entry.isDeleted = true
+        case .failed(.cancelled, _):
+            break  // the caller went away: not a failure to show
         case .failed(let error, _):
             entry.failure = error
         case .resumed:

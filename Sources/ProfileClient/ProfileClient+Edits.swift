@@ -8,9 +8,12 @@ extension ProfileClient {
     /// of the one that carried them. When the client knows no version of the profile it reads it
     /// first.
     ///
-    /// A failure rolls observers back to the newest confirmed profile and fails the edits waiting
-    /// behind it with the same error; a 409 means someone else changed the profile (its current
-    /// version is then shown). Cancelling the caller does not cancel the edit.
+    /// The edit is shown over the version the user saw, as ``ProfileEvent/pending(_:)``, while that
+    /// is the newest confirmed version: a change from another device that arrives meanwhile is
+    /// shown at once (and the edit, made over an older version, then meets a 409 rather than
+    /// overwrite it). A 409 shows the service's profile and fails the edits waiting behind it with
+    /// the same error; any other failure rolls back only the failed edit, and the one waiting is
+    /// sent next. Cancelling the caller does not cancel the edit.
     /// - Returns: the profile the service stored.
     /// - Throws: ``ProfileClientError``: `conflict(current:)`, `notFound`, `unauthorized`, `validation`…
     public func setDisplayName(_ displayName: String, id: Int64) async throws(ProfileClientError) -> Profile {
@@ -36,8 +39,8 @@ extension ProfileClient {
 
     /// Sets the display name if the profile is still at `expectedVersion`.
     ///
-    /// Observers of `id` see the intended profile at once while it is newer than the confirmed one,
-    /// then the service's answer; on 409 the service's current profile; on any other failure the
+    /// Observers of `id` see the intended profile at once, pending, while `expectedVersion` is the
+    /// newest confirmed version, then the service's answer; on 409 the service's current profile; on any other failure the
     /// newest confirmed one. Unlike ``setDisplayName(_:id:)`` these calls are not serialized: two
     /// made before the first answers conflict with each other.
     /// - Returns: the profile the service stored, at `expectedVersion + 1`.
@@ -45,7 +48,7 @@ extension ProfileClient {
     public func updateDisplayName(id: Int64, to displayName: String, expectedVersion: Int32)
         async throws(ProfileClientError) -> Profile
     {
-        let sequence = await cache.beginUpdate(id: id, displayName: displayName, expectedVersion: expectedVersion)
+        let sequence = await cache.beginUpdate(id: id, displayName: displayName, base: expectedVersion)
         do throws(ProfileClientError) {
             let profile = try await putDisplayName(displayName, id: id, expectedVersion: expectedVersion)
             await cache.finishUpdate(id: id, sequence: sequence, outcome: .written(profile))

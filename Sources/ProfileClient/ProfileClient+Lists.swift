@@ -6,10 +6,14 @@ import Foundation
 public struct ProfileList: Sendable, Hashable {
     public var profiles: [Profile]
     public var missing: [Int64]
+    /// The ids whose profile in ``profiles`` is an edit of this client not confirmed yet
+    /// (``ProfileEvent/pending(_:)``).
+    public var pending: Set<Int64>
 
-    public init(profiles: [Profile], missing: [Int64]) {
+    public init(profiles: [Profile], missing: [Int64], pending: Set<Int64> = []) {
         self.profiles = profiles
         self.missing = missing
+        self.pending = pending
     }
 }
 
@@ -41,12 +45,7 @@ extension ProfileClient {
             let response = try await send(
                 method: "GET", path: "/users/profiles?ids=" + members.joined(separator: ","), body: nil, isRead: true)
             guard response.status == 200 else { throw Self.error(for: response) }
-            let page: ProfileList
-            do {
-                page = try JSONDecoder().decode(ListBody.self, from: response.body).list
-            } catch {
-                throw .transport("the service answered a list that does not decode: \(error)")
-            }
+            let page = try Self.decode(ListBody.self, from: response.body, what: "a list").list
             for profile in page.profiles { answer.profiles.append(await cache.didFetch(profile)) }
             for id in page.missing { await cache.didLearnMissing(id: id) }
             answer.missing += page.missing

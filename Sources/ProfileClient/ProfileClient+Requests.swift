@@ -48,21 +48,37 @@ extension ProfileClient {
                     continue
                 }
                 rejected = nil
-                guard isRead, response.status == 503 || response.status == 504 else { return response }
+                guard isRead, Self.retriedStatuses.contains(response.status) else { return response }
                 let retryAfter = response.headers["retry-after"].flatMap { RetryPolicy.parseRetryAfter($0) }
                 wait = configuration.retry.delay(afterAttempt: attempt, retryAfter: retryAfter, randomUnit: randomUnit())
                 if wait == nil { return response }
             } catch {
-                let retryable = error.kind == .notSent || (isRead && error.kind == .connection)
-                wait = retryable
+                let retryable =
+                    error.kind == .notSent || (isRead && (error.kind == .connection || error.kind == .timedOut))
+                wait = retryable && !Task.isCancelled
                     ? configuration.retry.delay(afterAttempt: attempt, retryAfter: nil, randomUnit: randomUnit()) : nil
-                if wait == nil { throw .transport(error.description) }
+                if wait == nil { throw Task.isCancelled ? .cancelled : Self.error(for: error) }
             }
             do {
                 try await sleep(wait!)
             } catch {
-                throw .transport("cancelled")
+                throw .cancelled
             }
+        }
+    }
+
+    /// What reads retry (with backoff, honouring `Retry-After`): a gateway's 502 and a 500 while
+    /// an instance restarts, and the service's own 503 and 504. A read changes nothing.
+    static let retriedStatuses: Set<Int> = [500, 502, 503, 504]
+
+    /// The ``ProfileClientError`` of a request that got no answer.
+    static func error(for error: TransportError) -> ProfileClientError {
+        switch error.kind {
+        case .offline: .offline
+        case .timedOut: .timedOut
+        case .tls: .tls(error.description)
+        case .cancelled: .cancelled
+        case .notSent, .connection, .other: .transport(error.description)
         }
     }
 
@@ -78,17 +94,29 @@ extension ProfileClient {
             if let current = problem?.current { return .conflict(current: current) }
             return .validation(field: problem?.field, detail: detail)
         case 400, 412, 413, 415, 422, 428: return .validation(field: problem?.field, detail: detail)
-        case 503, 504:
-            return .unavailable(retryAfter: response.headers["retry-after"].flatMap { RetryPolicy.parseRetryAfter($0) })
+        case 429: return .rateLimited(retryAfter: retryAfter(response))
+        case 503, 504: return .unavailable(retryAfter: retryAfter(response))
+        case 500...599: return .serverError(status: response.status, retryAfter: retryAfter(response), detail: problem?.detail)
         default: return .unexpectedStatus(response.status, detail: problem?.detail)
         }
     }
 
+    private static func retryAfter(_ response: TransportResponse) -> Duration? {
+        response.headers["retry-after"].flatMap { RetryPolicy.parseRetryAfter($0) }
+    }
+
     static func decodeProfile(_ body: Data) throws(ProfileClientError) -> Profile {
+        try decode(Profile.self, from: body, what: "a profile")
+    }
+
+    /// `body` as `type`; a failure names the member at fault (``ProfileClientError/decoding(field:detail:)``).
+    static func decode<Value: Decodable>(_ type: Value.Type, from body: Data, what: String) throws(ProfileClientError) -> Value {
         do {
-            return try JSONDecoder().decode(Profile.self, from: body)
+            return try JSONDecoder().decode(type, from: body)
+        } catch let error as DecodingError {
+            throw .decoding(field: error.field, detail: "the service answered \(what) that does not decode: \(error)")
         } catch {
-            throw .transport("the service answered a profile that does not decode: \(error)")
+            throw .decoding(field: nil, detail: "the service answered \(what) that does not decode: \(error)")
         }
     }
 
@@ -112,7 +140,7 @@ extension ProfileClient {
         do {
             return try JSONEncoder().encode(Body(fields: fields, version: version))
         } catch {
-            throw .transport("cannot encode the request: \(error)")
+            throw .validation(field: nil, detail: "cannot encode the request: \(error)")
         }
     }
 }
@@ -139,4 +167,19 @@ struct ProblemDocument: Decodable {
     var detail: String?
     var field: String?
     var current: Profile?
+}
+
+extension DecodingError {
+    /// The JSON member at fault, as a dotted path (`profiles.2.version`); nil for the whole document.
+    var field: String? {
+        let path: [any CodingKey]
+        switch self {
+        case .keyNotFound(let key, let context): path = context.codingPath + [key]
+        case .typeMismatch(_, let context), .valueNotFound(_, let context), .dataCorrupted(let context):
+            path = context.codingPath
+        @unknown default: return nil
+        }
+        guard !path.isEmpty else { return nil }
+        return path.map { $0.intValue.map(String.init) ?? $0.stringValue }.joined(separator: ".")
+    }
 }

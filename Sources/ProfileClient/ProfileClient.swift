@@ -46,6 +46,22 @@ public final class ProfileClient: Sendable {
             eventTransport: URLSessionEventStreamTransport())
     }
 
+    /// A client that sends through transports of the app's: ``URLSessionTransport`` over its own
+    /// `URLSession` (shared, pinned, with a User-Agent), or ``InMemoryProfileService`` for unit
+    /// tests and SwiftUI previews.
+    /// - Parameters:
+    ///   - transport: sends every request.
+    ///   - eventTransport: opens the live updates' event streams; `nil` follows none (observers
+    ///     then see only what this client reads and writes).
+    public convenience init(
+        configuration: ProfileClientConfiguration, transport: any HTTPTransport,
+        eventTransport: (any EventStreamTransport)?
+    ) {
+        self.init(
+            configuration: configuration, transport: transport, eventTransport: eventTransport,
+            now: { ContinuousClock.now })
+    }
+
     init(
         configuration: ProfileClientConfiguration, transport: any HTTPTransport,
         eventTransport: (any EventStreamTransport)? = nil,

@@ -2,7 +2,8 @@ import Foundation
 
 /// What a list shows for one of its ids.
 enum ListMember: Sendable, Hashable {
-    case profile(Profile)
+    /// The profile shown; `isPending` for an edit of this client not confirmed yet.
+    case profile(Profile, isPending: Bool)
     /// The service said no profile has the id.
     case missing
 }
@@ -30,7 +31,9 @@ final class ProfileListObservers: Sendable {
             var list = ProfileList(profiles: [], missing: [])
             for id in ids {
                 switch members[id] {
-                case .profile(let profile)?: list.profiles.append(profile)
+                case .profile(let profile, let isPending)?:
+                    list.profiles.append(profile)
+                    if isPending { list.pending.insert(id) }
                 case .missing?, nil: list.missing.append(id)
                 }
             }

@@ -11,7 +11,7 @@ final class ProfileObservers: Sendable {
 
     private struct State {
         var observers: [Int64: [UInt64: Observer]] = [:]
-        /// The last state published per id (`updated` or `deleted`): a new observer starts with it.
+        /// The last state published per id (`updated`, `pending` or `deleted`): a new observer starts with it.
         var latest: [Int64: ProfileEvent] = [:]
         var nextToken: UInt64 = 0
     }
@@ -26,11 +26,14 @@ final class ProfileObservers: Sendable {
         return stream
     }
 
-    /// The profiles of `id`'s `updated` events, starting with the latest one, if any.
+    /// The profiles of `id`'s `updated` and `pending` events, starting with the latest one, if any.
     func profiles(for id: Int64, onTermination: @escaping @Sendable () -> Void = {}) -> AsyncStream<Profile> {
         let (stream, continuation) = AsyncStream<Profile>.makeStream(bufferingPolicy: .bufferingNewest(64))
         register(id, continuation: continuation, onTermination: onTermination) { event in
-            if case .updated(let profile) = event { continuation.yield(profile) }
+            switch event {
+            case .updated(let profile), .pending(let profile): continuation.yield(profile)
+            default: break
+            }
         }
         return stream
     }
@@ -40,7 +43,7 @@ final class ProfileObservers: Sendable {
     func publish(_ event: ProfileEvent, for id: Int64) {
         let receivers: [Observer] = state.withLock { state in
             switch event {
-            case .updated, .deleted:
+            case .updated, .pending, .deleted:
                 guard state.latest[id] != event else { return [] }
                 state.latest[id] = event
             case .failed, .resumed:

@@ -1,8 +1,14 @@
 /// One Server-Sent Event: its `event`, `id` and `data` fields.
-struct ServerSentEvent: Sendable, Hashable {
-    var event: String?
-    var id: String?
-    var data: String
+public struct ServerSentEvent: Sendable, Hashable {
+    public var event: String?
+    public var id: String?
+    public var data: String
+
+    public init(event: String?, id: String?, data: String) {
+        self.event = event
+        self.id = id
+        self.data = data
+    }
 }
 
 /// Incremental parser of `text/event-stream` (the WHATWG HTML "event stream interpretation"):

@@ -79,6 +79,13 @@ struct ProfileCtl: AsyncParsableCommand {
         case .forbidden: message = "forbidden"
         case .validation(let field, let detail): message = "refused\(field.map { " (\($0))" } ?? ""): \(detail)"
         case .unavailable(let retryAfter): message = "unavailable\(retryAfter.map { "; retry after \($0)" } ?? "")"
+        case .rateLimited(let retryAfter): message = "too many requests\(retryAfter.map { "; retry after \($0)" } ?? "")"
+        case .serverError(let status, _, let detail): message = "server error \(status)\(detail.map { ": \($0)" } ?? "")"
+        case .offline: message = "offline: no network"
+        case .timedOut: message = "no answer in time"
+        case .tls(let description): message = "TLS failed: \(description)"
+        case .cancelled: message = "cancelled"
+        case .decoding(let field, let detail): message = "undecodable answer\(field.map { " (\($0))" } ?? ""): \(detail)"
         case .transport(let description): message = "no answer: \(description)"
         case .tokenUnavailable(let description): message = "cannot read the token: \(description)"
         case .unexpectedStatus(let status, let detail): message = "HTTP \(status)\(detail.map { ": \($0)" } ?? "")"
@@ -208,6 +215,7 @@ extension ProfileCtl {
             for await event in events {
                 switch event {
                 case .updated(let profile): ProfileCtl.print(profile)
+                case .pending: continue  // profilectl watch makes no edits
                 case .deleted(let id): FileHandle.standardOutput.write(Data("{\"deleted\":\(id)}\n".utf8))
                 case .failed(let error, willRetry: false): throw ProfileCtl.fail(error)
                 case .failed(let error, willRetry: true):

@@ -69,4 +69,20 @@ import Testing
         #expect(profiles.profile(1) == nil && profiles.profile(2) == nil, "the least recently used are gone")
         #expect(profiles.profile(3) != nil && profiles.profile(4) != nil)
     }
+
+    @Test func aViewThatGoesAwayWhileItsProfileLoadsRecordsNoFailure() async throws {
+        let asked = Flag()
+        let transport = FakeTransport { _, _ throws(TransportError) in
+            asked.set()
+            try? await Task.sleep(for: .seconds(30))  // a slow network; the view goes first
+            throw TransportError(kind: .cancelled, description: "cancelled")
+        }
+        let profiles = ObservableProfiles(client: RecordedSleeps().client(transport, events: Events()))
+        let following = Task { await profiles.follow(8) }
+        #expect(await Self.wait { asked.isSet })
+        following.cancel()  // SwiftUI ends the view's .task
+        await following.value
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(profiles.entry(8)?.failure == nil, "a cancellation is not a failure: \(String(describing: profiles.entry(8)))")
+    }
 }

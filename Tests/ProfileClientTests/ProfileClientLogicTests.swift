@@ -73,7 +73,8 @@ import Testing
                 .conflict(current: FakeTransport.profile(1, "A", version: 4))
             ),
             (FakeTransport.problem(503, kind: "x", headers: ["retry-after": "2"]), .unavailable(retryAfter: .seconds(2))),
-            (FakeTransport.problem(500, kind: "internal-error"), .unexpectedStatus(500, detail: "internal-error")),
+            (FakeTransport.problem(500, kind: "internal-error"), .serverError(status: 500, retryAfter: nil, detail: "internal-error")),
+            (FakeTransport.problem(418, kind: "teapot"), .unexpectedStatus(418, detail: "teapot")),
         ]
         for (response, expected) in cases {
             #expect(ProfileClient.error(for: response) == expected)

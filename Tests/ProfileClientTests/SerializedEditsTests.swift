@@ -92,9 +92,11 @@ import TestSupport
 }
 
 extension ProfileEvent {
-    /// The display name of an `updated` event.
+    /// The display name of an `updated` or `pending` event.
     var displayName: String? {
-        if case .updated(let profile) = self { return profile.displayName }
-        return nil
+        switch self {
+        case .updated(let profile), .pending(let profile): profile.displayName
+        default: nil
+        }
     }
 }

@@ -1,0 +1,130 @@
+import Foundation
+
+/// profile-service in memory, as an ``HTTPTransport``: for an app's unit tests and SwiftUI
+/// previews, with no server.
+///
+/// It answers what the client sends as the service does: `GET /users/profile/{id}` (404 when
+/// absent, 304 for a matching `If-None-Match`), `PUT` with optimistic locking (`version`; 409 with
+/// the current profile when stale, 201 for a creation with `If-None-Match: *`), and
+/// `GET /users/profiles?ids=…`. It opens no event streams: give the client no event transport.
+///
+/// ```swift
+/// let service = InMemoryProfileService(profiles: [
+///     Profile(id: 1, username: "ada", displayName: "Ada", version: 1, updatedAt: "2026-01-01T00:00:00Z"),
+/// ])
+/// let client = ProfileClient(configuration: .init(baseURL: URL(string: "http://preview")!), transport: service, eventTransport: nil)
+/// service.store(…)  // a change made "on another device"
+/// ```
+public final class InMemoryProfileService: HTTPTransport {
+    private let stored: LockedValue<[Int64: Profile]>
+    private let requests = LockedValue<[TransportRequest]>([])
+
+    public init(profiles: [Profile] = []) {
+        stored = LockedValue(Dictionary(profiles.map { ($0.id, $0) }) { _, last in last })
+    }
+
+    /// The profiles it holds, by id.
+    public var profiles: [Int64: Profile] { stored.withLock { $0 } }
+
+    /// Every request it was sent, in order (for a test's assertions).
+    public var receivedRequests: [TransportRequest] { requests.withLock { $0 } }
+
+    /// Stores `profile` as it is, as a change made elsewhere would.
+    public func store(_ profile: Profile) {
+        stored.withLock { $0[profile.id] = profile }
+    }
+
+    /// Removes the profile of `id`.
+    public func remove(id: Int64) {
+        stored.withLock { $0[id] = nil }
+    }
+
+    public func send(_ request: TransportRequest) async throws(TransportError) -> TransportResponse {
+        requests.withLock { $0.append(request) }
+        let path = request.url.path
+        let prefix = "/users/profile/"
+        if path.hasPrefix(prefix), let id = Int64(path.dropFirst(prefix.count)) {
+            switch request.method {
+            case "GET": return read(id, request)
+            case "PUT": return write(id, request)
+            default: return Self.problem(405, "method-not-allowed")
+            }
+        }
+        if path == "/users/profiles", request.method == "GET" { return list(request) }
+        return Self.problem(404, "no-such-route")
+    }
+
+    private func read(_ id: Int64, _ request: TransportRequest) -> TransportResponse {
+        guard let profile = stored.withLock({ $0[id] }) else { return Self.problem(404, "profile-not-found") }
+        if request.headers["If-None-Match"] == "\"\(profile.version)\"" {
+            return TransportResponse(status: 304, headers: ["etag": "\"\(profile.version)\""])
+        }
+        return Self.json(profile)
+    }
+
+    private func write(_ id: Int64, _ request: TransportRequest) -> TransportResponse {
+        guard let body = request.body,
+            let fields = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any]
+        else { return Self.problem(400, "malformed-request") }
+        guard let displayName = fields["display_name"] as? String, !displayName.isEmpty else {
+            return Self.problem(422, "invalid-field", field: "display_name")
+        }
+        let now = ISO8601DateFormatter().string(from: Date())
+        return stored.withLock { stored in
+            let current = stored[id]
+            if request.headers["If-None-Match"] == "*" {
+                if let current { return Self.problem(409, "profile-exists", current: current) }
+                guard let username = fields["username"] as? String else {
+                    return Self.problem(422, "missing-field", field: "username")
+                }
+                let created = Profile(id: id, username: username, displayName: displayName, version: 1, updatedAt: now)
+                stored[id] = created
+                return Self.json(created, status: 201)
+            }
+            guard let current else { return Self.problem(404, "profile-not-found") }
+            guard let version = fields["version"] as? Int else { return Self.problem(422, "missing-field", field: "version") }
+            guard version == Int(current.version) else { return Self.problem(409, "version-conflict", current: current) }
+            var written = current
+            written.displayName = displayName
+            written.version += 1
+            written.updatedAt = now
+            stored[id] = written
+            return Self.json(written)
+        }
+    }
+
+    private func list(_ request: TransportRequest) -> TransportResponse {
+        let items = URLComponents(url: request.url, resolvingAgainstBaseURL: true)?.queryItems ?? []
+        let ids = (items.first { $0.name == "ids" }?.value ?? "").split(separator: ",")
+            .compactMap { Int64($0.split(separator: "@").first ?? "") }
+        let stored = self.stored.withLock { $0 }
+        let object: [String: Any] = [
+            "profiles": ids.compactMap { stored[$0] }.map(Self.object),
+            "missing": ids.filter { stored[$0] == nil },
+        ]
+        return TransportResponse(
+            status: 200, headers: ["content-type": "application/json"],
+            body: (try? JSONSerialization.data(withJSONObject: object)) ?? Data())
+    }
+
+    private static func object(_ profile: Profile) -> Any {
+        (try? JSONSerialization.jsonObject(with: JSONEncoder().encode(profile))) ?? [:]
+    }
+
+    private static func json(_ profile: Profile, status: Int = 200) -> TransportResponse {
+        TransportResponse(
+            status: status, headers: ["content-type": "application/json", "etag": "\"\(profile.version)\""],
+            body: (try? JSONEncoder().encode(profile)) ?? Data())
+    }
+
+    private static func problem(_ status: Int, _ kind: String, field: String? = nil, current: Profile? = nil)
+        -> TransportResponse
+    {
+        var object: [String: Any] = ["type": "tag:profile-service,2026:\(kind)", "status": status, "detail": kind]
+        if let field { object["field"] = field }
+        if let current { object["current"] = Self.object(current) }
+        return TransportResponse(
+            status: status, headers: ["content-type": "application/problem+json"],
+            body: (try? JSONSerialization.data(withJSONObject: object)) ?? Data())
+    }
+}

@@ -1,0 +1,111 @@
+import Foundation
+import Synchronization
+import Testing
+import TestSupport
+
+@testable import ProfileClient
+
+/// What an app switches over when a request fails, what it may plug in instead of URLSession,
+/// and that a view going away is not a failure.
+@Suite(.timeLimit(.minutes(1))) struct ErrorsAndTransportsTests {
+    static let id: Int64 = 9
+
+    static func failing(_ kind: TransportError.Kind) -> FakeTransport {
+        FakeTransport { _, _ throws(TransportError) in throw TransportError(kind: kind, description: "\(kind)") }
+    }
+
+    @Test func aRequestWithoutAnAnswerSaysWhy() async {
+        let cases: [(TransportError.Kind, ProfileClientError)] = [
+            (.offline, .offline), (.timedOut, .timedOut), (.tls, .tls("tls")), (.cancelled, .cancelled),
+            (.connection, .transport("connection")),
+        ]
+        for (kind, expected) in cases {
+            let client = FakeTransport.client(Self.failing(kind))
+            await #expect(throws: expected) { try await client.fetch(id: Self.id) }
+        }
+        // Offline is not retried (nothing will change by itself); a timed-out read is.
+        let offline = Self.failing(.offline)
+        _ = try? await FakeTransport.client(offline).fetch(id: Self.id)
+        #expect(offline.requests.count == 1)
+        let timedOut = Self.failing(.timedOut)
+        _ = try? await FakeTransport.client(timedOut).fetch(id: Self.id)
+        #expect(timedOut.requests.count == 4, "reads retry a timeout up to the policy's attempts")
+    }
+
+    @Test func answersAnAppActsOnAreValuesWithTheirRetryAfter() {
+        func error(_ status: Int, retryAfter: String? = nil) -> ProfileClientError {
+            var response = FakeTransport.problem(status, kind: "x")
+            if let retryAfter { response.headers["retry-after"] = retryAfter }
+            return ProfileClient.error(for: response)
+        }
+        #expect(error(429, retryAfter: "7") == .rateLimited(retryAfter: .seconds(7)))
+        #expect(error(500) == .serverError(status: 500, retryAfter: nil, detail: "x"))
+        #expect(error(502, retryAfter: "3") == .serverError(status: 502, retryAfter: .seconds(3), detail: "x"))
+        #expect(error(503) == .unavailable(retryAfter: nil))
+    }
+
+    @Test func readsRetryAGatewaysBadGatewayAndServerErrorWhileAnInstanceRestarts() async throws {
+        let transport = FakeTransport { _, index throws(TransportError) in
+            index <= 2 ? FakeTransport.problem(index == 1 ? 502 : 500, kind: "x")
+                : FakeTransport.json(FakeTransport.profile(Self.id, "Back", version: 1))
+        }
+        let profile = try await FakeTransport.client(transport).fetch(id: Self.id)
+        #expect(profile.displayName == "Back")
+        #expect(transport.requests.count == 3)
+    }
+
+    @Test func anAnswerThatDoesNotDecodeNamesTheMemberAtFault() async {
+        let transport = FakeTransport { _, _ throws(TransportError) in
+            TransportResponse(
+                status: 200, headers: ["content-type": "application/json"],
+                body: Data(#"{"id":9,"username":"u","display_name":"N","version":"two","updated_at":"x"}"#.utf8))
+        }
+        do {
+            _ = try await FakeTransport.client(transport).fetch(id: Self.id)
+            Issue.record("decoded a version that is a string")
+        } catch {
+            guard case .decoding(let field, _) = error else {
+                Issue.record("\(error)")
+                return
+            }
+            #expect(field == "version")
+        }
+    }
+
+    @Test func cancellingTheCallerIsCancelledNotAFailure() async {
+        let started = Gate()
+        let transport = FakeTransport { _, _ throws(TransportError) in
+            started.open()
+            try? await Task.sleep(for: .seconds(30))
+            throw TransportError(kind: .cancelled, description: "cancelled")
+        }
+        let client = FakeTransport.client(transport)
+        let read = Task { () throws(ProfileClientError) -> Profile in try await client.fetch(id: Self.id) }
+        await started.wait()
+        read.cancel()
+        await #expect(throws: ProfileClientError.cancelled) { try await read.value }
+        #expect(transport.requests.count == 1, "a cancelled read is not retried")
+    }
+
+    @Test func anAppSuppliedTransportServesEveryCall() async throws {
+        let service = InMemoryProfileService(profiles: [FakeTransport.profile(Self.id, "Ada", version: 1)])
+        let client = ProfileClient(
+            configuration: ProfileClientConfiguration(baseURL: URL(string: "http://preview.invalid")!), transport: service,
+            eventTransport: nil)
+        #expect(try await client.fetch(id: Self.id).displayName == "Ada")
+        let renamed = try await client.setDisplayName("Ada L", id: Self.id)
+        #expect(renamed.version == 2 && service.profiles[Self.id]?.displayName == "Ada L")
+        // A change "on another device", then a stale edit: the in-memory service refuses it as the real one does.
+        service.store(FakeTransport.profile(Self.id, "Elsewhere", version: 3))
+        await #expect(throws: ProfileClientError.conflict(current: FakeTransport.profile(Self.id, "Elsewhere", version: 3))) {
+            try await client.updateDisplayName(id: Self.id, to: "Stale", expectedVersion: 2)
+        }
+        let created = try await client.create(id: 10, username: "grace", displayName: "Grace")
+        #expect(created.version == 1)
+        let list = try await client.profiles(ids: [Self.id, 10, 11])
+        #expect(list.profiles.map(\.id) == [Self.id, 10] && list.missing == [11])
+        await #expect(throws: ProfileClientError.notFound) { try await client.fetch(id: 11) }
+        #expect(service.receivedRequests.allSatisfy { $0.url.host == "preview.invalid" })
+        #expect(service.receivedRequests.count == 6, "fetch, PUT, stale PUT, creation, list, 404")
+    }
+}
