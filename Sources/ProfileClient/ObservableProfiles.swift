@@ -1,7 +1,8 @@
 public import Observation
 
 /// The profiles of one ``ProfileClient`` as an `@Observable` store that SwiftUI views read
-/// synchronously: a view that reads ``profile(_:)`` is redrawn when that profile changes.
+/// synchronously: a view that reads ``profile(_:)`` is redrawn when that profile changes — and
+/// not when another one does.
 ///
 /// ```swift
 /// struct ProfileName: View {
@@ -35,7 +36,10 @@ public final class ObservableProfiles {
         public var failure: ProfileClientError?
     }
 
-    private var entries: [Int64: Entry] = [:]
+    /// One box per id, each observed on its own: a view that reads one id is redrawn when that
+    /// id changes, not when another does. A view that reads an id nothing is known of gets an
+    /// empty box to watch, so it hears of the id's first value.
+    @ObservationIgnored private var entries: [Int64: ObservedEntry] = [:]
     @ObservationIgnored private let client: ProfileClient
     @ObservationIgnored private let capacity: Int
     /// How many ``follow(_:)`` calls run per id.
@@ -54,12 +58,20 @@ public final class ObservableProfiles {
 
     /// The profile of `id` as known now; `nil` while unknown or deleted.
     public func profile(_ id: Int64) -> Profile? {
-        entries[id]?.profile
+        observed(id).entry?.profile
     }
 
     /// Everything the store knows of `id` now; `nil` when it knows nothing.
     public func entry(_ id: Int64) -> Entry? {
-        entries[id]
+        observed(id).entry
+    }
+
+    /// The box of `id`, made empty when there is none.
+    private func observed(_ id: Int64) -> ObservedEntry {
+        if let box = entries[id] { return box }
+        let box = ObservedEntry()
+        entries[id] = box
+        return box
     }
 
     /// Keeps `id` live until the calling task is cancelled (SwiftUI's `.task` cancels it when the
@@ -91,7 +103,8 @@ public final class ObservableProfiles {
 
     /// Applies one event of `id`'s stream.
     func apply(_ event: ProfileEvent, to id: Int64) {
-        var entry = entries[id] ?? Entry()
+        let box = observed(id)
+        var entry = box.entry ?? Entry()
         switch event {
         case .updated(let profile), .pending(let profile):
             entry.profile = profile
@@ -109,7 +122,7 @@ public final class ObservableProfiles {
         case .resumed:
             entry.failure = nil
         }
-        if entries[id] != entry { entries[id] = entry }
+        if box.entry != entry { box.entry = entry }
     }
 
     /// Forgets the least recently used ids nobody follows beyond `capacity` of them.
@@ -117,8 +130,17 @@ public final class ObservableProfiles {
         let idle = entries.keys.filter { followers[$0] == nil }
         guard idle.count > capacity else { return }
         for id in idle.sorted(by: { lastUse[$0, default: 0] < lastUse[$1, default: 0] }).prefix(idle.count - capacity) {
-            entries[id] = nil
+            // Emptied before it goes: a view still watching it is redrawn and watches a new box.
+            entries.removeValue(forKey: id)?.entry = nil
             lastUse[id] = nil
         }
     }
+}
+
+/// What ``ObservableProfiles`` knows of one id, observed on its own.
+@available(iOS 17, macOS 14, tvOS 17, watchOS 10, *)
+@MainActor
+@Observable
+final class ObservedEntry {
+    var entry: ObservableProfiles.Entry?
 }

@@ -85,4 +85,36 @@ import Testing
         try await Task.sleep(for: .milliseconds(50))
         #expect(profiles.entry(8)?.failure == nil, "a cancellation is not a failure: \(String(describing: profiles.entry(8)))")
     }
+
+    @Test func aChangeToOneProfileDoesNotRedrawAViewOfAnother() async throws {
+        let events = Events()
+        let profiles = ObservableProfiles(client: Self.client(events))
+        let a = Task { await profiles.follow(1) }
+        let b = Task { await profiles.follow(2) }
+        #expect(await Self.wait { profiles.profile(1) != nil && profiles.profile(2) != nil })
+        #expect(await events.waitForConnections(2))
+        let viewOfA = Counter()
+        func track() { withObservationTracking { _ = profiles.profile(1) } onChange: { viewOfA.increment() } }
+        track()
+        for version in Int32(2)...6 {
+            profiles.apply(.updated(Self.profile(2, "B", version)), to: 2)
+        }
+        #expect(viewOfA.value == 0, "five changes to B redrew the view of A \(viewOfA.value) times")
+        profiles.apply(.updated(Self.profile(1, "A", 2)), to: 1)
+        #expect(viewOfA.value == 1, "a change to A redraws it")
+        // A view of an id nothing is known of yet hears of its first value.
+        let viewOfNew = Counter()
+        withObservationTracking { _ = profiles.profile(3) } onChange: { viewOfNew.increment() }
+        profiles.apply(.updated(Self.profile(3, "C", 1)), to: 3)
+        #expect(viewOfNew.value == 1)
+        a.cancel()
+        b.cancel()
+    }
+}
+
+/// How many times an observation fired.
+final class Counter: Sendable {
+    private let count = Mutex(0)
+    func increment() { count.withLock { $0 += 1 } }
+    var value: Int { count.withLock { $0 } }
 }
