@@ -71,16 +71,26 @@ actor LocalProfileCache {
     var useCounter: UInt64 = 0
     /// The serialized edits of each id (``ProfileClient/setDisplayName(_:id:)``).
     var lanes: [Int64: EditLane] = [:]
+    /// Whether a profile changed since the store was last written to disk.
+    var hasUnsavedChanges = false
 
+    /// - Parameter restored: profiles read from disk at launch (most recently used first): held
+    ///   as confirmed, each raising its id's floor, as if fetched — versions the service did commit.
     init(
         window: Duration, capacity: Int, observers: ProfileObservers, lists: ProfileListObservers,
-        now: @escaping @Sendable () -> ContinuousClock.Instant
+        now: @escaping @Sendable () -> ContinuousClock.Instant, restored: [Profile] = []
     ) {
         self.window = window
         self.capacity = max(1, capacity)
         self.observers = observers
         self.lists = lists
         self.now = now
+        var records: [Int64: Record] = [:]
+        for (rank, profile) in restored.prefix(max(1, capacity)).enumerated() where records[profile.id] == nil {
+            records[profile.id] = Record(confirmed: profile, floor: profile.version, lastUse: UInt64(restored.count - rank))
+        }
+        self.records = records
+        self.useCounter = UInt64(restored.count)
     }
 
     /// The profile this client wrote for `id` while its window lasts and nothing newer is known.
@@ -238,6 +248,7 @@ actor LocalProfileCache {
 
     /// Publishes what is shown for `ids` now: to each id's observers, and to the lists in one step.
     func publish(_ ids: [Int64]) {
+        hasUnsavedChanges = true
         var members: [Int64: ListMember] = [:]
         for id in ids {
             touch(id)

@@ -38,6 +38,9 @@ public final class ProfileClient: Sendable {
     let eventTransport: (any EventStreamTransport)?
     let liveSubscriptions = LiveSubscriptions()
     let inFlightReads = InFlightReads()
+    /// The store's file and the task that writes it, when ``ProfileClientConfiguration/persistenceFile`` is set.
+    let storeFile: ProfileStoreFile?
+    private let storeWriter = LockedValue<Task<Void, Never>?>(nil)
 
     /// - Parameter configuration: the service's URL, the read-your-writes window, retries, token.
     public convenience init(configuration: ProfileClientConfiguration) {
@@ -73,18 +76,49 @@ public final class ProfileClient: Sendable {
         self.transport = transport
         self.observers = ProfileObservers()
         self.listObservers = ProfileListObservers()
+        let storeFile = configuration.persistenceFile.map(ProfileStoreFile.init(url:))
+        self.storeFile = storeFile
+        // About 300 bytes a profile: a file far above that for the capacity is not the store's.
+        let restored = storeFile?.load(maximumBytes: max(1, configuration.storeCapacity) * 4_096) ?? []
         self.cache = LocalProfileCache(
             window: configuration.readYourWritesWindow, capacity: configuration.storeCapacity, observers: observers,
-            lists: listObservers, now: now)
+            lists: listObservers, now: now, restored: restored)
+        for profile in restored { observers.publish(.updated(profile), for: profile.id) }  // what a new observer starts with
         self.randomUnit = randomUnit
         self.sleep = sleep
         self.eventTransport = eventTransport
+        if let storeFile {
+            let (cache, interval) = (cache, configuration.persistenceInterval)
+            storeWriter.withLock {
+                $0 = Task {
+                    while !Task.isCancelled {
+                        try? await Task.sleep(for: interval)
+                        try? await cache.save(to: storeFile)
+                    }
+                }
+            }
+        }
     }
 
     deinit {
+        storeWriter.withLock { $0?.cancel() }
         liveSubscriptions.cancelAll()
         observers.finishAll()
         listObservers.finishAll()
+    }
+
+    /// Writes the store to ``ProfileClientConfiguration/persistenceFile`` now (when it changed):
+    /// call it when the app leaves the foreground. Does nothing without a file.
+    /// - Throws: the file system's error.
+    public func saveStore() async throws {
+        guard let storeFile else { return }
+        try await cache.save(to: storeFile)
+    }
+
+    /// Forgets every profile this client knows and removes the store's file: on logout. Observers
+    /// keep what they were given; a new ``ObservableProfiles`` starts empty.
+    public func clear() async {
+        await cache.clear(removing: storeFile)
     }
 
     /// Where a read may be answered from.

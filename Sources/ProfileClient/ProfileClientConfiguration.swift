@@ -36,6 +36,14 @@ public struct ProfileClientConfiguration: Sendable {
     /// service's event stream of the id, so changes committed anywhere (other devices, other
     /// instances, SQL) reach the observers.
     public var followsLiveUpdates = true
+    /// Where the store is kept between launches (opt-in; `nil`: nowhere). A cold start shows the
+    /// profiles it holds at once and revalidates each with `If-None-Match` when read. One file
+    /// per app (and per user: ``ProfileClient/clear()`` on logout removes it), in the app's caches
+    /// or application-support directory; at most ``storeCapacity`` profiles, written whole every
+    /// ``persistenceInterval`` while profiles change, and by ``ProfileClient/saveStore()``.
+    public var persistenceFile: URL?
+    /// How often, at most, the store is written while profiles change.
+    public var persistenceInterval: Duration = .seconds(2)
 
     public init(baseURL: URL, tokenProvider: TokenProvider? = nil) {
         self.baseURL = baseURL

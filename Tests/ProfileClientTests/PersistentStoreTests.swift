@@ -1,0 +1,78 @@
+import Foundation
+import Testing
+import TestSupport
+
+@testable import ProfileClient
+
+/// The store kept between launches (``ProfileClientConfiguration/persistenceFile``): a cold start
+/// shows the last known profiles at once, revalidates them with `If-None-Match`, and `clear()`
+/// forgets them.
+@Suite(.timeLimit(.minutes(1))) struct PersistentStoreTests {
+    static func file() -> URL {
+        FileManager.default.temporaryDirectory.appendingPathComponent("profile-store-\(UUID()).json")
+    }
+
+    static func client(_ transport: FakeTransport, file: URL) -> ProfileClient {
+        var configuration = ProfileClientConfiguration(baseURL: URL(string: "http://profiles.test")!)
+        configuration.persistenceFile = file
+        configuration.persistenceInterval = .milliseconds(20)
+        configuration.retry = RetryPolicy(maximumAttempts: 1)
+        return ProfileClient(configuration: configuration, transport: transport, eventTransport: nil)
+    }
+
+    @Test func aStoreWrittenByOneClientIsShownAtOnceByTheNextAndRevalidated() async throws {
+        let file = Self.file()
+        defer { try? FileManager.default.removeItem(at: file) }
+        let online = FakeTransport { request, _ throws(TransportError) in
+            FakeTransport.json(FakeTransport.profile(Int64(request.url.lastPathComponent)!, "Saved", version: 3))
+        }
+        let first = Self.client(online, file: file)
+        for id in Int64(1)...3 { _ = try await first.fetch(id: id) }
+        try await first.saveStore()
+        #expect(FileManager.default.fileExists(atPath: file.path))
+
+        // The next launch, offline: the profiles are there before any answer.
+        let offline = FakeTransport { _, _ throws(TransportError) in
+            throw TransportError(kind: .offline, description: "offline")
+        }
+        let second = Self.client(offline, file: file)
+        let seen = EventRecorder(second.events(for: 2))
+        #expect(await seen.wait { $0.first == .updated(FakeTransport.profile(2, "Saved", version: 3)) })
+        await #expect(throws: ProfileClientError.offline) { try await second.fetch(id: 2, policy: .reloadFromServer) }
+        #expect(offline.requests.first?.headers["If-None-Match"] == "\"3\"", "revalidated, not read whole")
+        #expect(offline.requests.first?.url.query == "min_version=3", "and never older than what was shown")
+
+        // Back online: a 304 answers from the restored profile.
+        let revalidating = FakeTransport { _, _ throws(TransportError) in TransportResponse(status: 304) }
+        let third = Self.client(revalidating, file: file)
+        #expect(try await third.fetch(id: 1, policy: .reloadFromServer) == FakeTransport.profile(1, "Saved", version: 3))
+    }
+
+    @Test func changesAreWrittenByThemselvesAndClearRemovesEverything() async throws {
+        let file = Self.file()
+        defer { try? FileManager.default.removeItem(at: file) }
+        let transport = FakeTransport { _, _ throws(TransportError) in
+            FakeTransport.json(FakeTransport.profile(7, "Kept", version: 1))
+        }
+        let client = Self.client(transport, file: file)
+        _ = try await client.fetch(id: 7)
+        #expect(
+            await Eventually.waitAsync(timeout: .seconds(5)) { FileManager.default.fileExists(atPath: file.path) },
+            "written within the persistence interval, without saveStore()")
+        #expect(ProfileStoreFile(url: file).load(maximumBytes: 1 << 20).map(\.id) == [7])
+        await client.clear()
+        #expect(!FileManager.default.fileExists(atPath: file.path))
+        try await Task.sleep(for: .milliseconds(100))  // five persistence intervals
+        #expect(!FileManager.default.fileExists(atPath: file.path), "nothing cleared is written back")
+        #expect(await client.cache.confirmedProfile(id: 7) == nil)
+        #expect(await client.cache.floor(id: 7) == nil)
+    }
+
+    @Test func aFileThatIsNotAStoreIsIgnored() async throws {
+        let file = Self.file()
+        defer { try? FileManager.default.removeItem(at: file) }
+        try Data("not json".utf8).write(to: file)
+        let client = Self.client(FakeTransport { _, _ throws(TransportError) in TransportResponse(status: 404) }, file: file)
+        #expect(await client.cache.count == 0)
+    }
+}
