@@ -28,6 +28,9 @@ extension ProfileClient {
     ///   `retry:` hint once it proved healthy, else with growing backoff, `Retry-After` honoured),
     ///   with each member's floor (`id@version`, the highest version the client holds), so nothing
     ///   committed meanwhile is missed. A 401 is retried once with a fresh token.
+    /// - While following fails (offline, 429, 503…) the list says so at once
+    ///   (``ProfileList/streamFailure``, with the members not known yet in ``ProfileList/unknown``),
+    ///   and says it is live again when the stream reopens.
     /// - A slow consumer gets the newest list. The stream ends when the consumer's task is
     ///   cancelled or the client is released, and throws a ``ProfileClientError`` when the service
     ///   refuses it for good: `validation` (400: an id is not a positive integer), `unauthorized`,
@@ -46,8 +49,16 @@ extension ProfileClient {
                 await cache.publishMembers(of: unique)
                 guard let streamFollowing else { return }
                 let refusal = await withTaskGroup(of: TransportResponse?.self) { group -> TransportResponse? in
-                    for chunk in Self.streamChunks(unique) {
-                        group.addTask { await streamFollowing.followList(ids: chunk) }
+                    for (index, chunk) in Self.streamChunks(unique).enumerated() {
+                        group.addTask {
+                            await streamFollowing.followList(ids: chunk) { event in
+                                switch event {
+                                case .failed(let error, willRetry: true): listObservers.report(error, stream: index, of: token)
+                                case .resumed: listObservers.report(nil, stream: index, of: token)
+                                default: break  // a refusal for good ends the list with its error
+                                }
+                            }
+                        }
                     }
                     for await case let refusal? in group {
                         group.cancelAll()
@@ -90,8 +101,9 @@ extension ProfileClient {
 extension StreamFollowing {
     /// Follows one multi-id stream until cancelled or refused for good; every batch of events
     /// goes into the store in one step.
+    /// - Parameter report: told `failed` on each failure and `resumed` when the stream opens after one.
     /// - Returns: the answer that refused the stream for good, or `nil` when cancelled.
-    func followList(ids: [Int64]) async -> TransportResponse? {
+    func followList(ids: [Int64], report: @escaping @Sendable (ProfileEvent) -> Void) async -> TransportResponse? {
         let asked = Set(ids)
         return await follow(
             classify: { [400, 401, 403, 404, 414].contains($0.status) ? .final : .transient },
@@ -104,7 +116,7 @@ extension StreamFollowing {
                 guard let url = URL(string: path, relativeTo: configuration.baseURL)?.absoluteURL else { return nil }
                 return (url, ["Accept": "text/event-stream"])
             },
-            report: { _ in },  // a list's consumer learns of a refusal for good as the stream's error
+            report: report,
             onEvents: { [cache] events in
                 let decoded = events.compactMap(ProfileStreamEvent.init).filter { asked.contains($0.id) }
                 if !decoded.isEmpty { await cache.didReceiveEvents(decoded) }

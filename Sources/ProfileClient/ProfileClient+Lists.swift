@@ -9,11 +9,23 @@ public struct ProfileList: Sendable, Hashable {
     /// The ids whose profile in ``profiles`` is an edit of this client not confirmed yet
     /// (``ProfileEvent/pending(_:)``).
     public var pending: Set<Int64>
+    /// Ids nothing is known of yet: only while following the list fails before their first
+    /// value (a list opened offline), in the order asked.
+    public var unknown: [Int64]
+    /// Why following the list's stream fails now (``ProfileClientError/offline``, `rateLimited`,
+    /// `unavailable`…); the client reconnects by itself, and the next value without it says the
+    /// list is live again — nothing committed meanwhile is missed. `nil` while live.
+    public var streamFailure: ProfileClientError?
 
-    public init(profiles: [Profile], missing: [Int64], pending: Set<Int64> = []) {
+    public init(
+        profiles: [Profile], missing: [Int64], pending: Set<Int64> = [], unknown: [Int64] = [],
+        streamFailure: ProfileClientError? = nil
+    ) {
         self.profiles = profiles
         self.missing = missing
         self.pending = pending
+        self.unknown = unknown
+        self.streamFailure = streamFailure
     }
 }
 

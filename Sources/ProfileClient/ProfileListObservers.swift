@@ -24,17 +24,22 @@ final class ProfileListObservers: Sendable {
         var members: [Int64: ListMember] = [:]
         var continuation: Continuation
         var lastYielded: ProfileList?
+        /// Why following each of the list's streams fails now, by stream.
+        var failures: [Int: ProfileClientError] = [:]
 
-        /// The list to show, once every member is known.
+        /// The list to show: once every member is known, or at once while following fails (with
+        /// the members not known yet as ``ProfileList/unknown``).
         var value: ProfileList? {
-            guard members.count == ids.count else { return nil }
-            var list = ProfileList(profiles: [], missing: [])
+            let failure = failures.sorted { $0.key < $1.key }.first?.value
+            guard members.count == ids.count || failure != nil else { return nil }
+            var list = ProfileList(profiles: [], missing: [], streamFailure: failure)
             for id in ids {
                 switch members[id] {
                 case .profile(let profile, let isPending)?:
                     list.profiles.append(profile)
                     if isPending { list.pending.insert(id) }
-                case .missing?, nil: list.missing.append(id)
+                case .missing?: list.missing.append(id)
+                case nil: list.unknown.append(id)
                 }
             }
             return list
@@ -85,6 +90,19 @@ final class ProfileListObservers: Sendable {
             return yields
         }
         for (continuation, value) in yields { continuation.yield(value) }
+    }
+
+    /// Following stream `stream` of list `token` fails (`failure`), or works again (`nil`): the
+    /// list gives a new value saying so.
+    func report(_ failure: ProfileClientError?, stream: Int, of token: UInt64) {
+        let yield: (Continuation, ProfileList)? = state.withLock { state in
+            guard state.lists[token] != nil else { return nil }
+            state.lists[token]?.failures[stream] = failure
+            guard let list = state.lists[token], let value = list.value, value != list.lastYielded else { return nil }
+            state.lists[token]?.lastYielded = value
+            return (list.continuation, value)
+        }
+        if let (continuation, value) = yield { continuation.yield(value) }
     }
 
     /// Whether an observed list holds `id`.

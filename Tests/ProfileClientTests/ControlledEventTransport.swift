@@ -15,6 +15,8 @@ final class ControlledEventTransport: EventStreamTransport {
         case closeWithRetryHint(Duration)
         /// The connection fails.
         case fail
+        /// The connection cannot be made, for this reason (``TransportError/Kind/offline``…).
+        case failBecause(TransportError.Kind)
         /// The service answers something else than 200.
         case refuse(TransportResponse)
     }
@@ -67,10 +69,11 @@ final class ControlledEventTransport: EventStreamTransport {
             case .close: return .closed(retry: nil)
             case .closeWithRetryHint(let retry): return .closed(retry: retry)
             case .fail: throw TransportError(kind: .connection, description: "connection lost")
+            case .failBecause(let kind): throw TransportError(kind: kind, description: "\(kind)")
             case .refuse(let response): return .refused(response)
             }
         }
-        throw TransportError(kind: .other, description: "cancelled")
+        throw TransportError(kind: .cancelled, description: "cancelled")
     }
 
     static func profile(_ profile: Profile) -> ServerSentEvent {

@@ -203,6 +203,21 @@ import Testing
         #expect(await reader.wait { _ in reader.ended })
         #expect(reader.error == nil)
     }
+
+    @Test func aListOpenedOfflineSaysSoAtOnceAndSaysItIsLiveAgainWhenTheStreamReopens() async throws {
+        let events = Events(scripts: [[.failBecause(.offline)]])
+        let client = Self.client(events)
+        let reader = ListReader(client.observeList(ids: [1, 2]))
+        #expect(
+            await reader.wait { $0.last == ProfileList(profiles: [], missing: [], unknown: [1, 2], streamFailure: .offline) },
+            "nothing known and offline: said at once, not silence: \(reader.seen)")
+        #expect(await events.waitForConnections(2), "it reconnects by itself")
+        events.send(.read([Events.profile(Self.p(1, "A", 1)), Events.deleted(2)]))
+        #expect(await reader.wait { $0.last == Self.list([Self.p(1, "A", 1)], missing: [2]) }, "live again: \(reader.seen)")
+        // Losing a live stream is said too, with what the list holds.
+        events.send(.fail)
+        #expect(await reader.wait { $0.last?.streamFailure == .transport("connection lost") && $0.last?.profiles.count == 1 })
+    }
 }
 
 /// Reads a list stream in a task of its own and keeps every value it got.
