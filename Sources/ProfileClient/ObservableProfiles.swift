@@ -41,6 +41,8 @@ public final class ObservableProfiles {
     /// empty box to watch, so it hears of the id's first value.
     @ObservationIgnored private var entries: [Int64: ObservedEntry] = [:]
     @ObservationIgnored private let client: ProfileClient
+    /// Follows every followed id over multi-id streams; `nil` when the client follows none.
+    @ObservationIgnored private let grouped: GroupedFollowing?
     @ObservationIgnored private let capacity: Int
     /// How many ``follow(_:)`` calls run per id.
     @ObservationIgnored private var followers: [Int64: Int] = [:]
@@ -53,6 +55,7 @@ public final class ObservableProfiles {
     ///   - capacity: how many ids nobody follows are kept (least recently used are forgotten).
     public init(client: ProfileClient, capacity: Int = 200) {
         self.client = client
+        self.grouped = client.groupedFollowing()
         self.capacity = max(0, capacity)
     }
 
@@ -75,7 +78,13 @@ public final class ObservableProfiles {
     }
 
     /// Keeps `id` live until the calling task is cancelled (SwiftUI's `.task` cancels it when the
-    /// view goes): reads it, follows its changes, and applies each ``ProfileEvent`` to the store.
+    /// view goes), applying each ``ProfileEvent`` to the store.
+    ///
+    /// Every id followed at once shares the store's event streams: one connection per 1,000 ids
+    /// (`/users/profiles/events`), opened with each id's floor, whose first events are the current
+    /// profiles — so a list of hundreds of rows, scrolled, costs no connection and no read per
+    /// row. A client that follows no streams (``ProfileClientConfiguration/followsLiveUpdates``
+    /// off, or no event transport) reads each followed id instead.
     public func follow(_ id: Int64) async {
         followers[id, default: 0] += 1
         useCounter += 1
@@ -84,6 +93,13 @@ public final class ObservableProfiles {
             followers[id, default: 1] -= 1
             if followers[id] == 0 { followers[id] = nil }
             evictIfFull()
+        }
+        if let grouped {
+            let events = client.storeEvents(for: id)
+            grouped.add(id)
+            defer { grouped.remove(id) }
+            for await event in events { apply(event, to: id) }
+            return
         }
         let events = client.events(for: id)
         let reader = Task { [client] in

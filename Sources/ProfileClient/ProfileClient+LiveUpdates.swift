@@ -10,6 +10,20 @@ extension ProfileClient {
         }
     }
 
+    /// What ``ObservableProfiles`` follows its ids with: multi-id streams for all of them;
+    /// `nil` when the client follows no streams (no event transport, or
+    /// ``ProfileClientConfiguration/followsLiveUpdates`` off).
+    @MainActor
+    func groupedFollowing() -> GroupedFollowing? {
+        guard let following = streamFollowing, configuration.followsLiveUpdates else { return nil }
+        return GroupedFollowing(following: following, observers: observers)
+    }
+
+    /// The events of `id` as ``events(for:)`` gives them, without following its own stream.
+    func storeEvents(for id: Int64) -> AsyncStream<ProfileEvent> {
+        observers.events(for: id)
+    }
+
     /// Follows `id` while anyone observes it, unless following is off or already running.
     func startFollowing(_ id: Int64) {
         guard let following = streamFollowing, configuration.followsLiveUpdates else { return }

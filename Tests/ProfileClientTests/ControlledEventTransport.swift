@@ -23,6 +23,9 @@ final class ControlledEventTransport: EventStreamTransport {
 
     private struct State {
         var requests: [TransportRequest] = []
+        /// Connections open now, and the most open at once.
+        var open = 0
+        var mostOpen = 0
         /// Steps for connections not made yet, by index (0-based).
         var scripts: [Int: [Step]] = [:]
         var current: AsyncStream<Step>.Continuation?
@@ -38,6 +41,8 @@ final class ControlledEventTransport: EventStreamTransport {
     }
 
     var requests: [TransportRequest] { state.withLock { $0.requests } }
+    /// The most connections that were open at once.
+    var mostOpen: Int { state.withLock { $0.mostOpen } }
 
     /// Hands `step` to the connection opened last.
     func send(_ step: Step) {
@@ -62,7 +67,10 @@ final class ControlledEventTransport: EventStreamTransport {
             for step in state.scripts.removeValue(forKey: state.requests.count) ?? [] { continuation.yield(step) }
             state.requests.append(request)
             state.current = continuation
+            state.open += 1
+            state.mostOpen = max(state.mostOpen, state.open)
         }
+        defer { state.withLock { $0.open -= 1 } }
         for await step in steps {
             switch step {
             case .read(let events): await onEvents(events)

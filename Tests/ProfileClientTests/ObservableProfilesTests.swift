@@ -41,27 +41,63 @@ import Testing
         let profiles = ObservableProfiles(client: Self.client(events))
         #expect(profiles.profile(7) == nil)
         let following = Task { await profiles.follow(7) }
+        #expect(await events.waitForConnections(1))
+        #expect(events.requests[0].url.path == "/users/profiles/events", "a list's stream, not one per profile")
+        // The stream's first event is the current profile: no read per row.
+        events.send(.read([Events.profile(Self.profile(7, "One", 1))]))
         #expect(await Self.wait { profiles.profile(7) == Self.profile(7, "One", 1) })
 
         let changed = Flag()
         withObservationTracking { _ = profiles.profile(7) } onChange: { changed.set() }
-        #expect(await events.waitForConnections(1))
         events.send(.read([Events.profile(Self.profile(7, "Two", 2))]))
         #expect(await Self.wait { changed.isSet }, "a view that read profile(7) is redrawn")
         #expect(profiles.profile(7) == Self.profile(7, "Two", 2))
 
-        events.send(.close)  // the service ends a deleted profile's stream, and then answers 404
-        #expect(await events.waitForConnections(2))
-        events.send(.refuse(FakeTransport.problem(404, kind: "profile-not-found")))
+        events.send(.read([Events.deleted(7)]))
         #expect(await Self.wait { profiles.entry(7)?.isDeleted == true })
         #expect(profiles.profile(7) == nil)
         following.cancel()
     }
 
+    @Test func aScreenOf500RowsScrolledStaysOnOneStreamWithoutAReadPerRow() async throws {
+        let events = Events()
+        let http = FakeTransport { _, _ throws(TransportError) in TransportResponse(status: 500) }
+        let profiles = ObservableProfiles(client: RecordedSleeps().client(http, events: events))
+        var rows: [Int64: Task<Void, Never>] = [:]
+        for id in Int64(1)...500 { rows[id] = Task { await profiles.follow(id) } }
+        #expect(await Self.wait { events.requests.last.map { Self.followedIDs($0).count == 500 } ?? false })
+        events.send(.read((Int64(1)...500).map { Events.profile(Self.profile($0, "Row", 1)) }))
+        #expect(await Self.wait { (Int64(1)...500).allSatisfy { profiles.profile($0) != nil } })
+        // Scroll: 100 rows leave, 100 come.
+        for id in Int64(1)...100 { rows.removeValue(forKey: id)?.cancel() }
+        for id in Int64(501)...600 { rows[id] = Task { await profiles.follow(id) } }
+        #expect(await Self.wait { events.requests.last.map { Self.followedIDs($0) == Set(101...600) } ?? false })
+        // The new stream resumes every row it keeps at its floor: nothing committed between is missed.
+        let resumed = events.requests.last.map(Self.members) ?? []
+        #expect(resumed.contains("300@1") && resumed.contains("600"))
+        #expect(events.mostOpen == 1, "never more than ⌈500 / 1,000⌉ streams at once: \(events.mostOpen)")
+        #expect(events.requests.allSatisfy { $0.url.path == "/users/profiles/events" })
+        #expect(http.requests.isEmpty, "no read per row")
+        for row in rows.values { row.cancel() }
+    }
+
+    /// The `ids=` members of a list stream's request.
+    static func members(_ request: TransportRequest) -> [String] {
+        let query = URLComponents(url: request.url, resolvingAgainstBaseURL: true)?.queryItems?.first { $0.name == "ids" }
+        return (query?.value ?? "").split(separator: ",").map(String.init)
+    }
+
+    static func followedIDs(_ request: TransportRequest) -> Set<Int64> {
+        Set(members(request).compactMap { Int64($0.split(separator: "@")[0]) })
+    }
+
     @Test func idsNobodyFollowsAreForgottenLeastRecentlyUsedFirst() async throws {
-        let profiles = ObservableProfiles(client: Self.client(Events()), capacity: 2)
+        let events = Events()
+        let profiles = ObservableProfiles(client: Self.client(events), capacity: 2)
         for id in Int64(1)...4 {
             let following = Task { await profiles.follow(id) }
+            #expect(await Self.wait { events.requests.last.map { Self.followedIDs($0) == [id] } ?? false })
+            events.send(.read([Events.profile(Self.profile(id, "One", 1))]))
             #expect(await Self.wait { profiles.profile(id) != nil })
             following.cancel()
             await following.value
@@ -77,7 +113,9 @@ import Testing
             try? await Task.sleep(for: .seconds(30))  // a slow network; the view goes first
             throw TransportError(kind: .cancelled, description: "cancelled")
         }
-        let profiles = ObservableProfiles(client: RecordedSleeps().client(transport, events: Events()))
+        // Without live updates, a followed id is read.
+        let client = RecordedSleeps().client(transport, events: Events()) { $0.followsLiveUpdates = false }
+        let profiles = ObservableProfiles(client: client)
         let following = Task { await profiles.follow(8) }
         #expect(await Self.wait { asked.isSet })
         following.cancel()  // SwiftUI ends the view's .task
@@ -86,16 +124,23 @@ import Testing
         #expect(profiles.entry(8)?.failure == nil, "a cancellation is not a failure: \(String(describing: profiles.entry(8)))")
     }
 
-    @Test func aChangeToOneProfileDoesNotRedrawAViewOfAnother() async throws {
-        let events = Events()
+    @Test func aStreamThatFailsIsShownOnEveryRowAndClearedWhenItIsBack() async throws {
+        let events = Events(scripts: [[.failBecause(.offline)]])
         let profiles = ObservableProfiles(client: Self.client(events))
-        let a = Task { await profiles.follow(1) }
-        let b = Task { await profiles.follow(2) }
-        #expect(await Self.wait { profiles.profile(1) != nil && profiles.profile(2) != nil })
-        #expect(await events.waitForConnections(2))
+        let rows = [Task { await profiles.follow(1) }, Task { await profiles.follow(2) }]
+        #expect(await Self.wait { profiles.entry(1)?.failure == .offline && profiles.entry(2)?.failure == .offline })
+        #expect(await events.waitForConnections(2), "it reconnects by itself")
+        events.send(.read([Events.profile(Self.profile(1, "A", 1)), Events.profile(Self.profile(2, "B", 1))]))
+        #expect(await Self.wait { profiles.entry(1)?.failure == nil && profiles.profile(2) != nil })
+        for row in rows { row.cancel() }
+    }
+
+    @Test func aChangeToOneProfileDoesNotRedrawAViewOfAnother() async throws {
+        let profiles = ObservableProfiles(client: Self.client(Events()))
+        profiles.apply(.updated(Self.profile(1, "A", 1)), to: 1)
+        profiles.apply(.updated(Self.profile(2, "B", 1)), to: 2)
         let viewOfA = Counter()
-        func track() { withObservationTracking { _ = profiles.profile(1) } onChange: { viewOfA.increment() } }
-        track()
+        withObservationTracking { _ = profiles.profile(1) } onChange: { viewOfA.increment() }
         for version in Int32(2)...6 {
             profiles.apply(.updated(Self.profile(2, "B", version)), to: 2)
         }
@@ -107,8 +152,6 @@ import Testing
         withObservationTracking { _ = profiles.profile(3) } onChange: { viewOfNew.increment() }
         profiles.apply(.updated(Self.profile(3, "C", 1)), to: 3)
         #expect(viewOfNew.value == 1)
-        a.cancel()
-        b.cancel()
     }
 }
 
