@@ -7,7 +7,9 @@
 /// ones open, so there are never more streams than groups, and each new stream resumes every id
 /// at its floor (`id@version`), so nothing committed in between is missed. A stream's failure and
 /// recovery reach every id it follows as ``ProfileEvent/failed(_:willRetry:)`` and
-/// ``ProfileEvent/resumed``.
+/// ``ProfileEvent/resumed``. The streams are one of the client's live subscriptions, so
+/// ``ProfileClient/pauseLiveUpdates()`` closes them and ``ProfileClient/resumeLiveUpdates()``
+/// reopens them.
 @MainActor
 final class GroupedFollowing {
     /// How long the changes of one moment (a scroll) may gather before the streams are replaced.
@@ -15,24 +17,29 @@ final class GroupedFollowing {
 
     private let following: StreamFollowing
     private let observers: ProfileObservers
+    private let subscriptions: LiveSubscriptions
     /// How many follows of each id run.
     private var counts: [Int64: Int] = [:]
     /// The ids followed, in the order they were first followed.
     private var order: [Int64] = []
-    /// The ids the running streams follow, and the task that runs them.
+    /// The ids the running streams follow.
     private var followed: [Int64] = []
-    /// In a lock of its own so that `deinit`, which runs on no actor, can cancel it.
-    private let running = LockedValue<Task<Void, Never>?>(nil)
+    /// The live subscription of the streams running now, if any. In a lock of its own so that
+    /// `deinit`, which runs on no actor, can release it.
+    private let current = LockedValue<LiveSubscription?>(nil)
     private var scheduled: Task<Void, Never>?
     private var isReplacing = false
+    /// Generations are numbered across the client's stores, whose subscriptions share a table.
+    private nonisolated static let generations = LockedValue<UInt64>(0)
 
-    init(following: StreamFollowing, observers: ProfileObservers) {
+    init(following: StreamFollowing, observers: ProfileObservers, subscriptions: LiveSubscriptions) {
         self.following = following
         self.observers = observers
+        self.subscriptions = subscriptions
     }
 
     deinit {
-        running.withLock { $0?.cancel() }
+        if let subscription = current.withLock({ $0 }) { subscriptions.release(subscription) }
     }
 
     func add(_ id: Int64) {
@@ -69,28 +76,36 @@ final class GroupedFollowing {
         defer { isReplacing = false }
         while order != followed {
             let ids = order
-            if let previous = running.withLock({ running in defer { running = nil }; return running }) {
-                previous.cancel()
-                await previous.value  // closed before the next opens
+            if let previous = current.withLock({ current in defer { current = nil }; return current }) {
+                await subscriptions.release(previous)?.value  // closed before the next opens
             }
             followed = ids
             guard !ids.isEmpty else { continue }
+            let subscription = LiveSubscription.grouped(Self.generations.withLock { $0 += 1; return $0 })
+            current.withLock { $0 = subscription }
             let (following, observers) = (following, observers)
-            let streams = Task {
-                await withTaskGroup(of: Void.self) { group in
-                    for chunk in ProfileClient.streamChunks(ids) {
-                        group.addTask {
-                            let refusal = await following.followList(ids: chunk) { event in
-                                for id in chunk { observers.publish(event, for: id) }
-                            }
-                            guard let refusal else { return }
-                            let error = ProfileClient.error(for: refusal)
-                            for id in chunk { observers.publish(.failed(error, willRetry: false), for: id) }
-                        }
+            subscriptions.retain(subscription) {
+                Task { await Self.follow(ids, with: following, reportingTo: observers) }
+            }
+        }
+    }
+
+    /// Follows `ids` over as many streams as they need, until cancelled; each stream's failures,
+    /// recoveries and refusal for good go to the observers of every id it follows.
+    private nonisolated static func follow(
+        _ ids: [Int64], with following: StreamFollowing, reportingTo observers: ProfileObservers
+    ) async {
+        await withTaskGroup(of: Void.self) { group in
+            for chunk in ProfileClient.streamChunks(ids) {
+                group.addTask {
+                    let refusal = await following.followList(ids: chunk) { event in
+                        for id in chunk { observers.publish(event, for: id) }
                     }
+                    guard let refusal else { return }
+                    let error = ProfileClient.error(for: refusal)
+                    for id in chunk { observers.publish(.failed(error, willRetry: false), for: id) }
                 }
             }
-            running.withLock { $0 = streams }
         }
     }
 }

@@ -3,6 +3,9 @@ enum LiveSubscription: Hashable, Sendable {
     case profile(Int64)
     /// An ``ProfileClient/observeList(ids:)`` stream, by its token in ``ProfileListObservers``.
     case list(UInt64)
+    /// The streams of every id an ``ObservableProfiles`` follows (``GroupedFollowing``), by their
+    /// generation: a new set of ids is a new generation.
+    case grouped(UInt64)
 }
 
 /// The subscriptions of one client and the task that follows each while anyone observes it,
@@ -39,7 +42,9 @@ final class LiveSubscriptions: Sendable {
     }
 
     /// One observer of `subscription` less; the last one stops following.
-    func release(_ subscription: LiveSubscription) {
+    /// - Returns: the task it cancelled, for a caller that waits until it has ended.
+    @discardableResult
+    func release(_ subscription: LiveSubscription) -> Task<Void, Never>? {
         let task = state.withLock { state -> Task<Void, Never>? in
             guard var entry = state.entries[subscription] else { return nil }
             entry.observers -= 1
@@ -51,6 +56,7 @@ final class LiveSubscriptions: Sendable {
             return entry.task
         }
         task?.cancel()
+        return task
     }
 
     /// Stops every task; subscriptions stay for ``resume()``.

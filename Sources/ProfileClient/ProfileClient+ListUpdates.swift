@@ -105,6 +105,7 @@ extension StreamFollowing {
     /// - Returns: the answer that refused the stream for good, or `nil` when cancelled.
     func followList(ids: [Int64], report: @escaping @Sendable (ProfileEvent) -> Void) async -> TransportResponse? {
         let asked = Set(ids)
+        let undecodable = LockedValue(false)  // the last batch held an event that did not decode
         return await follow(
             classify: { [400, 401, 403, 404, 414].contains($0.status) ? .final : .transient },
             makeRequest: { [cache, configuration] in
@@ -118,8 +119,16 @@ extension StreamFollowing {
             },
             report: report,
             onEvents: { [cache] events in
-                let decoded = events.compactMap(ProfileStreamEvent.init).filter { asked.contains($0.id) }
-                if !decoded.isEmpty { await cache.didReceiveEvents(decoded) }
+                var failed = false
+                let decoded = ProfileStreamEvent.decodeBatch(events) { error in
+                    failed = true
+                    report(.failed(error, willRetry: true))
+                }
+                // A batch that decodes after one that did not: the list is whole again.
+                if !failed, !events.isEmpty, undecodable.withLock({ $0 }) { report(.resumed) }
+                undecodable.withLock { $0 = failed }
+                let members = decoded.filter { asked.contains($0.id) }
+                if !members.isEmpty { await cache.didReceiveEvents(members) }
             })
     }
 }

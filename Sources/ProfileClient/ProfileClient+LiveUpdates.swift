@@ -16,7 +16,7 @@ extension ProfileClient {
     @MainActor
     func groupedFollowing() -> GroupedFollowing? {
         guard let following = streamFollowing, configuration.followsLiveUpdates else { return nil }
-        return GroupedFollowing(following: following, observers: observers)
+        return GroupedFollowing(following: following, observers: observers, subscriptions: liveSubscriptions)
     }
 
     /// The events of `id` as ``events(for:)`` gives them, without following its own stream.
@@ -79,10 +79,10 @@ extension StreamFollowing {
             },
             report: { observers.publish($0, for: id) },
             onEvents: { [cache] events in
-                for event in events {
-                    switch ProfileStreamEvent(event) {
-                    case .profile(let profile)? where profile.id == id: await cache.didReceiveEvent(profile)
-                    case .deleted(id)?: await cache.didLearnMissing(id: id)
+                for event in ProfileStreamEvent.decodeBatch(events, report: { observers.publish(.failed($0, willRetry: true), for: id) }) {
+                    switch event {
+                    case .profile(let profile) where profile.id == id: await cache.didReceiveEvent(profile)
+                    case .deleted(id): await cache.didLearnMissing(id: id)
                     default: continue
                     }
                 }

@@ -14,19 +14,37 @@ enum ProfileStreamEvent: Sendable, Hashable {
         }
     }
 
-    /// `nil` for other events and for data that does not decode.
-    init?(_ event: ServerSentEvent) {
+    /// The event decoded, or why its data does not decode (``ProfileClientError/decoding(field:detail:)``,
+    /// naming the member); `nil` for events the client does not act on.
+    static func decoding(_ event: ServerSentEvent) -> Result<ProfileStreamEvent, ProfileClientError>? {
         let data = Data(event.data.utf8)
-        switch event.event {
-        case "profile":
-            guard let profile = try? JSONDecoder().decode(Profile.self, from: data) else { return nil }
-            self = .profile(profile)
-        case "deleted":
-            struct Deleted: Decodable { var id: Int64 }
-            guard let deleted = try? JSONDecoder().decode(Deleted.self, from: data) else { return nil }
-            self = .deleted(id: deleted.id)
-        default:
-            return nil
+        do throws(ProfileClientError) {
+            switch event.event {
+            case "profile":
+                return .success(.profile(try ProfileClient.decode(Profile.self, from: data, what: "a profile event")))
+            case "deleted":
+                struct Deleted: Decodable { var id: Int64 }
+                return .success(.deleted(id: try ProfileClient.decode(Deleted.self, from: data, what: "a deleted event").id))
+            default:
+                return nil
+            }
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// The events of a batch the client acts on, each decoded; one that does not decode is
+    /// skipped and told to `report` (the stream goes on: the service's next version of the
+    /// profile still arrives).
+    static func decodeBatch(_ events: [ServerSentEvent], report: (ProfileClientError) -> Void) -> [ProfileStreamEvent] {
+        events.compactMap { event in
+            switch decoding(event) {
+            case .success(let decoded)?: return decoded
+            case .failure(let error)?:
+                report(error)
+                return nil
+            case nil: return nil
+            }
         }
     }
 }

@@ -43,6 +43,8 @@ final class ControlledEventTransport: EventStreamTransport {
     var requests: [TransportRequest] { state.withLock { $0.requests } }
     /// The most connections that were open at once.
     var mostOpen: Int { state.withLock { $0.mostOpen } }
+    /// The connections open now.
+    var openNow: Int { state.withLock { $0.open } }
 
     /// Hands `step` to the connection opened last.
     func send(_ step: Step) {

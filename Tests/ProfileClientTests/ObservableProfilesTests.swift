@@ -81,6 +81,22 @@ import Testing
         for row in rows.values { row.cancel() }
     }
 
+    @Test func pausingTheClientClosesTheRowsStreamAndResumingReopensItAtTheirFloors() async throws {
+        let events = Events()
+        let client = Self.client(events)
+        let profiles = ObservableProfiles(client: client)
+        let row = Task { await profiles.follow(5) }
+        #expect(await events.waitForConnections(1))
+        events.send(.read([Events.profile(Self.profile(5, "A", 3))]))
+        #expect(await Self.wait { profiles.profile(5)?.version == 3 })
+        client.pauseLiveUpdates()  // the app left the foreground
+        #expect(await Self.wait { events.openNow == 0 }, "no socket open in the background")
+        client.resumeLiveUpdates()
+        #expect(await events.waitForConnections(2))
+        #expect(Self.members(events.requests[1]) == ["5@3"], "resumed at the floor: nothing committed meanwhile is missed")
+        row.cancel()
+    }
+
     /// The `ids=` members of a list stream's request.
     static func members(_ request: TransportRequest) -> [String] {
         let query = URLComponents(url: request.url, resolvingAgainstBaseURL: true)?.queryItems?.first { $0.name == "ids" }

@@ -218,6 +218,18 @@ import Testing
         events.send(.fail)
         #expect(await reader.wait { $0.last?.streamFailure == .transport("connection lost") && $0.last?.profiles.count == 1 })
     }
+
+    @Test func anEventThatDoesNotDecodeIsReportedNamingTheMemberAndTheNextVersionStillArrives() async throws {
+        let broken = ServerSentEvent(event: "profile", id: "2", data: #"{"id":1,"username":"u","display_name":"A","version":"2","updated_at":"x"}"#)
+        let events = Events(scripts: [[.read([Events.profile(Self.p(1, "A", 1))])]])
+        let client = Self.client(events)
+        let reader = ListReader(client.observeList(ids: [1]))
+        #expect(await reader.wait { $0.last == Self.list([Self.p(1, "A", 1)]) })
+        events.send(.read([broken]))
+        #expect(await reader.wait { $0.last?.streamFailure.map { if case .decoding(field: "version", _) = $0 { true } else { false } } == true })
+        events.send(.read([Events.profile(Self.p(1, "A", 3))]))
+        #expect(await reader.wait { $0.last == Self.list([Self.p(1, "A", 3)]) }, "whole again: \(reader.seen)")
+    }
 }
 
 /// Reads a list stream in a task of its own and keeps every value it got.
