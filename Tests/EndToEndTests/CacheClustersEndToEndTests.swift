@@ -24,8 +24,6 @@ import TestSupport
     /// still held by a connection of an earlier proxy (TIME_WAIT, a minute).
     static let wanPortOffsets = [3000, 3100, 3200, 3300]
 
-    private static let logger = Logger(label: "cache-clusters-test")
-
     // MARK: - The tests
 
     @Test(arguments: [0, wanRoundTripMS])
@@ -211,21 +209,11 @@ import TestSupport
 
     // MARK: - Helpers
 
-    private func primary() throws -> PostgresConnection {
-        let connection = PostgresConnection(
-            configuration: try PostgresConfiguration(url: TestEnvironment.databaseURL), statements: [], logger: Self.logger)
-        try connection.connect()
-        return connection
-    }
+    private func primary() throws -> PostgresConnection { try TestDatabase.primary() }
 
-    /// `count` new profiles at version 1 on ids of their own.
     private func insertProfiles(_ count: Int, on connection: PostgresConnection) throws -> [Int64] {
-        let base = Int64.random(in: 3_000_000_000...4_000_000_000) * 10_000
-        let ids = Array(base..<(base + Int64(count)))
-        try connection.simpleQuery(
-            "INSERT INTO user_profiles (id, username, display_name) SELECT g, 'cc' || g, 'Region ' || g "
-                + "FROM generate_series(\(ids.first!), \(ids.last!)) AS g")
-        return ids
+        try TestDatabase.insertProfiles(
+            count, blocks: 3_000_000_000...4_000_000_000, usernamePrefix: "cc", namePrefix: "Region", on: connection)
     }
 
     /// Reads every id through every instance, so that every cluster holds them.

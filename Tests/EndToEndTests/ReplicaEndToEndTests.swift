@@ -379,21 +379,11 @@ import TestSupport
         return left.count
     }
 
-    private func primary() throws -> PostgresConnection {
-        let connection = PostgresConnection(
-            configuration: try PostgresConfiguration(url: TestEnvironment.databaseURL), statements: [], logger: Self.logger)
-        try connection.connect()
-        return connection
-    }
+    private func primary() throws -> PostgresConnection { try TestDatabase.primary() }
 
-    /// `count` new profiles at version 1, on ids of their own (a random block of 10,000).
     private func insertProfiles(_ count: Int, on connection: PostgresConnection) throws -> [Int64] {
-        let base = Int64.random(in: 2_000_000_000...3_000_000_000) * 10_000
-        let ids = Array(base..<(base + Int64(count)))
-        try connection.simpleQuery(
-            "INSERT INTO user_profiles (id, username, display_name) SELECT g, 'rp' || g, 'Replica ' || g "
-                + "FROM generate_series(\(ids.first!), \(ids.last!)) AS g")
-        return ids
+        try TestDatabase.insertProfiles(
+            count, blocks: 2_000_000_000...3_000_000_000, usernamePrefix: "rp", namePrefix: "Replica", on: connection)
     }
 
     /// A standby with no apply delay, 500 profiles and an instance reading from it, the standby `up`.
