@@ -42,8 +42,11 @@ extension LocalProfileCache {
         }
         // Over the edit in flight while it is shown pending (it is over the confirmed version);
         // else over the confirmed version the user sees.
-        let overPending = lane.sendingBase != nil && lane.sendingBase == confirmed && confirmed! < Int32.max
-        let base = overPending ? confirmed! + 1 : confirmed
+        var base = confirmed
+        var overPending = false
+        if let sending = lane.sendingBase, sending == confirmed, sending < Int32.max {
+            (base, overPending) = (sending + 1, true)
+        }
         let sequence = beginUpdate(id: id, displayName: displayName, base: base)
         let turn = await withCheckedContinuation { continuation in
             let replaced = lanes[id]?.next

@@ -7,8 +7,9 @@ import Foundation
 struct ProfileStoreFile: Sendable {
     let url: URL
 
-    /// What the file holds, oldest format first; nothing when it is missing, unreadable, larger
-    /// than `maximumBytes` or of another format (the store then starts empty, as without a file).
+    /// The profiles the file holds, most recently used first; none when it is missing,
+    /// unreadable, larger than `maximumBytes` or of another format (the store then starts empty,
+    /// as without a file).
     func load(maximumBytes: Int) -> [Profile] {
         guard let attributes = try? FileManager.default.attributesOfItem(atPath: url.path),
             let size = attributes[.size] as? Int, size <= maximumBytes,

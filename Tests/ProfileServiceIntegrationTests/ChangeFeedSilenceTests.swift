@@ -55,7 +55,7 @@ import TestSupport
             configuration: try PostgresConfiguration(url: TestEnvironment.databaseURL), statements: [],
             logger: IntegrationBackends.logger)
         defer { listener.close() }
-        try listener.listen(on: ProfileChangePayload.channel)
+        try listener.listen(on: CacheCluster.default.notificationChannel)
         let feed = try harness.startFeed()
         #expect(harness.waitUntilActive(feed))
         let profile = try harness.cachedProfile()

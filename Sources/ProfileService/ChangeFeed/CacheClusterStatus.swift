@@ -20,8 +20,7 @@ public struct CacheClusterStatus: Sendable, Equatable {
     /// (`profile-service cache-cluster drop NAME`).
     public var unconsumedSeconds: Double
 
-    init?(_ slot: LogicalReplicationSetup.NamedSlot, unconsumedSeconds: Double) {
-        guard let cluster = CacheCluster(slotName: slot.name) else { return nil }
+    init(_ cluster: CacheCluster, slot: LogicalReplicationSetup.NamedSlot, unconsumedSeconds: Double) {
         self.cluster = cluster
         isConsumed = slot.status.isActive
         consumer = slot.consumer

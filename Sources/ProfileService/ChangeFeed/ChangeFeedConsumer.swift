@@ -353,15 +353,17 @@ final class ChangeFeedConsumer {
     private func checkSlot(force: Bool = false) {
         guard force || lastSlotCheck.map({ $0.duration(to: .now) >= configuration.slotCheckInterval }) ?? true else { return }
         lastSlotCheck = .now
-        if let slot = try? LogicalReplicationSetup.slotStatus(named: configuration.slotName, on: connection) {
+        // Every cluster's slot, not only this one's: a cluster whose instances are all gone is
+        // seen by the others, by the WAL its slot keeps (docs/design.md §3.10). This one's is among
+        // them unless its name is not a cluster's (a test's own slot): then it is read alone.
+        let slots = try? LogicalReplicationSetup.slots(namedLike: CacheCluster.slotPattern, on: connection)
+        if let slots { monitor.recordClusters(slots) }
+        if let own = slots?.first(where: { $0.name == configuration.slotName }) {
+            monitor.recordSlot(own.status)
+        } else if let slot = try? LogicalReplicationSetup.slotStatus(named: configuration.slotName, on: connection) {
             monitor.recordSlot(slot)
         } else if connection.isConnected {
             monitor.recordSlot(nil)
-        }
-        // Every cluster's slot, not only this one's: a cluster whose instances are all gone is
-        // seen by the others, by the WAL its slot keeps (docs/design.md §3.10).
-        if let slots = try? LogicalReplicationSetup.slots(namedLike: CacheCluster.slotPattern, on: connection) {
-            monitor.recordClusters(slots)
         }
         if let identity = try? LogicalReplicationSetup.databaseIdentity(on: connection) { database.refresh(identity) }
     }

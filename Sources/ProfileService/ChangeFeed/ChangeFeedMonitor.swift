@@ -151,8 +151,9 @@ public final class ChangeFeedMonitor: Sendable {
                 }
                 series[cluster] = entry
                 let status = CacheClusterStatus(
-                    slot, unconsumedSeconds: entry.unconsumedSince.map { Double($0.duration(to: now).totalNanoseconds) / 1e9 } ?? 0)
-                if let status { entry.record(status) }
+                    cluster, slot: slot,
+                    unconsumedSeconds: entry.unconsumedSince.map { Double($0.duration(to: now).totalNanoseconds) / 1e9 } ?? 0)
+                entry.record(status)
                 return status
             }
             for (cluster, gone) in series where !seen.contains(cluster) {

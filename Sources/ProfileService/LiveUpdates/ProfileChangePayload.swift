@@ -5,10 +5,6 @@
 /// ProfileChangePayload.parse("42:7,43:0")  // [(42, 7), (43, 0)]
 /// ```
 public enum ProfileChangePayload {
-    /// The channel of the default cache cluster; each cluster has its own
-    /// (``CacheCluster/notificationChannel``).
-    public static let channel = CacheCluster.default.notificationChannel
-
     /// The pairs of `payload`, in order; malformed pairs are skipped (a notification is a hint,
     /// never trusted to be well formed).
     public static func parse(_ payload: String) -> [(id: Int64, version: Int32)] {
