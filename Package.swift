@@ -42,7 +42,7 @@ let package = Package(
 
         // The runtime plumbing every module shares: Duration units, fixed threads and their sleeps,
         // wall-clock time, the log sink, the lifecycle of background services.
-        .target(name: "ServiceRuntime", swiftSettings: swiftSettings),
+        .target(name: "ServiceRuntime", dependencies: ["CLinuxShims"], swiftSettings: swiftSettings),
         // Pure HTTP/1.1: parser, encoder, request/response values. Standard library only.
         .target(name: "HTTP1", swiftSettings: swiftSettings),
         // Sockets, epoll loop, connection state machines, worker pool, Responder protocol.
@@ -154,7 +154,7 @@ let package = Package(
         .testTarget(name: "HTTP1Tests", dependencies: ["HTTP1"], swiftSettings: swiftSettings),
         .testTarget(
             name: "HTTPServerTests",
-            dependencies: ["HTTPServer", "HTTP1", "TestSupport"],
+            dependencies: ["HTTPServer", "HTTP1", "ServiceRuntime", "TestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

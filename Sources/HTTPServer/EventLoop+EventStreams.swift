@@ -6,8 +6,9 @@ import Synchronization
 
 // The event-stream fan-out of the loop (docs/design.md §4): streams registered by topic, events
 // delivered to every stream of their topic, heartbeats, and a stream's end. The loop's own state
-// for it is `streamTopics`, `streamCount`, `subscriptionCount`, `streamEvents` and `nextHeartbeat`;
-// each stream's own is its connection's `stream`.
+// for it is `streamTopics`, `streamEvents` and `nextHeartbeat`;
+// each stream's own is its connection's `stream`. The limits on streams are the process's, kept in
+// ``EventStreams``' counters, which every loop shares.
 extension EventLoop {
     /// Registers the connection as a stream of each of `stream`'s topics and writes its first
     /// bytes, followed by each topic's latest event when that is newer than what the worker read;
@@ -25,9 +26,12 @@ extension EventLoop {
             return
         }
         let limits = streams.configuration
-        guard streamCount < limits.maxSubscribers, subscriptionCount + topics.count <= limits.maxSubscriptions,
-            drainDeadline == nil
-        else {
+        // The limits are the process's, over every loop: a place is taken first, then checked.
+        let open = streams.subscribers.add(1, ordering: .relaxed).newValue
+        let followed = streams.subscriptions.add(topics.count, ordering: .relaxed).newValue
+        guard open <= limits.maxSubscribers, followed <= limits.maxSubscriptions, drainDeadline == nil else {
+            streams.subscribers.subtract(1, ordering: .relaxed)
+            streams.subscriptions.subtract(topics.count, ordering: .relaxed)
             streams.release(topics: topics, client: stream.client)
             if drainDeadline == nil { streams.refused.add(1, ordering: .relaxed) }
             let retryAfter = String(limits.retryAfterSeconds)
@@ -69,10 +73,6 @@ extension EventLoop {
             state.places[subscription.topic] = place
         }
         connection.stream = state
-        streamCount += 1
-        subscriptionCount += topics.count
-        streams.subscribers.add(1, ordering: .relaxed)
-        streams.subscriptions.add(topics.count, ordering: .relaxed)
         streams.eventsSent.add(sent, ordering: .relaxed)
         System.setSendBufferSize(connection.fd, bytes: limits.socketSendBufferBytes)
         flush(connection, now: now)
@@ -87,7 +87,7 @@ extension EventLoop {
     /// past an event's place; the end of a topic closes its streams of one topic.
     func deliverStreamEvents(now: ContinuousClock.Instant) {
         guard let streams = core.eventStreams else { return }
-        streams.takeEvents(into: &streamEvents)
+        streams.takeEvents(loop: peer.index, into: &streamEvents)
         guard !streamEvents.isEmpty else { return }
         var sent = 0
         for event in streamEvents {
@@ -168,8 +168,6 @@ extension EventLoop {
             }
             if !list.isEmpty { streamTopics[topic] = list }
         }
-        streamCount -= 1
-        subscriptionCount -= state.places.count
         core.eventStreams?.subscribers.subtract(1, ordering: .relaxed)
         core.eventStreams?.subscriptions.subtract(state.places.count, ordering: .relaxed)
         core.eventStreams?.release(topics: Array(state.places.keys), client: state.client)

@@ -4,9 +4,12 @@ import Logging
 import ServiceRuntime
 import Synchronization
 
-/// The single epoll loop: accepts, reads, parses, hands requests to the workers, writes responses.
+/// One epoll loop: reads, parses, hands requests to the workers, writes responses, for the
+/// connections it owns. A server runs one per usable CPU (``HTTPServerConfiguration/eventLoopCount``).
 ///
-/// Confined to its own thread. Sockets are registered once, edge-triggered, for input and output, so
+/// Confined to its own thread. The loop with the listener accepts every connection and hands
+/// each to the loop that has fewest (itself included) through that loop's ``Mailbox``; from then
+/// on the connection, its requests' answers and its event stream stay on that loop. Sockets are registered once, edge-triggered, for input and output, so
 /// no `epoll_ctl` is needed per request: a connection whose request is with a worker is simply not
 /// read (backpressure) and its readiness is remembered in ``Connection/mayRead``. Workers write
 /// keep-alive responses themselves when nothing else is pending on the connection (``Handoff``);
@@ -24,6 +27,8 @@ import Synchronization
 /// costs its ``Connection`` and kernel socket, never a thread (docs/design.md §4).
 final class EventLoop {
     let core: ServerCore
+    /// This loop's shared side: its mailbox and load counters.
+    let peer: LoopPeer
     private let configuration: HTTPServerConfiguration
     let logger: Logger
     private let epollFD: Int32
@@ -37,6 +42,9 @@ final class EventLoop {
     private let readBuffer: UnsafeMutableBufferPointer<UInt8>
     private let events: UnsafeMutableBufferPointer<epoll_event>
     private var completions: [Completion] = []
+    private var handedOver: [AcceptedConnection] = []
+    /// Where the acceptor starts looking for the least loaded loop, so ties go round robin.
+    private var nextLoop = 0
     var drainDeadline: ContinuousClock.Instant?
     private var acceptPausedUntil: ContinuousClock.Instant?
     private let tick: Duration
@@ -44,9 +52,6 @@ final class EventLoop {
     private var dateCache = DateCache()
     /// Open event streams by topic; each connection knows its index in each list (``StreamState``).
     var streamTopics: [Int64: [Connection]] = [:]
-    var streamCount = 0
-    /// Topics followed by the open streams together.
-    var subscriptionCount = 0
     var streamEvents: [EventStreams.Event] = []
     var nextHeartbeat: ContinuousClock.Instant
     /// An SSE comment line: ignored by clients, seen by every proxy on the way.
@@ -57,12 +62,14 @@ final class EventLoop {
     /// Bytes discarded at most while lingering before a close.
     private static let maxLingerBytes = 1 << 20
 
-    init(core: ServerCore, configuration: HTTPServerConfiguration, logger: Logger, epollFD: Int32, listenFD: Int32) {
+    /// - Parameter listenFD: the listening socket, for the loop that accepts (one per server).
+    init(core: ServerCore, peer: LoopPeer, configuration: HTTPServerConfiguration, logger: Logger, listenFD: Int32?) {
         self.core = core
+        self.peer = peer
         self.configuration = configuration
         self.logger = logger
-        self.epollFD = epollFD
-        self.eventFD = core.mailbox.eventFD
+        self.epollFD = peer.epollFD
+        self.eventFD = peer.mailbox.eventFD
         self.listenFD = listenFD
         self.limits = HTTPRequestParser.Limits(
             maxRequestLineBytes: configuration.maxRequestLineBytes, maxHeaderBytes: configuration.maxHeaderBytes,
@@ -153,11 +160,13 @@ final class EventLoop {
 
     private func acceptConnections(now: ContinuousClock.Instant) {
         while let listenFD {
-            let fd: Int32
-            let peer: String
+            var accepted: AcceptedConnection
             do {
-                guard case .processed(let accepted) = try System.accept(listenFD) else { return }
-                (fd, peer) = accepted
+                guard case .processed(let (fd, peerAddress)) = try System.accept(listenFD) else { return }
+                // A place under the process's limit is taken here; the loop that cannot find room gives it back.
+                let open = core.openConnections.add(1, ordering: .relaxed).newValue
+                accepted = AcceptedConnection(
+                    fd: fd, peerAddress: peerAddress, needsRoom: open > configuration.maxConnections)
             } catch {
                 if System.isTransientAcceptError(error) {
                     continue
@@ -169,33 +178,83 @@ final class EventLoop {
                     return
                 }
             }
-            // At the limit, an idle keep-alive connection makes room (the one nearest its idle
-            // timeout): idle connections held open by one client never lock everyone else out.
-            guard connectionCount < configuration.maxConnections || closeOneIdleConnection(now: now) else {
-                System.close(fd)
-                continue
+            // At the limit this loop looks for room among its own connections first.
+            let target = accepted.needsRoom ? peer : leastLoadedLoop()
+            accepted.countedInTarget = core.loops.count > 1 && !accepted.needsRoom
+            if target === peer {
+                adopt(accepted, now: now)
+            } else {
+                target.mailbox.post(accepted)
             }
-            let interest =
-                System.epollIn | System.epollOut | System.epollRdHup | System.epollEdgeTriggered
-            do {
-                try System.epollAdd(epollFD, fd, events: interest)
-            } catch {
-                logger.error("epoll_ctl failed", metadata: ["error": "\(error)"])
-                System.close(fd)
-                continue
-            }
-            nextConnectionID += 1
-            let connection = Connection(
-                fd: fd, id: nextConnectionID, peerAddress: peer, machine: .init(now: now, timeouts: timeouts),
-                limits: limits)
-            if Int(fd) >= connections.count {
-                connections.append(
-                    contentsOf: repeatElement(nil, count: max(Int(fd) + 1 - connections.count, connections.count)))
-            }
-            connections[Int(fd)] = connection
-            connectionCount += 1
-            core.openConnections.add(1, ordering: .relaxed)
         }
+    }
+
+    /// The loop serving fewest connections, counted as serving one more; ties go round robin.
+    private func leastLoadedLoop() -> LoopPeer {
+        let loops = core.loops
+        guard loops.count > 1 else { return peer }
+        var best = loops[nextLoop % loops.count]
+        var fewest = best.openConnections.load(ordering: .relaxed)
+        for step in 1..<loops.count where fewest > 0 {
+            let candidate = loops[(nextLoop + step) % loops.count]
+            let count = candidate.openConnections.load(ordering: .relaxed)
+            if count < fewest {
+                best = candidate
+                fewest = count
+            }
+        }
+        nextLoop = (best.index + 1) % loops.count
+        // Counted now, not when the loop takes it: the next accept already sees it.
+        best.openConnections.add(1, ordering: .relaxed)
+        return best
+    }
+
+    /// Starts serving an accepted connection. At the connection limit, an idle keep-alive
+    /// connection of this loop makes room (the one nearest its idle timeout), so idle connections
+    /// held open by one client never lock everyone else out; without one here, the next loop is
+    /// asked, and when none has one the new connection is closed.
+    private func adopt(_ accepted: AcceptedConnection, now: ContinuousClock.Instant) {
+        if accepted.countedInTarget { peer.openConnections.subtract(1, ordering: .relaxed) }
+        if drainDeadline != nil {
+            refuse(accepted)
+            return
+        }
+        if accepted.needsRoom, !closeOneIdleConnection(now: now) {
+            var passed = accepted
+            passed.loopsAsked += 1
+            if passed.loopsAsked < core.loops.count {
+                core.loops[(peer.index + 1) % core.loops.count].mailbox.post(passed)
+            } else {
+                refuse(accepted)
+            }
+            return
+        }
+        let fd = accepted.fd
+        let interest = System.epollIn | System.epollOut | System.epollRdHup | System.epollEdgeTriggered
+        do {
+            try System.epollAdd(epollFD, fd, events: interest)
+        } catch {
+            logger.error("epoll_ctl failed", metadata: ["error": "\(error)"])
+            refuse(accepted)
+            return
+        }
+        nextConnectionID += 1
+        let connection = Connection(
+            fd: fd, id: nextConnectionID, peerAddress: accepted.peerAddress,
+            machine: .init(now: now, timeouts: timeouts), limits: limits)
+        if Int(fd) >= connections.count {
+            connections.append(
+                contentsOf: repeatElement(nil, count: max(Int(fd) + 1 - connections.count, connections.count)))
+        }
+        connections[Int(fd)] = connection
+        connectionCount += 1
+        peer.openConnections.add(1, ordering: .relaxed)
+    }
+
+    /// Closes an accepted connection this server will not serve, giving its place back.
+    private func refuse(_ accepted: AcceptedConnection) {
+        core.openConnections.subtract(1, ordering: .relaxed)
+        System.close(accepted.fd)
     }
 
     /// Closes the keep-alive connection idle the longest (nearest its idle deadline), if there is
@@ -352,8 +411,9 @@ final class EventLoop {
         connection.handoff.dispatch(watched: pipelined || connection.mayRead)
         var request = request
         request.peerAddress = connection.peerAddress
+        peer.requests.add(1, ordering: .relaxed)
         let job = Job(
-            fd: connection.fd, connectionID: connection.id, request: request, keepAlive: keepAlive,
+            fd: connection.fd, connectionID: connection.id, loop: peer.index, request: request, keepAlive: keepAlive,
             handoff: connection.handoff, mayWriteDirectly: !connection.hasPendingOutput)
         // The batch lane first, when the responder wants it there; the other workers take it
         // when the lane's queue is full.
@@ -396,7 +456,9 @@ final class EventLoop {
     // MARK: - Writing
 
     private func handleCompletions(now: ContinuousClock.Instant) {
-        core.mailbox.take(into: &completions)
+        peer.mailbox.take(into: &completions, connections: &handedOver)
+        for accepted in handedOver { adopt(accepted, now: now) }
+        handedOver.removeAll(keepingCapacity: true)
         for completion in completions {
             guard let connection = connection(for: completion.fd), connection.id == completion.connectionID,
                 connection.machine.state == .processing
@@ -534,6 +596,7 @@ final class EventLoop {
         connection.machine.closed()
         connections[Int(connection.fd)] = nil
         connectionCount -= 1
+        peer.openConnections.subtract(1, ordering: .relaxed)
         core.openConnections.subtract(1, ordering: .relaxed)
     }
 

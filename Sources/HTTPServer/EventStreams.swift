@@ -95,10 +95,11 @@ public final class EventStreams: Sendable {
         }
     }
 
+    /// The published events not yet taken, one list per event loop (each loop writes its own
+    /// streams), with each loop's eventfd while the server runs.
     private struct Outbox {
-        var events: [Event] = []
-        /// The event loop's eventfd while the server runs, else `nil`.
-        var wakeFD: Int32?
+        var events: [[Event]] = [[]]
+        var wakeFDs: [Int32] = []
     }
 
     public let configuration: Configuration
@@ -230,9 +231,13 @@ public final class EventStreams: Sendable {
 
     private func enqueue(_ event: Event) {
         outbox.withLock { outbox in
-            outbox.events.append(event)
-            // One wake-up per batch; signalled under the lock so the descriptor cannot be closed meanwhile.
-            if outbox.events.count == 1, let wakeFD = outbox.wakeFD { System.eventfdSignal(wakeFD) }
+            for loop in outbox.events.indices {
+                outbox.events[loop].append(event)
+                // One wake-up per batch; signalled under the lock so the descriptor cannot be closed meanwhile.
+                if outbox.events[loop].count == 1, loop < outbox.wakeFDs.count {
+                    System.eventfdSignal(outbox.wakeFDs[loop])
+                }
+            }
         }
     }
 
@@ -268,16 +273,21 @@ public final class EventStreams: Sendable {
         topics.withLock { $0[topic]?.latest }
     }
 
-    /// Connects the outbox to the event loop's eventfd (`nil` when the loop stops).
-    func attach(wakeFD: Int32?) {
-        outbox.withLock { $0.wakeFD = wakeFD }
+    /// Connects the outbox to the event loops' eventfds, one list of events per loop (none when
+    /// the loops stop: events then wait in one list, as before the server started).
+    func attach(wakeFDs: [Int32]) {
+        outbox.withLock { outbox in
+            let waiting = outbox.events[0]
+            outbox.events = Array(repeating: waiting, count: max(wakeFDs.count, 1))
+            outbox.wakeFDs = wakeFDs
+        }
     }
 
-    /// Moves the published events into `buffer`, oldest first.
-    func takeEvents(into buffer: inout [Event]) {
+    /// Moves the events published for loop `loop` into `buffer`, oldest first.
+    func takeEvents(loop: Int, into buffer: inout [Event]) {
         outbox.withLock { outbox in
-            guard !outbox.events.isEmpty else { return }
-            swap(&outbox.events, &buffer)
+            guard loop < outbox.events.count, !outbox.events[loop].isEmpty else { return }
+            swap(&outbox.events[loop], &buffer)
         }
     }
 }

@@ -4,14 +4,20 @@ public import Logging
 import ServiceRuntime
 import Synchronization
 
-/// A SwiftNIO-free HTTP/1.1 server: one epoll event loop thread plus a fixed pool of worker threads.
+/// A SwiftNIO-free HTTP/1.1 server: epoll event loop threads (one per usable CPU by default)
+/// plus a fixed pool of worker threads.
 ///
 /// ```
-///            accept/read/parse/write (non-blocking)         respond (may block)
-/// clients ⇄ [ event loop thread ] ──Job──▶ bounded WorkQueue ──▶ [ worker 0 … N-1 ]
+///            accept (loop 0) → the loop with fewest connections
+///            read/parse/write (non-blocking)                respond (may block)
+/// clients ⇄ [ event loop 0 … L-1 ] ──Job──▶ bounded WorkQueue ──▶ [ worker 0 … N-1 ]
 ///                    ▲                (full → 503 Retry-After)          │
-///                    └────── eventfd ◀── Mailbox ◀── encoded response ──┘
+///                    └── eventfd ◀── the loop's Mailbox ◀── encoded response ──┘
 /// ```
+///
+/// Each connection stays on the loop it was handed to: its requests' answers go back to that
+/// loop's mailbox (``Job/loop``), and an event stream it opens is written by that loop. The
+/// limits (connections, streams, per client) are the process's, counted across loops.
 ///
 /// A keep-alive response on a connection with nothing else pending is `send` by the worker itself
 /// (see ``Handoff``); only a partial write, a close, or a connection the loop is waiting on goes
@@ -39,7 +45,7 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
     private let logger: Logger
     private let eventStreams: EventStreams?
     private let lifecycle = Mutex<Lifecycle>(.idle)
-    /// Entered by the event loop thread, which itself waits for the workers before it leaves.
+    /// Left once every loop has stopped and the workers with them.
     private let loopThread = DispatchGroup()
 
     /// - Parameter eventStreams: the streams the responder may open (``HTTP1/HTTPResponse/eventStream``);
@@ -63,7 +69,13 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
         }
         do {
             let port = try startThreads()
-            logger.info("listening", metadata: ["address": "\(configuration.host):\(port)"])
+            logger.info(
+                "listening",
+                metadata: [
+                    "address": "\(configuration.host):\(port)",
+                    "event_loops": "\(configuration.resolvedEventLoopCount)",
+                    "workers": "\(configuration.workerCount)", "batch_workers": "\(configuration.batchWorkerCount)",
+                ])
             return port
         } catch {
             lifecycle.withLock { $0 = .stopped }
@@ -76,38 +88,44 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
         System.raiseFileDescriptorLimit()
         let (listenFD, port) = try System.makeListener(
             host: configuration.host, port: configuration.port, backlog: configuration.backlog)
-        let epollFD: Int32
-        let eventFD: Int32
-        do {
-            epollFD = try System.epollCreate()
-            do {
-                eventFD = try System.eventfdCreate()
-            } catch {
-                System.close(epollFD)
-                throw error
-            }
-            try System.epollAdd(epollFD, listenFD, events: System.epollIn)
-            try System.epollAdd(epollFD, eventFD, events: System.epollIn)
-        } catch {
+        var descriptors: [(epollFD: Int32, eventFD: Int32)] = []
+        func closeAll() {
             System.close(listenFD)
+            for loop in descriptors {
+                System.close(loop.epollFD)
+                System.close(loop.eventFD)
+            }
+        }
+        do {
+            for index in 0..<configuration.resolvedEventLoopCount {
+                let epollFD = try System.epollCreate()
+                let eventFD: Int32
+                do {
+                    eventFD = try System.eventfdCreate()
+                } catch {
+                    System.close(epollFD)
+                    throw error
+                }
+                descriptors.append((epollFD, eventFD))
+                try System.epollAdd(epollFD, eventFD, events: System.epollIn)
+                // The first loop accepts for all.
+                if index == 0 { try System.epollAdd(epollFD, listenFD, events: System.epollIn) }
+            }
+        } catch {
+            closeAll()
             throw error
         }
         let workerCount = max(configuration.workerCount, 1)
         let batchWorkerCount = max(configuration.batchWorkerCount, 0)
         let core = ServerCore(
             queueCapacity: configuration.queueCapacity, workerCount: workerCount, batchWorkerCount: batchWorkerCount,
-            eventFD: eventFD, eventStreams: eventStreams, screenHead: { [responder] head in responder.screen(head: head) },
+            loops: descriptors, eventStreams: eventStreams,
+            screenHead: { [responder] head in responder.screen(head: head) },
             prefersBatchLane: { [responder] request in responder.prefersBatchLane(request) })
-        func closeAll() {
-            System.close(listenFD)
-            System.close(epollFD)
-            System.close(eventFD)
-        }
 
         // Workers first: each creates its Worker on its own thread; any failure fails start().
         let workers = DispatchGroup()
         let startup = WorkerStartup()
-        var started = 0
         do {
             for index in 0..<workerCount + batchWorkerCount {
                 let inBatchLane = index >= workerCount
@@ -121,7 +139,6 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
                         runWorker(index: index, core: core, startup: startup)
                     }
                 }
-                started += 1
             }
         } catch {
             core.stopQueues()
@@ -138,31 +155,64 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
         }
 
         lifecycle.withLock { $0 = .running(core) }
+        eventStreams?.attach(wakeFDs: descriptors.map(\.eventFD))
+        // Each loop's descriptors still in a worker when it stopped: closed once the workers are gone.
+        let abandoned = Mutex<[Int32]>([])
+        let loops = DispatchGroup()
         loopThread.enter()
+        var running = 0
         do {
-            try RuntimeThread.detach(name: "http-loop") { [self] in
-                let loop = EventLoop(
-                    core: core, configuration: configuration, logger: logger, epollFD: epollFD, listenFD: listenFD)
-                eventStreams?.attach(wakeFD: eventFD)
-                let abandoned = loop.run()
-                eventStreams?.attach(wakeFD: nil)
-                core.stopQueues()
-                workers.wait()
-                // Only now can no worker write into these descriptors.
-                for fd in abandoned { System.close(fd) }
-                // No signal can reach the eventfd once the state is .stopped and the workers are gone.
-                lifecycle.withLock { $0 = .stopped }
-                System.close(epollFD)
-                System.close(eventFD)
-                logger.info("stopped")
-                loopThread.leave()
+            for peer in core.loops {
+                loops.enter()
+                try RuntimeThread.detach(name: "http-loop-\(peer.index)") { [self] in
+                    let loop = EventLoop(
+                        core: core, peer: peer, configuration: configuration, logger: logger,
+                        listenFD: peer.index == 0 ? listenFD : nil)
+                    let left = loop.run()
+                    abandoned.withLock { $0 += left }
+                    loops.leave()
+                }
+                running += 1
             }
         } catch {
-            loopThread.leave()
+            // Some loops run: stop them as a shutdown would, then fail.
+            loops.leave()
+            if running > 0 {
+                core.shutdownRequested.store(true, ordering: .releasing)
+                core.wakeLoops()
+            }
+            loops.wait()
+            eventStreams?.attach(wakeFDs: [])
             core.stopQueues()
             workers.wait()
-            closeAll()
+            if running == 0 { System.close(listenFD) }
+            for fd in abandoned.withLock({ $0 }) { System.close(fd) }
+            for loop in descriptors {
+                System.close(loop.epollFD)
+                System.close(loop.eventFD)
+            }
+            lifecycle.withLock { $0 = .stopped }
+            loopThread.leave()
             throw error
+        }
+        loops.notify(queue: .global()) { [self] in
+            eventStreams?.attach(wakeFDs: [])
+            core.stopQueues()
+            workers.wait()
+            // Only now can no worker write into these descriptors.
+            for fd in abandoned.withLock({ $0 }) { System.close(fd) }
+            for peer in core.loops {
+                // Accepted for a loop that had already stopped.
+                for connection in peer.mailbox.takeUnclaimedConnections() { System.close(connection.fd) }
+            }
+            // No signal can reach an eventfd once the state is .stopped and the workers are gone.
+            lifecycle.withLock { $0 = .stopped }
+            for loop in descriptors {
+                System.close(loop.epollFD)
+                System.close(loop.eventFD)
+            }
+            logger.info("stopped")
+            loopThread.leave()
         }
         return port
     }
@@ -269,7 +319,7 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
         } else {
             kind = .response(bytes: bytes, closeAfter: close)
         }
-        core.mailbox.post(Completion(fd: job.fd, connectionID: job.connectionID, kind: kind), from: index)
+        core.loops[job.loop].mailbox.post(Completion(fd: job.fd, connectionID: job.connectionID, kind: kind), from: index)
     }
 
     private enum DirectWrite {
@@ -315,7 +365,7 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
                 state = .stopped
             case .running(let core):
                 if !core.shutdownRequested.exchange(true, ordering: .acquiringAndReleasing) {
-                    System.eventfdSignal(core.mailbox.eventFD)
+                    core.wakeLoops()
                 }
             case .stopped:
                 break
@@ -340,7 +390,12 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
                 busyWorkers: core.busyWorkers.load(ordering: .relaxed),
                 eventStreams: core.eventStreams?.statistics,
                 idleConnectionsClosedForRoom: core.idleClosedForRoom.load(ordering: .relaxed),
-                requestsRefusedAtCapacity: core.refusedAtCapacity.load(ordering: .relaxed))
+                requestsRefusedAtCapacity: core.refusedAtCapacity.load(ordering: .relaxed),
+                loops: core.loops.map {
+                    EventLoopStatistics(
+                        openConnections: $0.openConnections.load(ordering: .relaxed),
+                        requests: $0.requests.load(ordering: .relaxed))
+                })
         }
     }
 }

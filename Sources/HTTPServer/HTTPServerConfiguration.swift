@@ -1,9 +1,14 @@
+import ServiceRuntime
+
 /// Settings of an ``HTTPServer``, with production defaults.
 public struct HTTPServerConfiguration: Sendable {
     /// IPv4 address to bind (`localhost` means `127.0.0.1`).
     public var host: String = "127.0.0.1"
     /// Port to bind; 0 picks an ephemeral port (see ``HTTPServer/start()``).
     public var port: Int = 8080
+    /// Event loops (threads that read, parse and write the connections); `nil`: one per CPU the
+    /// process may use (``ServiceRuntime/UsableProcessors``).
+    public var eventLoopCount: Int? = nil
     /// Fixed number of worker threads running the responder (blocking work runs here).
     public var workerCount: Int = 16
     /// Worker threads that take only the requests the responder routes to the batch lane
@@ -37,4 +42,9 @@ public struct HTTPServerConfiguration: Sendable {
     public var drainTimeout: Duration = .seconds(10)
 
     public init() {}
+
+    /// ``eventLoopCount``, or one per usable CPU.
+    public var resolvedEventLoopCount: Int {
+        max(eventLoopCount ?? UsableProcessors.count, 1)
+    }
 }

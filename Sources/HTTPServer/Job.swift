@@ -4,6 +4,8 @@ import HTTP1
 struct Job: Sendable {
     var fd: Int32
     var connectionID: UInt64
+    /// The loop that owns the connection (``ServerCore/loops``): the answer goes back there.
+    var loop: Int
     var request: HTTPRequest
     var keepAlive: Bool
     var handoff: Handoff

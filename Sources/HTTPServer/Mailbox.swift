@@ -1,16 +1,18 @@
 import Synchronization
 
-/// Completed responses waiting for the event loop, which an eventfd wakes.
+/// What other threads hand to one event loop, which its eventfd wakes: workers' completed
+/// responses, and connections another loop accepted for it.
 ///
-/// One slot per worker, so workers never contend with each other (a single shared list was 12% of
-/// CPU in lock contention with 16 workers); only the first post after the loop last looked pays for
-/// the eventfd write.
+/// One completion slot per worker, so workers never contend with each other (a single shared
+/// list was 12% of CPU in lock contention with 16 workers); only the first post after the loop
+/// last looked pays for the eventfd write.
 final class Mailbox: Sendable {
     private final class Slot: Sendable {
         let completions = Mutex<[Completion]>([])
     }
 
     private let slots: [Slot]
+    private let handedOver = Mutex<[AcceptedConnection]>([])
     /// True while a wake-up is pending; the loop clears it before looking at the slots.
     private let notified = Atomic<Bool>(false)
     let eventFD: Int32
@@ -23,22 +25,57 @@ final class Mailbox: Sendable {
     /// Posts a completion from worker `index`.
     func post(_ completion: Completion, from index: Int) {
         slots[index].completions.withLock { $0.append(completion) }
+        wake()
+    }
+
+    /// Hands the loop a connection accepted by another loop.
+    func post(_ connection: AcceptedConnection) {
+        handedOver.withLock { $0.append(connection) }
+        wake()
+    }
+
+    private func wake() {
         if !notified.exchange(true, ordering: .sequentiallyConsistent) { System.eventfdSignal(eventFD) }
     }
 
-    /// Appends every posted completion to `buffer`.
-    func take(into buffer: inout [Completion]) {
+    /// Appends every posted completion to `completions` and every handed-over connection to `connections`.
+    func take(into completions: inout [Completion], connections: inout [AcceptedConnection]) {
         notified.store(false, ordering: .sequentiallyConsistent)
         for slot in slots {
-            slot.completions.withLock { completions in
-                guard !completions.isEmpty else { return }
-                if buffer.isEmpty {
-                    swap(&completions, &buffer)
+            slot.completions.withLock { posted in
+                guard !posted.isEmpty else { return }
+                if completions.isEmpty {
+                    swap(&posted, &completions)
                 } else {
-                    buffer.append(contentsOf: completions)
-                    completions.removeAll(keepingCapacity: true)
+                    completions.append(contentsOf: posted)
+                    posted.removeAll(keepingCapacity: true)
                 }
             }
         }
+        handedOver.withLock { handed in
+            guard !handed.isEmpty else { return }
+            swap(&handed, &connections)
+        }
     }
+
+    /// The connections handed over and never taken (the loop had stopped): the server closes them.
+    func takeUnclaimedConnections() -> [AcceptedConnection] {
+        handedOver.withLock { handed in
+            defer { handed = [] }
+            return handed
+        }
+    }
+}
+
+/// A socket one loop accepted, on its way to the loop that will serve it.
+struct AcceptedConnection: Sendable {
+    var fd: Int32
+    var peerAddress: String
+    /// The process was at its connection limit when it came: each loop it reaches closes one of
+    /// its idle keep-alive connections to make room, or passes it on; `loopsAsked` loops could not.
+    var needsRoom: Bool
+    var loopsAsked = 0
+    /// The acceptor counted it in the target loop's ``LoopPeer/openConnections`` already, so the
+    /// next connection goes elsewhere even before the target takes this one.
+    var countedInTarget = false
 }

@@ -8,7 +8,8 @@ final class ServerCore: Sendable {
     let batchQueue: WorkQueue?
     /// ``HTTPResponder/prefersBatchLane(_:)``.
     let prefersBatchLane: @Sendable (HTTPRequest) -> Bool
-    let mailbox: Mailbox
+    /// Every event loop; a job goes back to the loop that owns its connection (``Job/loop``).
+    let loops: [LoopPeer]
     /// Set once shutdown begins: responses from then on carry `Connection: close`.
     let draining = Atomic<Bool>(false)
     let shutdownRequested = Atomic<Bool>(false)
@@ -24,7 +25,8 @@ final class ServerCore: Sendable {
     let screenHead: @Sendable (HTTPRequest) -> HTTPResponse?
 
     init(
-        queueCapacity: Int, workerCount: Int, batchWorkerCount: Int = 0, eventFD: Int32, eventStreams: EventStreams?,
+        queueCapacity: Int, workerCount: Int, batchWorkerCount: Int = 0, loops: [(epollFD: Int32, eventFD: Int32)],
+        eventStreams: EventStreams?,
         screenHead: @escaping @Sendable (HTTPRequest) -> HTTPResponse?,
         prefersBatchLane: @escaping @Sendable (HTTPRequest) -> Bool = { _ in false }
     ) {
@@ -32,9 +34,18 @@ final class ServerCore: Sendable {
         self.prefersBatchLane = prefersBatchLane
         queue = WorkQueue(capacity: queueCapacity, workerCount: workerCount)
         batchQueue = batchWorkerCount > 0 ? WorkQueue(capacity: queueCapacity, workerCount: batchWorkerCount, spins: false) : nil
-        // Every worker posts to the loop from a slot of its own: the batch lane's come after the others.
-        mailbox = Mailbox(eventFD: eventFD, workerCount: workerCount + batchWorkerCount)
+        // Every worker posts to a loop from a slot of its own: the batch lane's come after the others.
+        self.loops = loops.enumerated().map { index, descriptors in
+            LoopPeer(
+                index: index, epollFD: descriptors.epollFD,
+                mailbox: Mailbox(eventFD: descriptors.eventFD, workerCount: workerCount + batchWorkerCount))
+        }
         self.eventStreams = eventStreams
+    }
+
+    /// Wakes every loop (to see shutdown begin).
+    func wakeLoops() {
+        for loop in loops { System.eventfdSignal(loop.mailbox.eventFD) }
     }
 
     /// Stops both queues: every worker wakes and leaves; queued jobs are dropped.

@@ -27,6 +27,16 @@ enum EnvironmentDefaults {
         return number
     }
 
+    /// The integer `name` holds, or `nil` when unset (the option then has a computed default).
+    static func optionalInt(_ name: String) -> Int? {
+        guard let text = value(name) else { return nil }
+        guard let number = Int(text) else {
+            problems.withLock { $0.append("\(name)=\(text) is not an integer") }
+            return nil
+        }
+        return number
+    }
+
     static func double(_ name: String, _ fallback: Double) -> Double {
         guard let text = value(name) else { return fallback }
         guard let number = Double(text), number.isFinite else {

@@ -69,9 +69,22 @@ extension ProfileServiceCommand {
                 read and update (up to 64) and looks the reads up with one memcached multi-get; the \
                 misses go to --workers to be loaded together, the updates to be made together in one \
                 statement, all other requests alone. 0: every request goes to --workers alone. \
-                [PROFILE_BATCH_WORKERS]
+                Default: two per event loop, at least 4. [PROFILE_BATCH_WORKERS]
                 """)
-        var batchWorkers: Int = EnvironmentDefaults.int("PROFILE_BATCH_WORKERS", 4)
+        var batchWorkers: Int?
+
+        /// `--batch-workers`, else `PROFILE_BATCH_WORKERS`; nil: sized by the event loops.
+        private var chosenBatchWorkers: Int? {
+            batchWorkers ?? EnvironmentDefaults.optionalInt("PROFILE_BATCH_WORKERS")
+        }
+
+        @Option(
+            help: """
+                Event loops: threads that accept, read, parse and write connections, each serving \
+                its share of them. 0: one per CPU the process may use (its CPU affinity, as taskset \
+                sets it, and its cgroup's CPU quota), not the host's core count. [PROFILE_EVENT_LOOPS]
+                """)
+        var eventLoops: Int = EnvironmentDefaults.int("PROFILE_EVENT_LOOPS", 0)
 
         @Option(
             help: """
@@ -139,10 +152,12 @@ extension ProfileServiceCommand {
         @OptionGroup var liveUpdates: LiveUpdateOptions
 
         func validate() throws {
+            let chosenBatchWorkers = chosenBatchWorkers  // read first: a malformed variable is reported below
             try EnvironmentDefaults.validate()
             try require(port, in: 0...65_535, "--port")
             try require(workers, in: 1...1024, "--workers")
-            try require(batchWorkers, in: 0...64, "--batch-workers")
+            if let chosenBatchWorkers { try require(chosenBatchWorkers, in: 0...64, "--batch-workers") }
+            try require(eventLoops, in: 0...256, "--event-loops")
             try require(databaseConnections, in: 1...1024, "--database-connections")
             try require(databaseConcurrency, in: 0...1024, "--database-concurrency")
             guard (0...1).contains(consistencySampleRate) else {
@@ -332,7 +347,9 @@ extension ProfileServiceCommand {
             configuration.host = host
             configuration.port = port
             configuration.workerCount = workers
-            configuration.batchWorkerCount = batchWorkers
+            configuration.eventLoopCount = eventLoops == 0 ? nil : eventLoops
+            // The lane's threads each keep one multi-get in flight: more loops feed more of them.
+            configuration.batchWorkerCount = chosenBatchWorkers ?? max(4, 2 * configuration.resolvedEventLoopCount)
             configuration.queueCapacity = queueCapacity
             configuration.maxConnections = maxConnections
             configuration.maxBodyBytes = ProfileResponder.maximumRequestBodyBytes

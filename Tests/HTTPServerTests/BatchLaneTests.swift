@@ -78,7 +78,7 @@ final class LaneResponder: HTTPResponder {
     /// batch: hits answered there, misses and writes handed on as a group each, the rest alone.
     @Test func aBatchAnswersItsHitsAndHandsOnItsMissesTogetherAndTheRestAlone() throws {
         let responder = LaneResponder(workerCount: 2)
-        try withServer(responder, configure: { $0.workerCount = 2; $0.batchWorkerCount = 1 }) { port, server in
+        try withServer(responder, configure: { $0.workerCount = 2; $0.batchWorkerCount = 1; $0.eventLoopCount = 1 }) { port, server in
             let holder = try HTTPTestClient(port: port)
             try holder.send("GET /lane/hold HTTP/1.1\r\nHost: a\r\n\r\n")
             responder.held.wait()

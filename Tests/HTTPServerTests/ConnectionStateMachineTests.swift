@@ -149,7 +149,7 @@ struct FakeInstant: InstantProtocol {
         #expect(!streams.publish(topic: 7, position: 1, bytes: [1]), "an older position")
         #expect(streams.latestPosition(topic: 7) == 2)
         var events: [EventStreams.Event] = []
-        streams.takeEvents(into: &events)
+        streams.takeEvents(loop: 0, into: &events)
         #expect(events.map(\.position) == [2])
         streams.retain(topic: 7)
         streams.release(topic: 7)

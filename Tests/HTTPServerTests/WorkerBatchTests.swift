@@ -70,7 +70,7 @@ final class BatchingResponder: HTTPResponder {
 
     @Test func queuedRequestsAreTakenTogetherAndAnsweredToTheirOwnConnections() throws {
         let responder = BatchingResponder()
-        try withServer(responder, configure: { $0.workerCount = 1 }) { port, server in
+        try withServer(responder, configure: { $0.workerCount = 1; $0.eventLoopCount = 1 }) { port, server in
             let paths = (0..<5).map { "/r\($0)" }
             let (_, clients) = try queueFive(behind: responder, port: port, server: server, paths: paths)
             for (client, path) in zip(clients, paths) {
@@ -88,7 +88,7 @@ final class BatchingResponder: HTTPResponder {
 
     @Test func eachAnswerOfABatchIsSentAsSoonAsItIsReady() throws {
         let responder = BatchingResponder()
-        try withServer(responder, configure: { $0.workerCount = 1 }) { port, server in
+        try withServer(responder, configure: { $0.workerCount = 1; $0.eventLoopCount = 1 }) { port, server in
             let paths = ["/first", "/after-first", "/r2", "/r3", "/r4"]
             let (_, clients) = try queueFive(behind: responder, port: port, server: server, paths: paths)
             // The batch's second request waits for this read: were answers held to the batch's
@@ -105,7 +105,7 @@ final class BatchingResponder: HTTPResponder {
 
     @Test func requestsABatchLeavesAreAnsweredAloneAndNotBatchedAgain() throws {
         let responder = BatchingResponder()
-        try withServer(responder, configure: { $0.workerCount = 1 }) { port, server in
+        try withServer(responder, configure: { $0.workerCount = 1; $0.eventLoopCount = 1 }) { port, server in
             let paths = ["/r0", "/left/1", "/r2", "/left/3", "/r4"]
             let (_, clients) = try queueFive(behind: responder, port: port, server: server, paths: paths)
             for (client, path) in zip(clients, paths) {

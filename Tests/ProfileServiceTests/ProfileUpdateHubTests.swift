@@ -47,7 +47,7 @@ import TestSupport
         hub.publish(id: profile.id, version: 2)  // the feed's notification after the local fast path
         #expect(hub.fetches.load(ordering: .relaxed) == 1)
         var events: [EventStreams.Event] = []
-        streams.takeEvents(into: &events)
+        streams.takeEvents(loop: 0, into: &events)
         #expect(events.count == 1)
         let text = String(decoding: events.first?.bytes ?? [], as: UTF8.self)
         #expect(text == "event: profile\nid: 2\ndata: \(String(decoding: updated.jsonBytes, as: UTF8.self))\n\n")
@@ -134,7 +134,7 @@ import TestSupport
         hub.publish(id: profile.id, version: 0)
         #expect(Eventually.wait(timeout: .seconds(5), interval: .milliseconds(5)) { streams.latestPosition(topic: profile.id) == 2 })
         var events: [EventStreams.Event] = []
-        streams.takeEvents(into: &events)
+        streams.takeEvents(loop: 0, into: &events)
         #expect(events.map(\.closesStreams) == [true])
         #expect(String(decoding: events.first?.bytes ?? [], as: UTF8.self) == "event: deleted\ndata: {\"id\":\(profile.id)}\n\n")
 

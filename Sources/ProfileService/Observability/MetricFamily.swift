@@ -57,6 +57,12 @@ extension MetricFamily {
     static let httpIdleClosedForRoom = MetricFamily(
         "profile_service_http_idle_connections_closed_for_room_total", .counter,
         "Idle keep-alive connections closed to admit a new connection at the connection limit.")
+    static let httpLoopOpenConnections = MetricFamily(
+        "profile_service_http_loop_open_connections", .gauge, labels: ["loop"],
+        "Client connections each event loop serves now (loops numbered from 0).")
+    static let httpLoopRequests = MetricFamily(
+        "profile_service_http_loop_requests_total", .counter, labels: ["loop"],
+        "Requests each event loop has read: how the load spreads over the loops.")
 
     // MARK: Server-Sent Events
 
@@ -191,7 +197,7 @@ extension MetricFamily {
     /// Every family the service exports.
     public static let all: [MetricFamily] = [
         httpRequests, httpRequestDuration, httpOpenConnections, httpQueuedRequests, httpBusyWorkers,
-        httpRefusedAtCapacity, httpRefusedBeforeBody, httpIdleClosedForRoom,
+        httpRefusedAtCapacity, httpRefusedBeforeBody, httpIdleClosedForRoom, httpLoopOpenConnections, httpLoopRequests,
         sseSubscribers, sseSubscriptions, sseEventsSent, sseCutAsSlow, sseRefused, sseRefusedPerClient, sseEnded,
         sseFetchRetries,
         cacheEvents, memcachedBreakerEvents, memcachedNodeUp,

@@ -53,6 +53,8 @@ public final class ServiceMetrics: Sendable {
     private let serverStatistics = Mutex<(@Sendable () -> HTTPServerStatistics)?>(nil)
     private let logSink = Mutex<LogSink?>(nil)
     private let database = Mutex<(health: PostgresServerHealth, pool: PostgresConnectionPool)?>(nil)
+    /// Each event loop's series, made when `/metrics` first sees the loop.
+    private let loopSeries = Mutex<[(connections: Gauge, requests: SampledCounter)]>([])
     private let memcachedNodes = Mutex<(breaker: NodeCircuitBreaker, nodes: [(MemcachedServer, Gauge)])?>(nil)
 
     public init() {}
@@ -125,6 +127,18 @@ public final class ServiceMetrics: Sendable {
         busyWorkers.record(statistics.busyWorkers)
         idleClosedForRoom.advance(to: statistics.idleConnectionsClosedForRoom)
         refusedAtCapacity.advance(to: statistics.requestsRefusedAtCapacity)
+        loopSeries.withLock { series in
+            for (index, loop) in statistics.loops.enumerated() {
+                if index == series.count {
+                    let dimensions = [("loop", String(index))]
+                    series.append(
+                        (Gauge(label: MetricFamily.httpLoopOpenConnections.name, dimensions: dimensions),
+                         SampledCounter(.httpLoopRequests, dimensions: dimensions)))
+                }
+                series[index].connections.record(loop.openConnections)
+                series[index].requests.advance(to: loop.requests)
+            }
+        }
         guard let streams = statistics.eventStreams else { return }
         streamSubscribers.record(streams.subscribers)
         streamSubscriptions.record(streams.subscriptions)
@@ -142,8 +156,8 @@ private final class SampledCounter: Sendable {
     private let counter: Counter
     private let sampled = Mutex(0)
 
-    init(_ family: MetricFamily) {
-        counter = Counter(label: family.name)
+    init(_ family: MetricFamily, dimensions: [(String, String)] = []) {
+        counter = Counter(label: family.name, dimensions: dimensions)
     }
 
     func advance(to total: Int) {

@@ -1,0 +1,105 @@
+import Foundation
+import HTTP1
+import HTTPServer
+import ServiceRuntime
+import TestSupport
+import Testing
+
+/// Several event loops: connections spread over them, each loop's load counted, and the
+/// process-wide limits kept across them.
+@Suite struct EventLoopsTests {
+    @Test func connectionsSpreadEvenlyAndEachLoopCountsItsRequests() throws {
+        try withServer(EchoResponder(), configure: { $0.eventLoopCount = 3 }) { port, server in
+            let clients = try (0..<30).map { _ in try HTTPTestClient(port: port) }
+            for (index, client) in clients.enumerated() {
+                try client.send("GET /\(index) HTTP/1.1\r\nHost: a\r\n\r\n")
+                #expect(try client.readResponse().status == 200)
+            }
+            // The acceptor gives each newcomer to the loop with fewest connections.
+            let loops = server.statistics.loops
+            #expect(loops.map(\.openConnections) == [10, 10, 10])
+            #expect(loops.map(\.requests) == [10, 10, 10])
+            #expect(server.statistics.openConnections == 30)
+
+            // Keep-alive requests stay on their connection's loop.
+            for client in clients.prefix(3) {
+                try client.send("GET /again HTTP/1.1\r\nHost: a\r\n\r\n")
+                #expect(try client.readResponse().status == 200)
+            }
+            #expect(server.statistics.loops.map(\.requests).reduce(0, +) == 33)
+            for client in clients { client.close() }
+            #expect(eventually { server.statistics.loops.allSatisfy { $0.openConnections == 0 } })
+        }
+    }
+
+    @Test func atTheLimitAnIdleConnectionOfAnotherLoopMakesRoom() throws {
+        try withServer(EchoResponder(), configure: { $0.eventLoopCount = 2; $0.maxConnections = 2 }) { port, server in
+            // The first goes to loop 0 and sends nothing (not idle); the second, to loop 1, is an
+            // idle keep-alive connection once answered.
+            let fresh = try HTTPTestClient(port: port)
+            let idle = try HTTPTestClient(port: port)
+            try idle.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+            #expect(try idle.readResponse().status == 200)
+            #expect(server.statistics.loops.map(\.openConnections) == [1, 1])
+
+            // A newcomer: loop 0, which accepts, has no idle connection; loop 1 closes its own.
+            var newcomerStatus: Int?
+            var newcomers: [HTTPTestClient] = []
+            for _ in 0..<50 where newcomerStatus == nil {
+                let newcomer = try HTTPTestClient(port: port)
+                newcomers.append(newcomer)
+                newcomerStatus = try? {
+                    try newcomer.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+                    return try newcomer.readResponse().status
+                }()
+                if newcomerStatus == nil { Thread.sleep(forTimeInterval: 0.01) }
+            }
+            #expect(newcomerStatus == 200)
+            #expect(idle.isClosedByServer())
+            #expect(server.statistics.idleConnectionsClosedForRoom == 1)
+            #expect(server.statistics.openConnections == 2)
+
+            // The connection that was not idle is untouched.
+            try fresh.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+            #expect(try fresh.readResponse().status == 200)
+        }
+    }
+
+    @Test func atTheLimitWithNoIdleConnectionOnAnyLoopTheNewcomerIsClosed() throws {
+        try withServer(EchoResponder(), configure: { $0.eventLoopCount = 2; $0.maxConnections = 2 }) { port, server in
+            // Neither has sent a request: neither is idle in the keep-alive sense.
+            let first = try HTTPTestClient(port: port)
+            let second = try HTTPTestClient(port: port)
+            #expect(eventually { server.statistics.loops.map(\.openConnections) == [1, 1] })
+            let refused = try HTTPTestClient(port: port)
+            #expect(refused.isClosedByServer())
+            #expect(server.statistics.openConnections == 2)
+            #expect(server.statistics.idleConnectionsClosedForRoom == 0)
+            for client in [first, second] {
+                try client.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+                #expect(try client.readResponse().status == 200)
+            }
+        }
+    }
+
+    @Test func theServersThreadsAreNamed() throws {
+        try withServer(EchoResponder(), configure: { $0.eventLoopCount = 2; $0.workerCount = 2; $0.batchWorkerCount = 1 }) {
+            _, _ in
+            let names = Set(
+                (try FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")).compactMap { task in
+                    try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8)
+                        .trimmingCharacters(in: .whitespacesAndNewlines)
+                })
+            for name in ["http-loop-0", "http-loop-1", "http-worker-0", "http-worker-1", "http-batch-0"] {
+                #expect(names.contains(name), "\(name) among \(names.sorted())")
+            }
+        }
+    }
+
+    @Test func theDefaultIsOneLoopPerUsableCPU() {
+        let configuration = HTTPServerConfiguration()
+        #expect(configuration.resolvedEventLoopCount == UsableProcessors.count)
+        #expect(UsableProcessors.count >= 1)
+        #expect(UsableProcessors.count <= ProcessInfo.processInfo.processorCount)
+    }
+}
