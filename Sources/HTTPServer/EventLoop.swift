@@ -418,22 +418,22 @@ final class EventLoop {
         // The batch lane first, when the responder wants it there; the other workers take it
         // when the lane's queue is full.
         let queued =
-            if let lane = core.batchQueue, core.prefersBatchLane(request), lane.tryEnqueue(job) {
+            if let lane = peer.lane, core.prefersBatchLane(request), lane.tryEnqueue(job) {
                 true
             } else {
                 core.queue.tryEnqueue(job)
             }
-        guard queued else {
-            connection.handoff.reclaim()
-            core.refusedAtCapacity.add(1, ordering: .relaxed)
-            let close = !keepAlive || core.draining.load(ordering: .relaxed)
-            let response = Self.atCapacity
-            let header = Self.connectionHeader(close: close, version: request.version)
-            startResponse(
-                connection, encode(response, isHead: request.method == .head, connection: header), closeAfter: close,
-                now: now)
-            return
-        }
+        if !queued { refuseAtCapacity(job, connection, now: now) }
+    }
+
+    private func refuseAtCapacity(_ job: Job, _ connection: Connection, now: ContinuousClock.Instant) {
+        connection.handoff.reclaim()
+        core.refusedAtCapacity.add(1, ordering: .relaxed)
+        let close = !job.keepAlive || core.draining.load(ordering: .relaxed)
+        let header = Self.connectionHeader(close: close, version: job.request.version)
+        startResponse(
+            connection, encode(Self.atCapacity, isHead: job.request.method == .head, connection: header),
+            closeAfter: close, now: now)
     }
 
     /// The answer to a request no worker can take: every queue is full.

@@ -260,18 +260,19 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
         }
     }
 
-    /// A worker of the batch lane: takes every queued request of the lane (up to the responder's
+    /// A worker of the batch lane of loop `laneIndex % loops`: takes every queued request of that lane (up to the responder's
     /// limit), answers what the batch can, and hands the rest to the other workers, to be answered
     /// alone — it never answers one alone itself, so it never waits on anything but the batch's
     /// shared round trip.
     private func runBatchWorker(index: Int, laneIndex: Int, core: ServerCore, startup: WorkerStartup) {
-        guard let lane = core.batchQueue else { return startup.report(nil) }
+        let loop = core.loops[laneIndex % core.loops.count]
+        guard let lane = loop.lane else { return startup.report(nil) }
         guard let worker = makeWorker(index: index, startup: startup) else { return }
         var dateCache = DateCache()
         var batch: [Job] = []
         var requests: [HTTPRequest] = []
         let limit = max(responder.batchLaneLimit, 1)
-        while lane.dequeue(worker: laneIndex, limit: limit, into: &batch) {
+        while lane.dequeue(worker: laneIndex / core.loops.count, limit: limit, into: &batch) {
             core.busyWorkers.add(1, ordering: .relaxed)
             requests.replace(with: batch)
             let left = responder.respondInBatchLane(to: requests, worker: worker) {
@@ -386,7 +387,7 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
             return HTTPServerStatistics(
                 openConnections: core.openConnections.load(ordering: .relaxed),
                 queuedRequests: core.queue.queued.load(ordering: .relaxed)
-                    + (core.batchQueue?.queued.load(ordering: .relaxed) ?? 0),
+                    + core.loops.reduce(0) { $0 + ($1.lane?.queued.load(ordering: .relaxed) ?? 0) },
                 busyWorkers: core.busyWorkers.load(ordering: .relaxed),
                 eventStreams: core.eventStreams?.statistics,
                 idleConnectionsClosedForRoom: core.idleClosedForRoom.load(ordering: .relaxed),

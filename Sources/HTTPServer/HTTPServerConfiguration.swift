@@ -13,7 +13,9 @@ public struct HTTPServerConfiguration: Sendable {
     public var workerCount: Int = 16
     /// Worker threads that take only the requests the responder routes to the batch lane
     /// (``HTTPResponder/prefersBatchLane(_:)``), as many at once as are queued: requests that
-    /// share one round trip (cache hits), kept apart from work that blocks. 0: no lane.
+    /// share one round trip (cache hits), kept apart from work that blocks. Spread over the event
+    /// loops (worker `i` serves loop `i % eventLoops`' requests); a loop left without one sends
+    /// its requests to the other workers. 0: no lane.
     public var batchWorkerCount: Int = 0
     /// Requests waiting for a worker; when full the server answers 503 with `Retry-After: 1` at once.
     public var queueCapacity: Int = 1024

@@ -6,12 +6,16 @@ final class LoopPeer: Sendable {
     let index: Int
     let epollFD: Int32
     let mailbox: Mailbox
+    /// The batch lane's queue for this loop's requests (``HTTPServerConfiguration/batchWorkerCount``
+    /// workers spread over the loops); nil when no lane worker serves this loop.
+    let lane: WorkQueue?
     /// Connections this loop serves now (the acceptor hands a new one to the loop with fewest).
     let openConnections = Atomic<Int>(0)
     /// Requests this loop has parsed and handed to the workers (or answered itself: 503s, 408s).
     let requests = Atomic<Int>(0)
 
-    init(index: Int, epollFD: Int32, mailbox: Mailbox) {
+    init(index: Int, epollFD: Int32, mailbox: Mailbox, lane: WorkQueue?) {
+        self.lane = lane
         self.index = index
         self.epollFD = epollFD
         self.mailbox = mailbox

@@ -2,6 +2,7 @@ import Foundation
 import HTTP1
 import HTTPServer
 import ServiceRuntime
+import Synchronization
 import TestSupport
 import Testing
 
@@ -101,5 +102,41 @@ import Testing
         #expect(configuration.resolvedEventLoopCount == UsableProcessors.count)
         #expect(UsableProcessors.count >= 1)
         #expect(UsableProcessors.count <= ProcessInfo.processInfo.processorCount)
+    }
+}
+
+/// Each loop has a lane of its own; a loop no lane worker serves sends its requests to the others.
+@Suite struct LanePerLoopTests {
+    @Test func eachLoopsRequestsGoToItsOwnLaneAndALooplessLaneToTheWorkers() throws {
+        let responder = LaneResponder(workerCount: 2)
+        // Two loops, one lane worker: it serves loop 0; loop 1 has no lane.
+        try withServer(responder, configure: { $0.eventLoopCount = 2; $0.workerCount = 2; $0.batchWorkerCount = 1 }) {
+            port, server in
+            let onLoop0 = try HTTPTestClient(port: port)
+            let onLoop1 = try HTTPTestClient(port: port)
+            #expect(eventually { server.statistics.loops.map(\.openConnections) == [1, 1] })
+            try onLoop0.send("GET /lane/hit/0 HTTP/1.1\r\nHost: a\r\n\r\n")
+            #expect(try onLoop0.readResponse().header("X-By") == "lane")
+            try onLoop1.send("GET /lane/hit/1 HTTP/1.1\r\nHost: a\r\n\r\n")
+            #expect(try onLoop1.readResponse().header("X-By") == "alone")
+            #expect(responder.laneBatches.withLock { $0 } == [["/lane/hit/0"]])
+        }
+    }
+
+    @Test func twoLanesAnswerTheirLoopsRequestsAtOnce() throws {
+        let responder = LaneResponder(workerCount: 1)
+        // Loop 0's lane worker is held; loop 1's lane still answers.
+        try withServer(responder, configure: { $0.eventLoopCount = 2; $0.workerCount = 1; $0.batchWorkerCount = 2 }) {
+            port, server in
+            let onLoop0 = try HTTPTestClient(port: port)
+            let onLoop1 = try HTTPTestClient(port: port)
+            #expect(eventually { server.statistics.loops.map(\.openConnections) == [1, 1] })
+            try onLoop0.send("GET /lane/hold HTTP/1.1\r\nHost: a\r\n\r\n")
+            responder.held.wait()
+            try onLoop1.send("GET /lane/hit/1 HTTP/1.1\r\nHost: a\r\n\r\n")
+            #expect(try onLoop1.readResponse().header("X-By") == "lane")
+            responder.release.signal()
+            #expect(try onLoop0.readResponse().header("X-By") == "lane")
+        }
     }
 }
