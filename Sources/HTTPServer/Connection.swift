@@ -31,6 +31,9 @@ final class Connection {
     /// Requests handed to a worker so far: an idle connection that has served one is a
     /// keep-alive connection (a fresh one waits for its first request under the head deadline).
     var requestsDispatched = 0
+    /// When the last request was handed to a worker: of two idle connections, the one whose last
+    /// request came first has been idle the longest.
+    var lastRequestAt: ContinuousClock.Instant?
 
     init(
         fd: Int32, id: UInt64, peerAddress: String, machine: ConnectionStateMachine<ContinuousClock.Instant>,

@@ -219,16 +219,7 @@ final class EventLoop {
             refuse(accepted)
             return
         }
-        if accepted.needsRoom, !closeOneIdleConnection(now: now) {
-            var passed = accepted
-            passed.loopsAsked += 1
-            if passed.loopsAsked < core.loops.count {
-                core.loops[(peer.index + 1) % core.loops.count].mailbox.post(passed)
-            } else {
-                refuse(accepted)
-            }
-            return
-        }
+        if accepted.needsRoom, !makeRoom(for: accepted, now: now) { return }
         let fd = accepted.fd
         let interest = System.epollIn | System.epollOut | System.epollRdHup | System.epollEdgeTriggered
         do {
@@ -257,22 +248,60 @@ final class EventLoop {
         System.close(accepted.fd)
     }
 
-    /// Closes the keep-alive connection idle the longest (nearest its idle deadline), if there is
+    /// Finds room for a connection that came at the limit: the keep-alive connection idle the
+    /// longest of the whole process is closed. The newcomer visits
+    /// every loop once, each noting its own candidate if it is older than the one noted, and then
+    /// goes to the loop of the oldest, which closes it (or, if that one became busy meanwhile,
+    /// its oldest idle one now) and takes the newcomer. With no idle connection anywhere the
+    /// newcomer is closed.
+    /// - Returns: whether the newcomer may be served here now; if not, it was passed on or closed.
+    private func makeRoom(for accepted: AcceptedConnection, now: ContinuousClock.Instant) -> Bool {
+        let loops = core.loops
+        if accepted.loopsAsked >= loops.count {
+            // The loop the survey chose.
+            guard closeOldestIdleConnection(now: now) else {
+                refuse(accepted)
+                return false
+            }
+            return true
+        }
+        var passed = accepted
+        if let mine = oldestIdleConnection(now: now)?.lastRequestAt,
+            passed.oldestIdle.map({ mine < $0.lastRequestAt }) ?? true
+        {
+            passed.oldestIdle = (peer.index, mine)
+        }
+        passed.loopsAsked += 1
+        if passed.loopsAsked < loops.count {
+            loops[(peer.index + 1) % loops.count].mailbox.post(passed)
+            return false
+        }
+        guard let chosen = passed.oldestIdle else {
+            refuse(accepted)
+            return false
+        }
+        if chosen.loop == peer.index { return makeRoom(for: passed, now: now) }
+        loops[chosen.loop].mailbox.post(passed)
+        return false
+    }
+
+    /// The keep-alive connection idle the longest (whose last request came first: every loop's
+    /// clock agrees on that, not on when each loop saw a worker's direct write end), if there is
     /// one; a new connection still waiting for its first request is not idle in this sense.
-    private func closeOneIdleConnection(now: ContinuousClock.Instant) -> Bool {
+    private func oldestIdleConnection(now: ContinuousClock.Instant) -> Connection? {
         var oldest: Connection?
         for case let connection? in connections where connection.requestsDispatched > 0 && connection.handoff.isIdle {
             // A worker that wrote its response itself left the connection "processing" until the
             // next tick; it is idle now.
             if connection.machine.state == .processing { resumeAfterDirectWrite(connection, now: now) }
-            guard connection.isOpen, connection.machine.isIdle else { continue }
-            if let deadline = connection.machine.deadline,
-                oldest.flatMap({ $0.machine.deadline }).map({ deadline < $0 }) ?? true
-            {
-                oldest = connection
-            }
+            guard connection.isOpen, connection.machine.isIdle, let last = connection.lastRequestAt else { continue }
+            if oldest?.lastRequestAt.map({ last < $0 }) ?? true { oldest = connection }
         }
-        guard let oldest else { return false }
+        return oldest
+    }
+
+    private func closeOldestIdleConnection(now: ContinuousClock.Instant) -> Bool {
+        guard let oldest = oldestIdleConnection(now: now) else { return false }
         core.idleClosedForRoom.add(1, ordering: .relaxed)
         close(oldest)
         return true
@@ -407,6 +436,7 @@ final class EventLoop {
     ) {
         connection.machine.requestDispatched()
         connection.requestsDispatched += 1
+        connection.lastRequestAt = now
         // With bytes buffered or possibly unread, the loop must hear when the response is out.
         connection.handoff.dispatch(watched: pipelined || connection.mayRead)
         var request = request

@@ -71,10 +71,13 @@ final class Mailbox: Sendable {
 struct AcceptedConnection: Sendable {
     var fd: Int32
     var peerAddress: String
-    /// The process was at its connection limit when it came: each loop it reaches closes one of
-    /// its idle keep-alive connections to make room, or passes it on; `loopsAsked` loops could not.
+    /// The process was at its connection limit when it came: the idle keep-alive connection idle
+    /// the longest, on whichever loop, is closed to make room (``EventLoop``'s `makeRoom`).
     var needsRoom: Bool
+    /// Loops that have looked for their oldest idle connection; all of them: the survey is done.
     var loopsAsked = 0
+    /// The oldest idle connection found so far: its loop and when its last request came.
+    var oldestIdle: (loop: Int, lastRequestAt: ContinuousClock.Instant)?
     /// The acceptor counted it in the target loop's ``LoopPeer/openConnections`` already, so the
     /// next connection goes elsewhere even before the target takes this one.
     var countedInTarget = false

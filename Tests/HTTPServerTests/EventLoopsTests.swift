@@ -66,6 +66,41 @@ import Testing
         }
     }
 
+    @Test func atTheLimitTheProcesssOldestIdleConnectionMakesRoomWhicheverLoopHasIt() throws {
+        try withServer(EchoResponder(), configure: { $0.eventLoopCount = 2; $0.maxConnections = 3 }) { port, server in
+            // Loop 0: a connection that sent nothing; loop 1: the oldest idle one; loop 0: a newer idle one.
+            let fresh = try HTTPTestClient(port: port)
+            let oldest = try HTTPTestClient(port: port)
+            try oldest.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+            #expect(try oldest.readResponse().status == 200)
+            usleepMilliseconds(20)
+            let newer = try HTTPTestClient(port: port)
+            try newer.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+            #expect(try newer.readResponse().status == 200)
+            #expect(server.statistics.loops.map(\.openConnections) == [2, 1])
+
+            var newcomerStatus: Int?
+            var newcomers: [HTTPTestClient] = []
+            for _ in 0..<50 where newcomerStatus == nil {
+                let newcomer = try HTTPTestClient(port: port)
+                newcomers.append(newcomer)
+                newcomerStatus = try? {
+                    try newcomer.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+                    return try newcomer.readResponse().status
+                }()
+                if newcomerStatus == nil { Thread.sleep(forTimeInterval: 0.01) }
+            }
+            #expect(newcomerStatus == 200)
+            // The acceptor's own loop had an idle connection too, but a newer one.
+            #expect(oldest.isClosedByServer())
+            try newer.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+            #expect(try newer.readResponse().status == 200)
+            try fresh.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+            #expect(try fresh.readResponse().status == 200)
+            #expect(server.statistics.idleConnectionsClosedForRoom == 1)
+        }
+    }
+
     @Test func atTheLimitWithNoIdleConnectionOnAnyLoopTheNewcomerIsClosed() throws {
         try withServer(EchoResponder(), configure: { $0.eventLoopCount = 2; $0.maxConnections = 2 }) { port, server in
             // Neither has sent a request: neither is idle in the keep-alive sense.
