@@ -132,9 +132,13 @@ import Testing
         let shared = ProfileCacheShared()
         let cluster = InMemoryCache(nodes: 2)
         let backends = try InMemoryBackends(cluster: cluster, database: InMemoryDatabase())
-        let profiles = try (0..<8).map { _ in try backends.seed() }
-        for profile in profiles { _ = try backends.repository(shared).read(id: profile.id) }
+        // Random ids: with eight on two nodes, all on one happens one time in 128; seed until both have some.
+        var profiles = try (0..<8).map { _ in try backends.seed() }
         let failed = cluster.server(forKey: shared.configuration.key(for: profiles[0].id))
+        while profiles.count < 64, profiles.allSatisfy({ cluster.server(forKey: shared.configuration.key(for: $0.id)) == failed }) {
+            profiles.append(try backends.seed())
+        }
+        for profile in profiles { _ = try backends.repository(shared).read(id: profile.id) }
         let healthy = profiles.filter { cluster.server(forKey: shared.configuration.key(for: $0.id)) != failed }
         try #require(!healthy.isEmpty)
         let writer = backends.repository(shared)

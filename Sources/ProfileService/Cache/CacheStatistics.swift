@@ -1,6 +1,3 @@
-import Metrics
-import Synchronization
-
 /// What the cache protocol did, counted per event since start. Read by `/metrics` and tests.
 public final class CacheStatistics: Sendable {
     public enum Event: Int, CaseIterable, Sendable {
@@ -56,33 +53,21 @@ public final class CacheStatistics: Sendable {
         case primaryPosition
     }
 
-    private final class EventCounter: @unchecked Sendable {  // Metrics.Counter is a thread-safe class
-        let value = Atomic<Int>(0)
-        let exported: Metrics.Counter
-
-        init(_ event: Event) {
-            exported = Metrics.Counter(label: MetricFamily.cacheEvents.name, dimensions: [("event", event.metricName)])
-        }
-    }
-
-    private let counters: [EventCounter] = Event.allCases.map(EventCounter.init)
+    private let counters = EventCounters<Event>(.cacheEvents, label: \.metricName, position: \.rawValue)
 
     public init() {}
 
     func record(_ event: Event) {
-        record(event, count: 1)
+        counters.record(event)
     }
 
     /// `count` events at once (a list's hits: one atomic add, not one per member).
     func record(_ event: Event, count: Int) {
-        guard count > 0 else { return }
-        let counter = counters[event.rawValue]
-        counter.value.add(count, ordering: .relaxed)
-        counter.exported.increment(by: count)
+        counters.record(event, count: count)
     }
 
     public func count(_ event: Event) -> Int {
-        counters[event.rawValue].value.load(ordering: .relaxed)
+        counters.count(event)
     }
 
     /// Every counter, for snapshots in tests and metrics.

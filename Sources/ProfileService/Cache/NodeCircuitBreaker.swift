@@ -1,5 +1,4 @@
 public import MemcachedClient
-import Metrics
 import Synchronization
 
 /// The health of each memcached node, shared by every worker of the process.
@@ -61,17 +60,7 @@ public final class NodeCircuitBreaker: Sendable {
         case recovered
     }
 
-    private final class EventCounter: @unchecked Sendable {  // Metrics.Counter is a thread-safe class
-        let value = Atomic<Int>(0)
-        let exported: Metrics.Counter
-
-        init(_ event: Event) {
-            exported = Metrics.Counter(
-                label: MetricFamily.memcachedBreakerEvents.name, dimensions: [("event", event.rawValue)])
-        }
-    }
-
-    private let counters: [EventCounter] = Event.allCases.map(EventCounter.init)
+    private let counters = EventCounters<Event>(.memcachedBreakerEvents, label: \.rawValue)
 
     private let nodes = Mutex<[MemcachedServer: NodeState]>([:])
     /// Nodes with failures on record; zero on the healthy path, which then takes no lock.
@@ -101,13 +90,11 @@ public final class NodeCircuitBreaker: Sendable {
 
     /// How many times `event` happened since start.
     public func count(_ event: Event) -> Int {
-        counters[Event.allCases.firstIndex(of: event)!].value.load(ordering: .relaxed)
+        counters.count(event)
     }
 
     func record(_ event: Event) {
-        let counter = counters[Event.allCases.firstIndex(of: event)!]
-        counter.value.add(1, ordering: .relaxed)
-        counter.exported.increment()
+        counters.record(event)
     }
 
     /// Whether `server` may be used now; at most one caller at a time is told to probe.

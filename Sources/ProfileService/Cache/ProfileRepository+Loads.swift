@@ -94,10 +94,9 @@ extension ProfileRepository {
             for key in keys { leases[key] = attemptLease(key: key, replacingCAS: nil) }
             return leases
         }
-        let tokens = keys.map { _ in UInt64.random(in: 1...UInt64.max, using: &random) }
-        let stores = zip(keys, tokens).map { key, token in
-            MemcachedStore(key: key, value: CacheEntry.encodeLease(token: token), expiration: configuration.leaseTTLSeconds)
-        }
+        let newLeases = keys.map { newLease(for: $0) }
+        let tokens = newLeases.map(\.token)
+        let stores = newLeases.map(\.entry)
         switch cache.addAndGet(many: stores, flags: 0) {
         case .success(let items):
             for (key, token) in zip(keys, tokens) {

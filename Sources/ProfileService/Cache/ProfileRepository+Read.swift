@@ -309,10 +309,10 @@ extension ProfileRepository {
         let token: UInt64
         let readBack: MemcachedGetResult
         if let replacingCAS {
-            token = UInt64.random(in: 1...UInt64.max, using: &random)
-            let lease = CacheEntry.encodeLease(token: token)
+            let lease = newLease(for: key)
+            token = lease.token
             guard case .stored = cache.cas(
-                key, value: lease, cas: replacingCAS, flags: 0, expiration: configuration.leaseTTLSeconds)
+                key, value: lease.entry.value, cas: replacingCAS, flags: 0, expiration: lease.entry.expiration)
             else { return LeaseAttempt() }
             readBack = cache.get(key)
         } else {
@@ -322,13 +322,21 @@ extension ProfileRepository {
         return LeaseAttempt(readBack: readBack, token: token)
     }
 
+    /// A new lease for `key` (docs/design.md §2.1): a random token, and the entry that holds it
+    /// for the lease's lifetime. Every lease the repository takes is made here.
+    func newLease(for key: String) -> (token: UInt64, entry: MemcachedStore) {
+        let token = UInt64.random(in: 1...UInt64.max, using: &random)
+        let entry = MemcachedStore(
+            key: key, value: CacheEntry.encodeLease(token: token), expiration: configuration.leaseTTLSeconds)
+        return (token, entry)
+    }
+
     /// Adds a new lease and reads the key back in one round trip (`addAndGet`): the add's own
     /// answer is not needed, the token read back says whether the lease there is this reader's.
     private func addLease(key: String) -> (token: UInt64, found: MemcachedGetResult) {
-        let token = UInt64.random(in: 1...UInt64.max, using: &random)
-        let found = cache.addAndGet(
-            key, value: CacheEntry.encodeLease(token: token), flags: 0, expiration: configuration.leaseTTLSeconds)
-        return (token, found)
+        let lease = newLease(for: key)
+        let found = cache.addAndGet(key, value: lease.entry.value, flags: 0, expiration: lease.entry.expiration)
+        return (lease.token, found)
     }
 
     enum PopulateOutcome {

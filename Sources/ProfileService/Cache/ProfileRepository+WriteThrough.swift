@@ -94,11 +94,11 @@ extension ProfileRepository {
         cache.beginRequest()
         prefetched[id] = nil
         let key = configuration.key(for: id)
-        let token = UInt64.random(in: 1...UInt64.max, using: &random)
+        let lease = newLease(for: key)
         let sent = cache.addAndGet(
-            key, value: CacheEntry.encodeLease(token: token), flags: 0, expiration: configuration.leaseTTLSeconds,
+            key, value: lease.entry.value, flags: 0, expiration: lease.entry.expiration,
             around: { Result(catching: write) })
-        return (sent.value, EntryLook(key: key, found: sent.found, leaseToken: token))
+        return (sent.value, EntryLook(key: key, found: sent.found, leaseToken: lease.token))
     }
 
     /// Deletes the lease a look put down for a write that did not happen: readers would wait on it

@@ -45,11 +45,10 @@ extension ProfileRepository {
         guard writes.count > 1 else { return }
         cache.beginRequest()
         let keys = writes.map { configuration.key(for: $0.id) }
-        let tokens = writes.map { _ in UInt64.random(in: 1...UInt64.max, using: &random) }
         for write in writes { prefetched[write.id] = nil }
-        let leases = zip(keys, tokens).map { key, token in
-            MemcachedStore(key: key, value: CacheEntry.encodeLease(token: token), expiration: configuration.leaseTTLSeconds)
-        }
+        let newLeases = keys.map { newLease(for: $0) }
+        let tokens = newLeases.map(\.token)
+        let leases = newLeases.map(\.entry)
         // The looks go out before the statement and are read after it, as a single write's (§2.2).
         statistics.record(.databaseBatchWrite)
         let sent = cache.addAndGet(many: leases, flags: 0) { () -> Swift.Result<[Int64: Profile]?, ProfileStoreError> in

@@ -36,7 +36,7 @@ public struct ProfileResponder: HTTPResponder {
     }
 
     private let makeWorkerBody: @Sendable (Int) throws -> ProfileWorker
-    private let lifecycle: ServiceLifecycle
+    let lifecycle: ServiceLifecycle
     let observability: Observability
     /// ``Observability/accessLog`` when the logger's level lets `info` lines through.
     private let accessLog: AccessLog?
@@ -130,97 +130,6 @@ public struct ProfileResponder: HTTPResponder {
                 }
             return (response, route)
         }
-    }
-
-    /// Ready when PostgreSQL answers and no drain has begun; memcached's state (`up`, `degraded`:
-    /// some nodes, `down`; docs/design.md §5) is reported but not required, since reads fall back
-    /// to PostgreSQL without it.
-    /// The change feed is reported too, never required: the cache is still served while it is
-    /// down, only repaired later (docs/design.md §3).
-    /// Standbys (docs/design.md §8) are reported, never required: without them the primary answers.
-    private func readiness(worker: ProfileWorker) -> HTTPResponse {
-        let memcached = worker.cacheReadiness().rawValue
-        let feedStatus = lifecycle.changeFeed.current
-        var feed = Self.changeFeedJSON(feedStatus)
-        if !feedStatus.clusters.isEmpty { feed += #","cache_clusters":"# + Self.cacheClustersJSON(feedStatus.clusters) }
-        if let replicas = lifecycle.replicas { feed += #","replicas":"# + Self.replicasJSON(replicas.statuses) }
-        if lifecycle.isDraining {
-            return Self.json(
-                .serviceUnavailable, #"{"status":"draining","memcached":"\#(memcached)","change_feed":\#(feed)}"#)
-        }
-        guard worker.store.isHealthy() else {
-            // libpq's reason, so that an operator sees "password authentication failed" or
-            // "certificate verify failed" here and not only in the log.
-            var reason: [UInt8] = []
-            if let message = lifecycle.databaseHealth?.downReason {
-                reason = Array(#","database_error":""#.utf8)
-                HTTPResponse.appendJSONEscaped(message, to: &reason)
-                reason.append(UInt8(ascii: "\""))
-            }
-            let databaseError = String(decoding: reason, as: UTF8.self)
-            return Self.json(
-                .serviceUnavailable,
-                #"{"status":"unavailable","database":"down"\#(databaseError),"memcached":"\#(memcached)","change_feed":\#(feed)}"#)
-        }
-        return Self.json(.ok, #"{"status":"ready","database":"up","memcached":"\#(memcached)","change_feed":\#(feed)}"#)
-    }
-
-    private static func changeFeedJSON(_ status: ChangeFeedStatus) -> String {
-        let seconds = (status.lagSeconds * 1000).rounded() / 1000
-        var reason = ""
-        if status.state == .stalled {
-            var quoted: [UInt8] = Array(#","reason":""#.utf8)
-            HTTPResponse.appendJSONEscaped(status.detail ?? "", to: &quoted)
-            reason = String(decoding: quoted + [UInt8(ascii: "\"")], as: UTF8.self)
-        }
-        var slot = ""
-        if let walStatus = status.slotWALStatus {
-            slot = #","slot_wal_status":"\#(walStatus)""#
-            if let retained = status.slotRetainedBytes { slot += #","slot_retained_bytes":\#(retained)"# }
-        }
-        return #"{"cluster":"\#(status.cluster.name)","state":"\#(status.state.rawValue)","lag_bytes":\#(status.lagBytes),"lag_seconds":\#(seconds),"#
-            + #""pending_repairs":\#(status.pendingRepairs),"gaps_closed":\#(status.gapsClosed)\#(slot)\#(reason)}"#
-    }
-
-    /// Every cache cluster's slot (docs/design.md §3.10): whether it has a consumer, which, and
-    /// the WAL it is behind and keeps.
-    static func cacheClustersJSON(_ clusters: [CacheClusterStatus]) -> String {
-        let items = clusters.map { cluster in
-            var text: [UInt8] = Array(#"{"name":"\#(cluster.cluster.name)","consumed":\#(cluster.isConsumed)"#.utf8)
-            if let consumer = cluster.consumer {
-                text += Array(#","consumer":""#.utf8)
-                HTTPResponse.appendJSONEscaped(consumer, to: &text)
-                text.append(UInt8(ascii: "\""))
-            }
-            if let lag = cluster.lagBytes { text += Array(#","lag_bytes":\#(lag)"#.utf8) }
-            if let retained = cluster.retainedBytes { text += Array(#","retained_bytes":\#(retained)"#.utf8) }
-            if let walStatus = cluster.walStatus { text += Array(#","wal_status":"\#(walStatus)""#.utf8) }
-            if !cluster.isConsumed {
-                text += Array(#","unconsumed_seconds":\#(Int(cluster.unconsumedSeconds))"#.utf8)
-            }
-            text.append(UInt8(ascii: "}"))
-            return String(decoding: text, as: UTF8.self)
-        }
-        return "[" + items.joined(separator: ",") + "]"
-    }
-
-    static func replicasJSON(_ statuses: [ReadReplicas.Status]) -> String {
-        let items = statuses.map { status in
-            var text: [UInt8] = Array(#"{"name":""#.utf8)
-            HTTPResponse.appendJSONEscaped(status.name, to: &text)
-            text += Array(("\",\"state\":\"" + status.state.rawValue + "\"").utf8)
-            if let bytes = status.lagBytes { text += Array(#","lag_bytes":\#(bytes)"#.utf8) }
-            if let seconds = status.lagSeconds { text += Array(#","lag_seconds":\#((seconds * 1000).rounded() / 1000)"#.utf8) }
-            text += Array(#","reads_served":\#(status.readsServed)"#.utf8)
-            if let detail = status.detail {
-                text += Array(#","reason":""#.utf8)
-                HTTPResponse.appendJSONEscaped(detail, to: &text)
-                text.append(UInt8(ascii: "\""))
-            }
-            text.append(UInt8(ascii: "}"))
-            return String(decoding: text, as: UTF8.self)
-        }
-        return "[" + items.joined(separator: ",") + "]"
     }
 
     private func handle(_ body: () throws(Problem) -> HTTPResponse) -> HTTPResponse {

@@ -1,7 +1,7 @@
 import HTTP1
 
 /// A minimal, allocation-light JSON writer for the service's small fixed documents
-/// (profiles and RFC 9457 problem documents).
+/// (profiles, RFC 9457 problem documents, `/readyz`).
 struct JSONWriter {
     private(set) var bytes: [UInt8] = []
     private var needsComma = false
@@ -31,6 +31,50 @@ struct JSONWriter {
         separate()
         bytes.append(contentsOf: String(value).utf8)
         needsComma = true
+    }
+
+    mutating func beginArray() {
+        separate()
+        bytes.append(UInt8(ascii: "["))
+        needsComma = false
+    }
+
+    mutating func endArray() {
+        bytes.append(UInt8(ascii: "]"))
+        needsComma = true
+    }
+
+    mutating func number(_ value: Double) {
+        separate()
+        bytes.append(contentsOf: String(value).utf8)
+        needsComma = true
+    }
+
+    mutating func bool(_ value: Bool) {
+        separate()
+        bytes.append(contentsOf: (value ? "true" : "false").utf8)
+        needsComma = true
+    }
+
+    /// A member whose value is a string, an integer or a number (`"key":value`).
+    mutating func member(_ name: String, _ value: String) {
+        key(name)
+        string(value)
+    }
+
+    mutating func member(_ name: String, _ value: some BinaryInteger) {
+        key(name)
+        integer(Int64(value))
+    }
+
+    mutating func member(_ name: String, _ value: Double) {
+        key(name)
+        number(value)
+    }
+
+    mutating func member(_ name: String, _ value: Bool) {
+        key(name)
+        bool(value)
     }
 
     /// Embeds an already-encoded JSON value (for example a profile inside a problem document).
