@@ -44,17 +44,8 @@ import Testing
             #expect(server.statistics.loops.map(\.openConnections) == [1, 1])
 
             // A newcomer: loop 0, which accepts, has no idle connection; loop 1 closes its own.
-            var newcomerStatus: Int?
-            var newcomers: [HTTPTestClient] = []
-            for _ in 0..<50 where newcomerStatus == nil {
-                let newcomer = try HTTPTestClient(port: port)
-                newcomers.append(newcomer)
-                newcomerStatus = try? {
-                    try newcomer.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
-                    return try newcomer.readResponse().status
-                }()
-                if newcomerStatus == nil { Thread.sleep(forTimeInterval: 0.01) }
-            }
+            let (newcomerStatus, newcomers) = try connectUntilAnswered(port: port)
+            defer { withExtendedLifetime(newcomers) {} }
             #expect(newcomerStatus == 200)
             #expect(idle.isClosedByServer())
             #expect(server.statistics.idleConnectionsClosedForRoom == 1)
@@ -79,17 +70,8 @@ import Testing
             #expect(try newer.readResponse().status == 200)
             #expect(server.statistics.loops.map(\.openConnections) == [2, 1])
 
-            var newcomerStatus: Int?
-            var newcomers: [HTTPTestClient] = []
-            for _ in 0..<50 where newcomerStatus == nil {
-                let newcomer = try HTTPTestClient(port: port)
-                newcomers.append(newcomer)
-                newcomerStatus = try? {
-                    try newcomer.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
-                    return try newcomer.readResponse().status
-                }()
-                if newcomerStatus == nil { Thread.sleep(forTimeInterval: 0.01) }
-            }
+            let (newcomerStatus, newcomers) = try connectUntilAnswered(port: port)
+            defer { withExtendedLifetime(newcomers) {} }
             #expect(newcomerStatus == 200)
             // The acceptor's own loop had an idle connection too, but a newer one.
             #expect(oldest.isClosedByServer())

@@ -390,17 +390,8 @@ import Testing
             // Now it is an idle keep-alive connection: a newcomer takes its place. (The event loop
             // counts it idle once the worker has handed it back, a moment after the answer left;
             // a newcomer arriving within that moment is closed like the first, so it tries again.)
-            var newcomerStatus: Int?
-            var newcomers: [HTTPTestClient] = []  // open until the end
-            for _ in 0..<50 where newcomerStatus == nil {
-                let newcomer = try HTTPTestClient(port: port)
-                newcomers.append(newcomer)
-                newcomerStatus = try? {
-                    try newcomer.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
-                    return try newcomer.readResponse().status
-                }()
-                if newcomerStatus == nil { Thread.sleep(forTimeInterval: 0.01) }
-            }
+            let (newcomerStatus, newcomers) = try connectUntilAnswered(port: port)
+            defer { withExtendedLifetime(newcomers) {} }
             #expect(newcomerStatus == 200)
             #expect(fresh.isClosedByServer())
             #expect(server.statistics.openConnections == 1)

@@ -1,8 +1,10 @@
 import Dispatch
+import Foundation
 import HTTP1
 import HTTPServer
 import Logging
 import Synchronization
+import TestSupport
 
 /// Echoes what it received: method, path, query and body length in headers, the body as body.
 struct EchoResponder: HTTPResponder {
@@ -77,6 +79,25 @@ func withServer<Responder: HTTPResponder>(
         server.waitUntilStopped()
     }
     try body(port, server)
+}
+
+/// At the connection limit, opens connections until one is answered, at most 50, 10 ms apart:
+/// the loop counts a keep-alive connection idle (one that may make room) once the worker has handed
+/// it back, a moment after its answer left, and a newcomer arriving within that moment is closed.
+/// Returns the answer's status and every connection opened, for the caller to keep open.
+func connectUntilAnswered(port: Int) throws -> (status: Int?, connections: [HTTPTestClient]) {
+    var connections: [HTTPTestClient] = []
+    for _ in 0..<50 {
+        let newcomer = try HTTPTestClient(port: port)
+        connections.append(newcomer)
+        let status = try? {
+            try newcomer.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+            return try newcomer.readResponse().status
+        }()
+        if let status { return (status, connections) }
+        Thread.sleep(forTimeInterval: 0.01)
+    }
+    return (nil, connections)
 }
 
 /// Polls `condition` every 10 ms for up to 10 s.
