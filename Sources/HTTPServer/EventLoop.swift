@@ -9,8 +9,9 @@ import Synchronization
 ///
 /// Confined to its own thread. The loop with the listener accepts every connection and hands
 /// each to the loop that has fewest (itself included) through that loop's ``Mailbox``; from then
-/// on the connection, its requests' answers and its event stream stay on that loop. Sockets are registered once, edge-triggered, for input and output, so
-/// no `epoll_ctl` is needed per request: a connection whose request is with a worker is simply not
+/// on the connection, its requests' answers and its event stream stay on that loop (docs/design.md
+/// §10). Sockets are registered once, edge-triggered, for input and output, so no `epoll_ctl` is
+/// needed per request: a connection whose request is with a worker is simply not
 /// read (backpressure) and its readiness is remembered in ``Connection/mayRead``. Workers write
 /// keep-alive responses themselves when nothing else is pending on the connection (``Handoff``);
 /// otherwise they post encoded responses to the ``Mailbox`` and wake the loop through an eventfd.
@@ -178,7 +179,7 @@ final class EventLoop {
                     return
                 }
             }
-            // At the limit this loop looks for room among its own connections first.
+            // At the limit the search for room (``makeRoom(for:now:)``) starts on this loop.
             let target = accepted.needsRoom ? peer : leastLoadedLoop()
             accepted.countedInTarget = core.loops.count > 1 && !accepted.needsRoom
             if target === peer {
@@ -209,10 +210,9 @@ final class EventLoop {
         return best
     }
 
-    /// Starts serving an accepted connection. At the connection limit, an idle keep-alive
-    /// connection of this loop makes room (the one nearest its idle timeout), so idle connections
-    /// held open by one client never lock everyone else out; without one here, the next loop is
-    /// asked, and when none has one the new connection is closed.
+    /// Starts serving an accepted connection. At the connection limit an idle keep-alive
+    /// connection makes room first (``makeRoom(for:now:)``), so idle connections held open by one
+    /// client never lock everyone else out.
     private func adopt(_ accepted: AcceptedConnection, now: ContinuousClock.Instant) {
         if accepted.countedInTarget { peer.openConnections.subtract(1, ordering: .relaxed) }
         if drainDeadline != nil {
@@ -249,11 +249,10 @@ final class EventLoop {
     }
 
     /// Finds room for a connection that came at the limit: the keep-alive connection idle the
-    /// longest of the whole process is closed. The newcomer visits
-    /// every loop once, each noting its own candidate if it is older than the one noted, and then
-    /// goes to the loop of the oldest, which closes it (or, if that one became busy meanwhile,
-    /// its oldest idle one now) and takes the newcomer. With no idle connection anywhere the
-    /// newcomer is closed.
+    /// longest of the whole process is closed. The newcomer visits every loop once, each noting
+    /// its own candidate if it is older than the one noted, and then goes to the loop of the
+    /// oldest, which closes it (or, if that one became busy meanwhile, its oldest idle one now)
+    /// and takes the newcomer. With no idle connection anywhere the newcomer is closed.
     /// - Returns: whether the newcomer may be served here now; if not, it was passed on or closed.
     private func makeRoom(for accepted: AcceptedConnection, now: ContinuousClock.Instant) -> Bool {
         let loops = core.loops

@@ -89,12 +89,15 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
         let (listenFD, port) = try System.makeListener(
             host: configuration.host, port: configuration.port, backlog: configuration.backlog)
         var descriptors: [(epollFD: Int32, eventFD: Int32)] = []
-        func closeAll() {
-            System.close(listenFD)
+        func closeLoopDescriptors() {
             for loop in descriptors {
                 System.close(loop.epollFD)
                 System.close(loop.eventFD)
             }
+        }
+        func closeAll() {
+            System.close(listenFD)
+            closeLoopDescriptors()
         }
         do {
             for index in 0..<configuration.resolvedEventLoopCount {
@@ -187,10 +190,7 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
             workers.wait()
             if running == 0 { System.close(listenFD) }
             for fd in abandoned.withLock({ $0 }) { System.close(fd) }
-            for loop in descriptors {
-                System.close(loop.epollFD)
-                System.close(loop.eventFD)
-            }
+            closeLoopDescriptors()
             lifecycle.withLock { $0 = .stopped }
             loopThread.leave()
             throw error
@@ -207,10 +207,7 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
             }
             // No signal can reach an eventfd once the state is .stopped and the workers are gone.
             lifecycle.withLock { $0 = .stopped }
-            for loop in descriptors {
-                System.close(loop.epollFD)
-                System.close(loop.eventFD)
-            }
+            closeLoopDescriptors()
             logger.info("stopped")
             loopThread.leave()
         }
@@ -260,10 +257,10 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
         }
     }
 
-    /// A worker of the batch lane of loop `laneIndex % loops`: takes every queued request of that lane (up to the responder's
-    /// limit), answers what the batch can, and hands the rest to the other workers, to be answered
-    /// alone — it never answers one alone itself, so it never waits on anything but the batch's
-    /// shared round trip.
+    /// A worker of the batch lane of loop `laneIndex % loops`: takes every queued request of that
+    /// lane (up to the responder's limit), answers what the batch can, and hands the rest to the
+    /// other workers, to be answered alone — it never answers one alone itself, so it never waits
+    /// on anything but the batch's shared round trip.
     private func runBatchWorker(index: Int, laneIndex: Int, core: ServerCore, startup: WorkerStartup) {
         let loop = core.loops[laneIndex % core.loops.count]
         guard let lane = loop.lane else { return startup.report(nil) }
