@@ -161,7 +161,7 @@ final class EventLoop {
 
     private func acceptConnections(now: ContinuousClock.Instant) {
         while let listenFD {
-            var accepted: AcceptedConnection
+            let accepted: AcceptedConnection
             do {
                 guard case .processed(let (fd, peerAddress)) = try System.accept(listenFD) else { return }
                 // A place under the process's limit is taken here; the loop that cannot find room gives it back.
@@ -181,7 +181,6 @@ final class EventLoop {
             }
             // At the limit the search for room (``makeRoom(for:now:)``) starts on this loop.
             let target = accepted.needsRoom ? peer : leastLoadedLoop()
-            accepted.countedInTarget = core.loops.count > 1 && !accepted.needsRoom
             if target === peer {
                 adopt(accepted, now: now)
             } else {
@@ -193,7 +192,6 @@ final class EventLoop {
     /// The loop serving fewest connections, counted as serving one more; ties go round robin.
     private func leastLoadedLoop() -> LoopPeer {
         let loops = core.loops
-        guard loops.count > 1 else { return peer }
         var best = loops[nextLoop % loops.count]
         var fewest = best.openConnections.load(ordering: .relaxed)
         for step in 1..<loops.count where fewest > 0 {
@@ -214,7 +212,8 @@ final class EventLoop {
     /// connection makes room first (``makeRoom(for:now:)``), so idle connections held open by one
     /// client never lock everyone else out.
     private func adopt(_ accepted: AcceptedConnection, now: ContinuousClock.Instant) {
-        if accepted.countedInTarget { peer.openConnections.subtract(1, ordering: .relaxed) }
+        // The acceptor counted it here already (``leastLoadedLoop()``); counted again below once served.
+        if !accepted.needsRoom { peer.openConnections.subtract(1, ordering: .relaxed) }
         if drainDeadline != nil {
             refuse(accepted)
             return

@@ -9,9 +9,10 @@ final class LoopPeer: Sendable {
     /// The batch lane's queue for this loop's requests (``HTTPServerConfiguration/batchWorkerCount``
     /// workers spread over the loops); nil when no lane worker serves this loop.
     let lane: WorkQueue?
-    /// Connections this loop serves now (the acceptor hands a new one to the loop with fewest).
+    /// Connections this loop serves now, plus those the acceptor handed it that it has not taken
+    /// yet (so the next goes elsewhere at once): the acceptor picks the loop with fewest.
     let openConnections = Atomic<Int>(0)
-    /// Requests this loop has parsed and handed to the workers (or answered itself: 503s, 408s).
+    /// Requests this loop has parsed and handed on: to the workers, or answered 503 at capacity.
     let requests = Atomic<Int>(0)
 
     init(index: Int, epollFD: Int32, mailbox: Mailbox, lane: WorkQueue?) {

@@ -78,7 +78,4 @@ struct AcceptedConnection: Sendable {
     var loopsAsked = 0
     /// The oldest idle connection found so far: its loop and when its last request came.
     var oldestIdle: (loop: Int, lastRequestAt: ContinuousClock.Instant)?
-    /// The acceptor counted it in the target loop's ``LoopPeer/openConnections`` already, so the
-    /// next connection goes elsewhere even before the target takes this one.
-    var countedInTarget = false
 }

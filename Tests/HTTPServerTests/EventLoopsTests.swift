@@ -13,8 +13,7 @@ import Testing
         try withServer(EchoResponder(), configure: { $0.eventLoopCount = 3 }) { port, server in
             let clients = try (0..<30).map { _ in try HTTPTestClient(port: port) }
             for (index, client) in clients.enumerated() {
-                try client.send("GET /\(index) HTTP/1.1\r\nHost: a\r\n\r\n")
-                #expect(try client.readResponse().status == 200)
+                #expect(try getStatus(client, "/\(index)") == 200)
             }
             // The acceptor gives each newcomer to the loop with fewest connections.
             let loops = server.statistics.loops
@@ -24,8 +23,7 @@ import Testing
 
             // Keep-alive requests stay on their connection's loop.
             for client in clients.prefix(3) {
-                try client.send("GET /again HTTP/1.1\r\nHost: a\r\n\r\n")
-                #expect(try client.readResponse().status == 200)
+                #expect(try getStatus(client, "/again") == 200)
             }
             #expect(server.statistics.loops.map(\.requests).reduce(0, +) == 33)
             for client in clients { client.close() }
@@ -39,8 +37,7 @@ import Testing
             // idle keep-alive connection once answered.
             let fresh = try HTTPTestClient(port: port)
             let idle = try HTTPTestClient(port: port)
-            try idle.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
-            #expect(try idle.readResponse().status == 200)
+            #expect(try getStatus(idle) == 200)
             #expect(server.statistics.loops.map(\.openConnections) == [1, 1])
 
             // A newcomer: loop 0, which accepts, has no idle connection; loop 1 closes its own.
@@ -52,8 +49,7 @@ import Testing
             #expect(server.statistics.openConnections == 2)
 
             // The connection that was not idle is untouched.
-            try fresh.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
-            #expect(try fresh.readResponse().status == 200)
+            #expect(try getStatus(fresh) == 200)
         }
     }
 
@@ -62,12 +58,10 @@ import Testing
             // Loop 0: a connection that sent nothing; loop 1: the oldest idle one; loop 0: a newer idle one.
             let fresh = try HTTPTestClient(port: port)
             let oldest = try HTTPTestClient(port: port)
-            try oldest.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
-            #expect(try oldest.readResponse().status == 200)
+            #expect(try getStatus(oldest) == 200)
             usleepMilliseconds(20)
             let newer = try HTTPTestClient(port: port)
-            try newer.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
-            #expect(try newer.readResponse().status == 200)
+            #expect(try getStatus(newer) == 200)
             #expect(server.statistics.loops.map(\.openConnections) == [2, 1])
 
             let (newcomerStatus, newcomers) = try connectUntilAnswered(port: port)
@@ -75,10 +69,8 @@ import Testing
             #expect(newcomerStatus == 200)
             // The acceptor's own loop had an idle connection too, but a newer one.
             #expect(oldest.isClosedByServer())
-            try newer.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
-            #expect(try newer.readResponse().status == 200)
-            try fresh.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
-            #expect(try fresh.readResponse().status == 200)
+            #expect(try getStatus(newer) == 200)
+            #expect(try getStatus(fresh) == 200)
             #expect(server.statistics.idleConnectionsClosedForRoom == 1)
         }
     }
@@ -94,8 +86,7 @@ import Testing
             #expect(server.statistics.openConnections == 2)
             #expect(server.statistics.idleConnectionsClosedForRoom == 0)
             for client in [first, second] {
-                try client.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
-                #expect(try client.readResponse().status == 200)
+                #expect(try getStatus(client) == 200)
             }
         }
     }

@@ -81,6 +81,12 @@ func withServer<Responder: HTTPResponder>(
     try body(port, server)
 }
 
+/// Sends `GET path` on `client` and reads the answer's status.
+func getStatus(_ client: HTTPTestClient, _ path: String = "/") throws -> Int {
+    try client.send("GET \(path) HTTP/1.1\r\nHost: a\r\n\r\n")
+    return try client.readResponse().status
+}
+
 /// At the connection limit, opens connections until one is answered, at most 50, 10 ms apart:
 /// the loop counts a keep-alive connection idle (one that may make room) once the worker has handed
 /// it back, a moment after its answer left, and a newcomer arriving within that moment is closed.
@@ -90,10 +96,7 @@ func connectUntilAnswered(port: Int) throws -> (status: Int?, connections: [HTTP
     for _ in 0..<50 {
         let newcomer = try HTTPTestClient(port: port)
         connections.append(newcomer)
-        let status = try? {
-            try newcomer.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
-            return try newcomer.readResponse().status
-        }()
+        let status = try? getStatus(newcomer)
         if let status { return (status, connections) }
         Thread.sleep(forTimeInterval: 0.01)
     }

@@ -10,14 +10,19 @@ struct JSONWriter {
         bytes.reserveCapacity(capacity)
     }
 
-    mutating func beginObject() {
+    mutating func beginObject() { open("{") }
+    mutating func endObject() { close("}") }
+    mutating func beginArray() { open("[") }
+    mutating func endArray() { close("]") }
+
+    private mutating func open(_ bracket: Unicode.Scalar) {
         separate()
-        bytes.append(UInt8(ascii: "{"))
+        bytes.append(UInt8(ascii: bracket))
         needsComma = false
     }
 
-    mutating func endObject() {
-        bytes.append(UInt8(ascii: "}"))
+    private mutating func close(_ bracket: Unicode.Scalar) {
+        bytes.append(UInt8(ascii: bracket))
         needsComma = true
     }
 
@@ -30,17 +35,6 @@ struct JSONWriter {
     mutating func integer(_ value: Int64) {
         separate()
         bytes.append(contentsOf: String(value).utf8)
-        needsComma = true
-    }
-
-    mutating func beginArray() {
-        separate()
-        bytes.append(UInt8(ascii: "["))
-        needsComma = false
-    }
-
-    mutating func endArray() {
-        bytes.append(UInt8(ascii: "]"))
         needsComma = true
     }
 
