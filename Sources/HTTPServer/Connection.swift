@@ -34,6 +34,8 @@ final class Connection {
     /// When the last request was handed to a worker: of two idle connections, the one whose last
     /// request came first has been idle the longest.
     var lastRequestAt: ContinuousClock.Instant?
+    /// What the responder made of the head of the request whose body is being read.
+    var classifiedHead: (classified: any Sendable, toBatchLane: Bool)?
 
     init(
         fd: Int32, id: UInt64, peerAddress: String, machine: ConnectionStateMachine<ContinuousClock.Instant>,

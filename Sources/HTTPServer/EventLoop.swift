@@ -409,11 +409,13 @@ final class EventLoop {
                 connection.machine.headCompleted(now: now)
                 var head = connection.parser.headOfCurrentRequest
                 head.peerAddress = connection.peerAddress
-                if let refusal = core.screenHead(head) {
+                switch core.classify(head, true) {
+                case .accept(let classified, let toBatchLane):
+                    connection.classifiedHead = (classified, toBatchLane)
+                case .refuse(let refusal):
                     // Refused on its head: the body is never read (nor `100 Continue` sent), and
                     // the connection closes after the answer.
-                    let answer = encode(refusal, isHead: false, connection: .close)
-                    startResponse(connection, answer, closeAfter: true, now: now)
+                    refuse(connection, refusal, now: now)
                     return bytes.count
                 }
                 if expectsContinue {
@@ -421,37 +423,60 @@ final class EventLoop {
                     flush(connection, now: now)
                 }
             case .request(let request, let keepAlive):
-                dispatch(connection, request, keepAlive: keepAlive, pipelined: offset < bytes.count, now: now)
+                guard dispatch(connection, request, keepAlive: keepAlive, pipelined: offset < bytes.count, now: now)
+                else { return bytes.count }
             }
         }
         return offset
     }
 
+    /// Hands a request to a worker; false when the responder refused it (the connection closes).
     /// - Parameter pipelined: bytes of a further request follow in the buffer being parsed.
     private func dispatch(
         _ connection: Connection, _ request: HTTPRequest, keepAlive: Bool, pipelined: Bool,
         now: ContinuousClock.Instant
-    ) {
+    ) -> Bool {
+        var request = request
+        request.peerAddress = connection.peerAddress
+        // Classified once: on its head when a body followed, else now.
+        let classified: any Sendable
+        let toBatchLane: Bool
+        if let head = connection.classifiedHead {
+            connection.classifiedHead = nil
+            (classified, toBatchLane) = head
+        } else {
+            switch core.classify(request, false) {
+            case .accept(let value, let lane):
+                (classified, toBatchLane) = (value, lane)
+            case .refuse(let refusal):
+                refuse(connection, refusal, now: now)
+                return false
+            }
+        }
         connection.machine.requestDispatched()
         connection.requestsDispatched += 1
         connection.lastRequestAt = now
         // With bytes buffered or possibly unread, the loop must hear when the response is out.
         connection.handoff.dispatch(watched: pipelined || connection.mayRead)
-        var request = request
-        request.peerAddress = connection.peerAddress
         peer.requests.add(1, ordering: .relaxed)
         let job = Job(
-            fd: connection.fd, connectionID: connection.id, loop: peer.index, request: request, keepAlive: keepAlive,
-            handoff: connection.handoff, mayWriteDirectly: !connection.hasPendingOutput)
+            fd: connection.fd, connectionID: connection.id, loop: peer.index, request: request, classified: classified,
+            keepAlive: keepAlive, handoff: connection.handoff, mayWriteDirectly: !connection.hasPendingOutput)
         // The batch lane first, when the responder wants it there; the other workers take it
         // when the lane's queue is full.
         let queued =
-            if let lane = peer.lane, core.prefersBatchLane(request), lane.tryEnqueue(job) {
+            if toBatchLane, let lane = peer.lane, lane.tryEnqueue(job) {
                 true
             } else {
                 core.queue.tryEnqueue(job)
             }
         if !queued { refuseAtCapacity(job, connection, now: now) }
+        return true
+    }
+
+    /// Answers a request the responder refused on its head and closes the connection after it.
+    private func refuse(_ connection: Connection, _ refusal: HTTPResponse, now: ContinuousClock.Instant) {
+        startResponse(connection, encode(refusal, isHead: false, connection: .close), closeAfter: true, now: now)
     }
 
     private func refuseAtCapacity(_ job: Job, _ connection: Connection, now: ContinuousClock.Instant) {

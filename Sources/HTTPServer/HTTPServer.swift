@@ -123,8 +123,12 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
         let core = ServerCore(
             queueCapacity: configuration.queueCapacity, workerCount: workerCount, batchWorkerCount: batchWorkerCount,
             loops: descriptors, eventStreams: eventStreams,
-            screenHead: { [responder] head in responder.screen(head: head) },
-            prefersBatchLane: { [responder] request in responder.prefersBatchLane(request) })
+            classify: { [responder] head, bodyFollows in
+                switch responder.classify(head: head, bodyFollows: bodyFollows) {
+                case .accept(let classified, let toBatchLane): .accept(classified, toBatchLane: toBatchLane)
+                case .refuse(let refusal): .refuse(refusal)
+                }
+            })
 
         // Workers first: each creates its Worker on its own thread; any failure fails start().
         let workers = DispatchGroup()
@@ -230,63 +234,94 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
         guard let worker = makeWorker(index: index, startup: startup) else { return }
         var dateCache = DateCache()
         var batch: [Job] = []
-        var requests: [HTTPRequest] = []
-        func answer(_ job: Job, _ response: HTTPResponse) {
-            finish(job, response, core: core, worker: index, dateCache: &dateCache)
-        }
+        var members: [BatchedRequest<Responder.Classified>] = []
         while core.queue.dequeue(worker: index, limit: responder.batchLimit(worker: worker), into: &batch) {
             core.busyWorkers.add(1, ordering: .relaxed)
-            if batch[0].group != 0 {
-                requests.replace(with: batch)
-                responder.respond(together: requests, worker: worker) { answer(batch[$0], $1) }
-            } else if batch.count == 1 {
-                answer(batch[0], responder.respond(to: batch[0].request, worker: worker))
-            } else {
-                requests.replace(with: batch)
-                let left = responder.respond(to: requests, worker: worker) { answer(batch[$0], $1) }
-                // Left for later: another worker answers them alone, none waits behind the others.
-                for job in core.queue.requeue(left.map { batch[$0] }) {
-                    answer(job, responder.respond(to: job.request, worker: worker))
+            let origin: BatchOrigin = batch[0].handedOn ? .handedOn : .queue
+            let handedOn = respond(to: batch, from: origin, worker: worker, members: &members) { job, response in
+                finish(job, response, core: core, worker: index, dateCache: &dateCache)
+            }
+            for job in handedOn.joined() where origin == .handedOn {
+                finish(job, Self.unanswered, core: core, worker: index, dateCache: &dateCache)
+            }
+            // Handed on: other workers answer them, none waits behind the others here. What does
+            // not fit in the queue this worker answers itself, each alone.
+            for job in origin == .queue ? handOn(handedOn, core: core) : [] {
+                let left = respond(to: [job], from: .handedOn, worker: worker, members: &members) { job, response in
+                    finish(job, response, core: core, worker: index, dateCache: &dateCache)
                 }
+                for job in left.joined() { finish(job, Self.unanswered, core: core, worker: index, dateCache: &dateCache) }
             }
             // Answered: their bodies are not kept until this worker's next batch (64 workers
             // each holding a group of 64 writes is megabytes).
-            requests.removeAll(keepingCapacity: true)
             batch.removeAll(keepingCapacity: true)
             core.busyWorkers.subtract(1, ordering: .relaxed)
         }
     }
 
     /// A worker of the batch lane of loop `laneIndex % loops`: takes every queued request of that
-    /// lane (up to the responder's limit), answers what the batch can, and hands the rest to the
-    /// other workers, to be answered alone — it never answers one alone itself, so it never waits
-    /// on anything but the batch's shared round trip.
+    /// lane (up to ``HTTPServerConfiguration/batchLaneLimit``), answers what the batch can, and
+    /// hands the rest to the other workers — it never answers one alone itself, so it never
+    /// waits on anything but the batch's shared round trip.
     private func runBatchWorker(index: Int, laneIndex: Int, core: ServerCore, startup: WorkerStartup) {
         let loop = core.loops[laneIndex % core.loops.count]
         guard let lane = loop.lane else { return startup.report(nil) }
         guard let worker = makeWorker(index: index, startup: startup) else { return }
         var dateCache = DateCache()
         var batch: [Job] = []
-        var requests: [HTTPRequest] = []
-        let limit = max(responder.batchLaneLimit, 1)
+        var members: [BatchedRequest<Responder.Classified>] = []
+        let limit = max(configuration.batchLaneLimit, 1)
         while lane.dequeue(worker: laneIndex / core.loops.count, limit: limit, into: &batch) {
             core.busyWorkers.add(1, ordering: .relaxed)
-            requests.replace(with: batch)
-            let left = responder.respondInBatchLane(to: requests, worker: worker) {
-                finish(batch[$0], $1, core: core, worker: index, dateCache: &dateCache)
+            let handedOn = respond(to: batch, from: .lane, worker: worker, members: &members) { job, response in
+                finish(job, response, core: core, worker: index, dateCache: &dateCache)
             }
-            var overflow: [Job] = []
-            for group in left.together { overflow += core.queue.requeue(group.map { batch[$0] }, together: true) }
-            overflow += core.queue.requeue(left.alone.map { batch[$0] })
-            for job in overflow {
+            for job in handOn(handedOn, core: core) {
                 // The other workers' queue is full: answer as the loop does when it is.
                 core.refusedAtCapacity.add(1, ordering: .relaxed)
                 finish(job, EventLoop.atCapacity, core: core, worker: index, dateCache: &dateCache)
             }
-            requests.removeAll(keepingCapacity: true)
             batch.removeAll(keepingCapacity: true)
             core.busyWorkers.subtract(1, ordering: .relaxed)
         }
+    }
+
+    /// Hands `batch` to the responder; returns the jobs it handed on, in its groups, each with
+    /// what the batch left in its classified value.
+    private func respond(
+        to batch: [Job], from origin: BatchOrigin, worker: Responder.Worker,
+        members: inout [BatchedRequest<Responder.Classified>], answer: (Job, HTTPResponse) -> Void
+    ) -> [[Job]] {
+        members.removeAll(keepingCapacity: true)
+        for (slot, job) in batch.enumerated() {
+            // Made by this server's responder (``ServerCore/classify``): the cast cannot fail.
+            members.append(BatchedRequest(request: job.request, classified: job.classified as! Responder.Classified, position: slot))
+        }
+        let handedOn = responder.respond(to: members, from: origin, worker: worker) { member, response in
+            answer(batch[member.position], response)
+        }
+        members.removeAll(keepingCapacity: true)
+        return handedOn.map { group in
+            group.map { member in
+                var job = batch[member.position]
+                job.classified = member.classified
+                return job
+            }
+        }
+    }
+
+    /// Puts what a batch handed on at the front of the workers' queue: each group to be taken
+    /// whole, the requests handed on alone each by itself, in their order. Returns what did not fit.
+    private func handOn(_ groups: [[Job]], core: ServerCore) -> [Job] {
+        var overflow: [Job] = []
+        for group in groups where group.count > 1 { overflow += core.queue.requeue(group, together: true) }
+        overflow += core.queue.requeue(groups.filter { $0.count == 1 }.map { $0[0] })
+        return overflow
+    }
+
+    /// The answer to a request a batch handed on should have answered and returned instead.
+    private static var unanswered: HTTPResponse {
+        .problem(.internalServerError, detail: "the request was not answered")
     }
 
     /// Sends `response` to the job's connection — itself, when it may — or posts it to the loop.
@@ -412,13 +447,5 @@ private final class WorkerStartup: Sendable {
     func waitForAll(_ count: Int) -> (any Error)? {
         for _ in 0..<count { reported.wait() }
         return failures.withLock { $0.first }
-    }
-}
-
-extension [HTTPRequest] {
-    /// The requests of `jobs`, in this array's storage (a worker reuses one per batch).
-    fileprivate mutating func replace(with jobs: [Job]) {
-        removeAll(keepingCapacity: true)
-        for job in jobs { append(job.request) }
     }
 }

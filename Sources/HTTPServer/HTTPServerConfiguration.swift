@@ -11,12 +11,14 @@ public struct HTTPServerConfiguration: Sendable {
     public var eventLoopCount: Int? = nil
     /// Fixed number of worker threads running the responder (blocking work runs here).
     public var workerCount: Int = 16
-    /// Worker threads that take only the requests the responder routes to the batch lane
-    /// (``HTTPResponder/prefersBatchLane(_:)``), as many at once as are queued: requests that
-    /// share one round trip (cache hits), kept apart from work that blocks. Spread over the event
-    /// loops (worker `i` serves loop `i % eventLoops`' requests); a loop left without one sends
-    /// its requests to the other workers. 0: no lane.
+    /// Worker threads that take only the requests the responder sends to the batch lane
+    /// (``RequestClassification/accept(_:toBatchLane:)``), as many at once as are queued (up to
+    /// ``batchLaneLimit``): requests that share one round trip (cache hits), kept apart from work
+    /// that blocks. Spread over the event loops (worker `i` serves loop `i % eventLoops`'
+    /// requests); a loop left without one sends its requests to the other workers. 0: no lane.
     public var batchWorkerCount: Int = 0
+    /// The most requests a worker of the batch lane takes at once: one multi-get's worth.
+    public var batchLaneLimit: Int = 64
     /// Requests waiting for a worker; when full the server answers 503 with `Retry-After: 1` at once.
     public var queueCapacity: Int = 1024
     /// `listen(2)` backlog.

@@ -7,14 +7,20 @@ struct Job: Sendable {
     /// The loop that owns the connection (``ServerCore/loops``): the answer goes back there.
     var loop: Int
     var request: HTTPRequest
+    /// What the responder made of it (``HTTPResponder/Classified``), erased so that the loops
+    /// need not be generic; only the server that classified it reads it back.
+    var classified: any Sendable
     var keepAlive: Bool
     var handoff: Handoff
     /// The worker may `send` a keep-alive response itself (no output of the loop is pending).
     var mayWriteDirectly: Bool
-    /// A batch left it unanswered (``HTTPResponder/respond(to:worker:answer:)``): it is taken
-    /// alone and answered with ``HTTPResponder/respond(to:worker:)``.
+    /// A batch handed it on alone (``HTTPResponder/respond(to:from:worker:answer:)``): it is taken
+    /// by itself, as a batch ``BatchOrigin/handedOn``.
     var alone = false
-    /// Non-zero: the batch lane left it with others to be answered together
-    /// (``HTTPResponder/respond(together:worker:answer:)``); jobs of one group are taken at once.
+    /// Non-zero: a batch handed it on with others, to be answered together; jobs of one group
+    /// are taken at once, as a batch ``BatchOrigin/handedOn``.
     var group: UInt64 = 0
+
+    /// Whether a batch handed it on.
+    var handedOn: Bool { alone || group != 0 }
 }

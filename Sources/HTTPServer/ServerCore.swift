@@ -4,8 +4,6 @@ import Synchronization
 /// What the event loop, the workers and the public ``HTTPServer`` share. Every member is `Sendable`.
 final class ServerCore: Sendable {
     let queue: WorkQueue
-    /// ``HTTPResponder/prefersBatchLane(_:)``.
-    let prefersBatchLane: @Sendable (HTTPRequest) -> Bool
     /// Every event loop; a job goes back to the loop that owns its connection (``Job/loop``).
     let loops: [LoopPeer]
     /// Set once shutdown begins: responses from then on carry `Connection: close`.
@@ -19,17 +17,15 @@ final class ServerCore: Sendable {
     let busyWorkers = Atomic<Int>(0)
     /// The event streams the loop serves, if the server has any.
     let eventStreams: EventStreams?
-    /// ``HTTPResponder/screen(head:)``.
-    let screenHead: @Sendable (HTTPRequest) -> HTTPResponse?
+    /// ``HTTPResponder/classify(head:bodyFollows:)``, its verdict erased (``Job/classified``).
+    let classify: @Sendable (_ head: HTTPRequest, _ bodyFollows: Bool) -> RequestClassification<any Sendable>
 
     init(
         queueCapacity: Int, workerCount: Int, batchWorkerCount: Int = 0, loops: [(epollFD: Int32, eventFD: Int32)],
         eventStreams: EventStreams?,
-        screenHead: @escaping @Sendable (HTTPRequest) -> HTTPResponse?,
-        prefersBatchLane: @escaping @Sendable (HTTPRequest) -> Bool = { _ in false }
+        classify: @escaping @Sendable (_ head: HTTPRequest, _ bodyFollows: Bool) -> RequestClassification<any Sendable>
     ) {
-        self.screenHead = screenHead
-        self.prefersBatchLane = prefersBatchLane
+        self.classify = classify
         queue = WorkQueue(capacity: queueCapacity, workerCount: workerCount)
         // Batch worker `i` serves loop `i % loops.count`'s lane: a loop's requests never wait on
         // a lock another loop takes (one shared lane cost 2.5 times the CPU per hit at 8 loops).

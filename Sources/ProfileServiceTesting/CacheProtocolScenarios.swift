@@ -109,8 +109,9 @@ public enum CacheProtocolScenarios {
         let others = try (0..<3).map { _ in try race.backends.seed() }
         let read = race.run { repository, id in
             let ids = [id] + others.map(\.id)
-            return repository.loadingTogether(ids.map { .init(id: $0) }) {
-                ids.map { (try? repository.read(id: $0))??.version }
+            let loaded = repository.loadTogether(ids.map { .init(id: $0) })
+            return zip(ids, loaded).map { id, answer in
+                (try? repository.read(id: id, minVersion: nil, batched: answer.map { .loaded($0) }))??.version
             }
         }
         #expect(read == [1, 1, 1, 1], "the reads began before the write: version 1 is a fair answer")
@@ -141,11 +142,10 @@ public enum CacheProtocolScenarios {
             DisplayNameWrite(id: cached.id, displayName: "Cached again", expectedVersion: 1),
             DisplayNameWrite(id: missing, displayName: "Nobody", expectedVersion: 1),
         ]
-        let outcomes = writer.writingTogether(writes) {
-            writes.map { write in
-                Result { () throws(ProfileStoreError) in
-                    try writer.updateDisplayName(id: write.id, to: write.displayName, expectedVersion: write.expectedVersion)
-                }
+        let outcomes = zip(writes, writer.writeTogether(writes)).map { write, together in
+            Result { () throws(ProfileStoreError) in
+                try writer.updateDisplayName(
+                    id: write.id, to: write.displayName, expectedVersion: write.expectedVersion, madeTogether: together)
             }
         }
         guard case .success(.updated(let first)) = outcomes[0], case .success(.updated(let second)) = outcomes[1] else {
@@ -180,10 +180,9 @@ public enum CacheProtocolScenarios {
                     DisplayNameWrite(id: id, displayName: "Writer", expectedVersion: 1),
                     DisplayNameWrite(id: other.id, displayName: "Other", expectedVersion: 1),
                 ]
-                return writer.writingTogether(writes) {
-                    _ = try? writer.updateDisplayName(id: other.id, to: "Other", expectedVersion: 1)
-                    return try? writer.updateDisplayName(id: id, to: "Writer", expectedVersion: 1)
-                }
+                let together = writer.writeTogether(writes)
+                _ = try? writer.updateDisplayName(id: other.id, to: "Other", expectedVersion: 1, madeTogether: together[1])
+                return try? writer.updateDisplayName(id: id, to: "Writer", expectedVersion: 1, madeTogether: together[0])
             })
         #expect(read == [1], "the reader began before the write: version 1 is a fair answer")
         #expect(race.cachedVersion(race.written.id) == 2, "the late populate must not land")
@@ -251,8 +250,9 @@ extension CacheProtocolScenarios {
         try stage.commitBehindTheCache()
         let together = stage.instance()
         let ids = [id, other.id]
-        let answered = together.loadingTogether(ids.map { .init(id: $0) }) {
-            ids.map { (try? together.read(id: $0))??.version }
+        let loaded = together.loadTogether(ids.map { .init(id: $0) })
+        let answered = zip(ids, loaded).map { id, answer in
+            (try? together.read(id: id, minVersion: nil, batched: answer.map { .loaded($0) }))??.version
         }
         #expect(answered == [2, 1])
         slow.finish()

@@ -26,8 +26,10 @@ public final class InProcessService {
     ///   - liveUpdates: with event streams (their first answer only: the stream itself is the
     ///     server's).
     ///   - database: the database of the test's own when it makes it unavailable.
+    ///   - parseCounts: counts what the request path parses.
     public init(
-        requireAuthForReads: Bool = false, liveUpdates: Bool = true, database: InMemoryDatabase = InMemoryBackends.database
+        requireAuthForReads: Bool = false, liveUpdates: Bool = true, database: InMemoryDatabase = InMemoryBackends.database,
+        parseCounts: ParseCounts? = nil
     ) throws {
         let secretFile = FileManager.default.temporaryDirectory.appendingPathComponent("in-process-\(UUID()).secret")
         try Data(repeating: UInt8(ascii: "s"), count: 48).write(to: secretFile)
@@ -40,7 +42,8 @@ public final class InProcessService {
         self.shared = shared
         responder = ProfileResponder(
             lifecycle: ServiceLifecycle(), authorization: .required(verifier, forReads: requireAuthForReads),
-            liveUpdates: liveUpdates ? ProfileUpdateHub(streams: EventStreams(), logger: logger) : nil, logger: logger
+            liveUpdates: liveUpdates ? ProfileUpdateHub(streams: EventStreams(), logger: logger) : nil, logger: logger,
+            parseCounts: parseCounts
         ) { [logger] _ in
             ProfileWorker(
                 store: database.store(), cache: InMemoryBackends.cluster.client(), shared: shared,

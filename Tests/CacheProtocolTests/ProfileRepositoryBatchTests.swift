@@ -75,8 +75,9 @@ final class CountingCache: CacheClient {
         let counting = CountingCache(backends.cache)
         let repository = backends.repository(shared, cache: counting)
 
-        let reads = try repository.prefetching(ids: profiles.map(\.id) + [missing]) {
-            try profiles.map { try repository.read(id: $0.id) }
+        let entries = repository.prefetch(ids: profiles.map(\.id) + [missing])
+        let reads = try profiles.map { profile in
+            try repository.read(id: profile.id, minVersion: nil, batched: entries[profile.id].map { .prefetched($0) })
         }
         #expect(reads.map { $0?.cacheOutcome } == Array(repeating: ProfileRepository.CacheOutcome.hit, count: 5))
         #expect(reads.map { $0?.json } == profiles.map(\.jsonBytes))
@@ -84,32 +85,32 @@ final class CountingCache: CacheClient {
         #expect(counting.singleGets == 0, "every first lookup came from the multi-get")
     }
 
-    @Test func aPrefetchedEntryIsNotUsedAfterTheWorkerWroteTheProfile() throws {
+    @Test func theRepositoryKeepsNoPrefetchedEntryAfterAWrite() throws {
         let shared = ProfileCacheShared()
         let backends = try InMemoryBackends()
         let profiles = try cachedProfiles(2, backends, shared)
         let repository = backends.repository(shared)
         let written = profiles[0]
 
-        let read = try repository.prefetching(ids: profiles.map(\.id)) {
-            _ = try repository.updateDisplayName(id: written.id, to: "Written in the batch", expectedVersion: 1)
-            return try repository.read(id: written.id)
-        }
-        #expect(read?.version == 2, "the read after the write sees the write, not the prefetched version 1")
+        let entries = repository.prefetch(ids: profiles.map(\.id))
+        #expect(entries.count == 2)
+        _ = try repository.updateDisplayName(id: written.id, to: "Written in the batch", expectedVersion: 1)
+        let read = try repository.read(id: written.id)
+        #expect(read?.version == 2, "a read not handed the batch's entry sees the write, not the prefetched version 1")
     }
 
-    @Test func aPrefetchedEntryIsUsedOnceAndNeverAfterTheBatch() throws {
+    @Test func aPrefetchedEntryServesOnlyTheReadItIsHandedTo() throws {
         let shared = ProfileCacheShared()
         let backends = try InMemoryBackends()
         let profiles = try cachedProfiles(2, backends, shared)
         let counting = CountingCache(backends.cache)
         let repository = backends.repository(shared, cache: counting)
 
-        try repository.prefetching(ids: profiles.map(\.id)) {
-            _ = try repository.read(id: profiles[0].id)
-            _ = try repository.read(id: profiles[0].id)
-        }
-        #expect(counting.singleGets == 1, "the second read of the same id looks again")
+        let entries = repository.prefetch(ids: profiles.map(\.id))
+        _ = try repository.read(id: profiles[0].id, minVersion: nil, batched: entries[profiles[0].id].map { .prefetched($0) })
+        #expect(counting.singleGets == 0, "handed its entry, the read looks no more")
+        _ = try repository.read(id: profiles[0].id)
+        #expect(counting.singleGets == 1, "a read not handed it looks again")
         // Changed after the batch: a read then must not be answered by the batch's lookup.
         guard case .updated(let committed) = try backends.store.updateDisplayName(
             id: profiles[1].id, to: "After the batch", expectedVersion: 1)
@@ -127,9 +128,9 @@ final class CountingCache: CacheClient {
         let repository = backends.repository(shared, cache: counting)
         #expect(!repository.prefersBatches)
 
-        let versions = try repository.prefetching(ids: profiles.map(\.id)) {
-            try profiles.map { try repository.read(id: $0.id)?.version }
-        }
+        let entries = repository.prefetch(ids: profiles.map(\.id))
+        #expect(entries.isEmpty)
+        let versions = try profiles.map { try repository.read(id: $0.id)?.version }
         #expect(versions == [1, 1, 1])
         #expect(counting.multiGets == 0)
     }

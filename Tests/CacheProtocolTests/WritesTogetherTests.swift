@@ -29,12 +29,11 @@ import Testing
             logger: InMemoryBackends.logger)
         let writes = profiles.map { DisplayNameWrite(id: $0.id, displayName: "New \($0.id)", expectedVersion: 1) }
 
-        let versions = try writer.writingTogether(writes) {
-            #expect(log.entries == ["looks sent", "update together", "looks read", "read rows", "cas together"])
-            log.entries = []
-            return try writes.map { write in
-                try writer.updateDisplayName(id: write.id, to: write.displayName, expectedVersion: 1).updatedVersion
-            }
+        let together = writer.writeTogether(writes)
+        #expect(log.entries == ["looks sent", "update together", "looks read", "read rows", "cas together"])
+        log.entries = []
+        let versions = try zip(writes, together).map { write, made in
+            try writer.updateDisplayName(id: write.id, to: write.displayName, expectedVersion: 1, madeTogether: made).updatedVersion
         }
         #expect(log.entries == [], "every answer came from the batch")
         #expect(versions == [2, 2, 2, 2])
@@ -43,8 +42,8 @@ import Testing
         #expect(shared.statistics.count(.databaseBatchWrite) == 1)
     }
 
-    /// Outside ``ProfileRepository/writingTogether(_:_:)``, and for a request whose write the
-    /// batch did not make (another name), an update is its own statement.
+    /// Without an outcome of ``ProfileRepository/writeTogether(_:)``, and for a request whose
+    /// write the batch did not make (another name), an update is its own statement.
     @Test func aWriteTheBatchDidNotMakeGoesAlone() throws {
         let shared = ProfileCacheShared()
         let backends = try InMemoryBackends()
@@ -55,10 +54,9 @@ import Testing
             store: RecordingStore(backends.store, log: log), cache: backends.cache, shared: shared, logger: InMemoryBackends.logger)
         let writes = [first, second].map { DisplayNameWrite(id: $0.id, displayName: "Batch", expectedVersion: 1) }
 
-        let outcome = try writer.writingTogether(writes) {
-            log.entries = []
-            return try writer.updateDisplayName(id: first.id, to: "Another name", expectedVersion: 1)
-        }
+        _ = writer.writeTogether(writes)
+        log.entries = []
+        let outcome = try writer.updateDisplayName(id: first.id, to: "Another name", expectedVersion: 1)
         #expect(log.entries == ["update"], "its own statement (a conflict: the batch made version 2)")
         guard case .versionMismatch(let current) = outcome else { Issue.record("\(outcome)"); return }
         #expect(current.version == 2 && current.displayName == "Batch")
@@ -79,8 +77,8 @@ import Testing
             logger: InMemoryBackends.logger)
         let writes = profiles.map { DisplayNameWrite(id: $0.id, displayName: "Alone", expectedVersion: 1) }
 
-        let versions = try writer.writingTogether(writes) {
-            try writes.map { try writer.updateDisplayName(id: $0.id, to: $0.displayName, expectedVersion: 1).updatedVersion }
+        let versions = try zip(writes, writer.writeTogether(writes)).map { write, made in
+            try writer.updateDisplayName(id: write.id, to: write.displayName, expectedVersion: 1, madeTogether: made).updatedVersion
         }
         #expect(versions == [2, 2, 2])
         #expect(log.entries.filter { $0 == "update" }.count == 3)
@@ -107,14 +105,12 @@ import Testing
         let writes = profiles.map { DisplayNameWrite(id: $0.id, displayName: "Lost", expectedVersion: 1) }
 
         database.setUnavailable(true)
-        let errors = writer.writingTogether(writes) {
-            writes.map { write -> ProfileStoreError? in
-                let outcome = Result { () throws(ProfileStoreError) in
-                    try writer.updateDisplayName(id: write.id, to: write.displayName, expectedVersion: 1)
-                }
-                if case .failure(let error) = outcome { return error }
-                return nil
+        let errors = zip(writes, writer.writeTogether(writes)).map { write, made -> ProfileStoreError? in
+            let outcome = Result { () throws(ProfileStoreError) in
+                try writer.updateDisplayName(id: write.id, to: write.displayName, expectedVersion: 1, madeTogether: made)
             }
+            if case .failure(let error) = outcome { return error }
+            return nil
         }
         database.setUnavailable(false)
         #expect(errors == [ProfileStoreError.unavailable, .unavailable, .unavailable])
@@ -145,8 +141,8 @@ import Testing
         let writes = profiles.map { DisplayNameWrite(id: $0.id, displayName: "Through a failure", expectedVersion: 1) }
 
         cluster.fail(failed)
-        let versions = try writer.writingTogether(writes) {
-            try writes.map { try writer.updateDisplayName(id: $0.id, to: $0.displayName, expectedVersion: 1).updatedVersion }
+        let versions = try zip(writes, writer.writeTogether(writes)).map { write, made in
+            try writer.updateDisplayName(id: write.id, to: write.displayName, expectedVersion: 1, madeTogether: made).updatedVersion
         }
         cluster.heal(failed)
         #expect(versions == Array(repeating: 2, count: profiles.count))
@@ -169,8 +165,8 @@ import Testing
         let writer = ProfileRepository(store: store, cache: backends.cache, shared: shared, logger: InMemoryBackends.logger)
         let writes = [raced, other].map { DisplayNameWrite(id: $0.id, displayName: "Batch", expectedVersion: 1) }
 
-        let versions = try writer.writingTogether(writes) {
-            try writes.map { try writer.updateDisplayName(id: $0.id, to: $0.displayName, expectedVersion: 1).updatedVersion }
+        let versions = try zip(writes, writer.writeTogether(writes)).map { write, made in
+            try writer.updateDisplayName(id: write.id, to: write.displayName, expectedVersion: 1, madeTogether: made).updatedVersion
         }
         #expect(versions == [2, 2])
         #expect(backends.cachedVersion(raced.id, shared: shared) == 3, "version 2 must not replace 3")

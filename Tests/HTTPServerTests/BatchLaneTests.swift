@@ -21,51 +21,49 @@ final class LaneResponder: HTTPResponder {
 
     func makeWorker(index: Int) throws -> Worker { Worker(inLane: index >= workerCount) }
 
-    func prefersBatchLane(_ request: HTTPRequest) -> Bool { request.path.hasPrefix("/lane/") }
-
-    func respond(to request: HTTPRequest, worker: Worker) -> HTTPResponse {
-        #expect(!worker.inLane, "the lane never answers a request alone")
-        answeredAlone.withLock { $0.append(request.path) }
-        return Self.answer(request, by: "alone")
+    func classify(head: HTTPRequest, bodyFollows: Bool) -> RequestClassification<Void> {
+        .accept((), toBatchLane: head.path.hasPrefix("/lane/"))
     }
 
-    func respondInBatchLane(to requests: [HTTPRequest], worker: Worker, answer: (Int, HTTPResponse) -> Void)
-        -> BatchRemainder
-    {
+    func respond(
+        to batch: [BatchedRequest<Void>], from origin: BatchOrigin, worker: Worker,
+        answer: (BatchedRequest<Void>, HTTPResponse) -> Void
+    ) -> [[BatchedRequest<Void>]] {
+        guard origin == .lane else {
+            #expect(!worker.inLane, "the lane answers only its own batches")
+            if batch.count > 1 {
+                groups.withLock { $0.append(batch.map(\.request.path)) }
+                for member in batch { answer(member, Self.answer(member.request, by: "together")) }
+            } else {
+                for member in batch {
+                    answeredAlone.withLock { $0.append(member.request.path) }
+                    answer(member, Self.answer(member.request, by: "alone"))
+                }
+            }
+            return []
+        }
         #expect(worker.inLane)
-        laneBatches.withLock { $0.append(requests.map(\.path)) }
-        var remainder = BatchRemainder()
-        for (index, request) in requests.enumerated() {
-            if request.path == "/lane/hold" {
+        laneBatches.withLock { $0.append(batch.map(\.request.path)) }
+        var misses: [BatchedRequest<Void>] = []
+        var writes: [BatchedRequest<Void>] = []
+        var handedOn: [[BatchedRequest<Void>]] = []
+        for member in batch {
+            let path = member.request.path
+            if path == "/lane/hold" {
                 held.signal()
                 release.wait()
-                answer(index, Self.answer(request, by: "lane"))
-            } else if request.path.hasPrefix("/lane/miss/") {
-                Self.add(index, toGroupOf: "/lane/miss/", of: requests, in: &remainder)
-            } else if request.path.hasPrefix("/lane/write/") {
-                Self.add(index, toGroupOf: "/lane/write/", of: requests, in: &remainder)
-            } else if request.path.hasPrefix("/lane/other/") {
-                remainder.alone.append(index)
+                answer(member, Self.answer(member.request, by: "lane"))
+            } else if path.hasPrefix("/lane/miss/") {
+                misses.append(member)
+            } else if path.hasPrefix("/lane/write/") {
+                writes.append(member)
+            } else if path.hasPrefix("/lane/other/") {
+                handedOn.append([member])
             } else {
-                answer(index, Self.answer(request, by: "lane"))
+                answer(member, Self.answer(member.request, by: "lane"))
             }
         }
-        return remainder
-    }
-
-    /// Groups by path prefix: a group's first member names it.
-    static func add(_ index: Int, toGroupOf prefix: String, of requests: [HTTPRequest], in remainder: inout BatchRemainder) {
-        if let group = remainder.together.firstIndex(where: { requests[$0[0]].path.hasPrefix(prefix) }) {
-            remainder.together[group].append(index)
-        } else {
-            remainder.together.append([index])
-        }
-    }
-
-    func respond(together requests: [HTTPRequest], worker: Worker, answer: (Int, HTTPResponse) -> Void) {
-        #expect(!worker.inLane)
-        groups.withLock { $0.append(requests.map(\.path)) }
-        for (index, request) in requests.enumerated() { answer(index, Self.answer(request, by: "together")) }
+        return handedOn + [misses, writes].filter { !$0.isEmpty }
     }
 
     static func answer(_ request: HTTPRequest, by: String) -> HTTPResponse {

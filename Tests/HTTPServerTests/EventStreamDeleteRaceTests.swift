@@ -7,7 +7,7 @@ import TestSupport
 /// topic and read the profile, before the loop registers the stream) closes that stream (issue 25).
 @Suite struct EventStreamDeleteRaceTests {
     /// Opens a stream of topic 1 and, between reading and answering, publishes its deletion.
-    final class DeletingResponder: HTTPResponder {
+    final class DeletingResponder: SingleRequestResponder {
         let streams: EventStreams
         init(streams: EventStreams) { self.streams = streams }
         func makeWorker(index: Int) throws {}

@@ -9,7 +9,7 @@ import TestSupport
 @Suite struct ListEventStreamTests {
     /// `GET /?1,2,3` opens one stream of topics 1, 2 and 3, each at position 1; `GET /one?7` a
     /// stream of topic 7 alone (a profile's stream).
-    final class ListResponder: HTTPResponder {
+    final class ListResponder: SingleRequestResponder {
         let streams: EventStreams
         init(streams: EventStreams) { self.streams = streams }
         func makeWorker(index: Int) throws {}

@@ -7,7 +7,7 @@ import Synchronization
 import TestSupport
 
 /// Echoes what it received: method, path, query and body length in headers, the body as body.
-struct EchoResponder: HTTPResponder {
+struct EchoResponder: SingleRequestResponder {
     func makeWorker(index: Int) throws -> Int { index }
 
     func respond(to request: HTTPRequest, worker: Int) -> HTTPResponse {
@@ -23,7 +23,7 @@ struct EchoResponder: HTTPResponder {
 }
 
 /// Blocks requests to `/block` until released; answers anything else at once.
-final class BlockingResponder: HTTPResponder {
+final class BlockingResponder: SingleRequestResponder {
     /// Signalled when a `/block` request starts.
     let entered = DispatchSemaphore(value: 0)
     private let release = DispatchSemaphore(value: 0)
@@ -43,7 +43,7 @@ final class BlockingResponder: HTTPResponder {
     }
 }
 
-struct FailingResponder: HTTPResponder {
+struct FailingResponder: SingleRequestResponder {
     struct WorkerFailed: Error {}
     func makeWorker(index: Int) throws -> Int {
         if index == 1 { throw WorkerFailed() }
@@ -121,7 +121,7 @@ func usleepMilliseconds(_ milliseconds: Int) {
 
 /// Answers only once `parties` requests are inside `respond` at the same time (a barrier), or 500
 /// after 5 s: proves that blocking handlers run in parallel on the worker pool.
-final class BarrierResponder: HTTPResponder {
+final class BarrierResponder: SingleRequestResponder {
     let parties: Int
     private let arrived = Mutex(0)
     private let gate = DispatchSemaphore(value: 0)

@@ -18,9 +18,27 @@ final class BatchingResponder: HTTPResponder {
     func makeWorker(index: Int) throws {}
     func batchLimit(worker: Void) -> Int { 8 }
 
-    func respond(to request: HTTPRequest, worker: Void) -> HTTPResponse {
-        answeredAlone.withLock { $0.append(request.path) }
-        return answer(request)
+    func classify(head: HTTPRequest, bodyFollows: Bool) -> RequestClassification<Void> {
+        .accept((), toBatchLane: false)
+    }
+
+    func respond(
+        to batch: [BatchedRequest<Void>], from origin: BatchOrigin, worker: Void, answer: (BatchedRequest<Void>, HTTPResponse) -> Void
+    ) -> [[BatchedRequest<Void>]] {
+        guard origin == .queue, batch.count > 1 else {
+            // Taken by itself, or handed on by a batch.
+            for member in batch {
+                answeredAlone.withLock { $0.append(member.request.path) }
+                answer(member, self.answer(member.request))
+            }
+            return []
+        }
+        batchSizes.withLock { $0.append(batch.count) }
+        var handedOn: [[BatchedRequest<Void>]] = []
+        for member in batch {
+            if member.request.path.hasPrefix("/left/") { handedOn.append([member]) } else { answer(member, self.answer(member.request)) }
+        }
+        return handedOn
     }
 
     private func answer(_ request: HTTPRequest) -> HTTPResponse {
@@ -36,15 +54,6 @@ final class BatchingResponder: HTTPResponder {
             break
         }
         return HTTPResponse(status: .ok, headers: ["X-Path": request.path], body: Array(request.path.utf8))
-    }
-
-    func respond(to requests: [HTTPRequest], worker: Void, answer: (Int, HTTPResponse) -> Void) -> [Int] {
-        batchSizes.withLock { $0.append(requests.count) }
-        var left: [Int] = []
-        for (index, request) in requests.enumerated() {
-            if request.path.hasPrefix("/left/") { left.append(index) } else { answer(index, self.answer(request)) }
-        }
-        return left
     }
 }
 

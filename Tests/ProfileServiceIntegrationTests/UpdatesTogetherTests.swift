@@ -107,13 +107,11 @@ import TestSupport
                     let writes = order.compactMap { id in
                         rows[id].map { DisplayNameWrite(id: id, displayName: "w\(Int.random(in: 0..<1_000_000))", expectedVersion: $0.version) }
                     }
-                    repository.writingTogether(writes) {
-                        for write in writes {
-                            if case .updated? = try? repository.updateDisplayName(
-                                id: write.id, to: write.displayName, expectedVersion: write.expectedVersion)
-                            {
-                                updates.add()
-                            }
+                    for (write, made) in zip(writes, repository.writeTogether(writes)) {
+                        if case .updated? = try? repository.updateDisplayName(
+                            id: write.id, to: write.displayName, expectedVersion: write.expectedVersion, madeTogether: made)
+                        {
+                            updates.add()
                         }
                     }
                 }

@@ -14,6 +14,43 @@ import Testing
         HTTPRequest(method: .get, target: target, headers: headers)
     }
 
+    /// `requests` classified as their loop classifies them, as one batch; those refused on their
+    /// head are left out, with their answers.
+    private func batch(
+        _ requests: [HTTPRequest], of responder: ProfileResponder
+    ) -> (members: [BatchedRequest<ClassifiedRequest>], toLane: [Bool], refused: [Int: HTTPResponse]) {
+        var members: [BatchedRequest<ClassifiedRequest>] = []
+        var toLane: [Bool] = []
+        var refused: [Int: HTTPResponse] = [:]
+        for (position, request) in requests.enumerated() {
+            switch responder.classify(head: request, bodyFollows: !request.body.isEmpty) {
+            case .accept(let classified, let lane):
+                members.append(BatchedRequest(request: request, classified: classified, position: position))
+                toLane.append(lane)
+            case .refuse(let response):
+                refused[position] = response
+            }
+        }
+        return (members, toLane, refused)
+    }
+
+    /// Answers `members` as a batch from `origin`; returns the answers by position and the
+    /// positions of what it handed on, in its groups.
+    private func respond(
+        _ members: [BatchedRequest<ClassifiedRequest>], from origin: BatchOrigin, responder: ProfileResponder,
+        worker: ProfileWorker
+    ) -> (answered: [Int: HTTPResponse], handedOn: [[BatchedRequest<ClassifiedRequest>]]) {
+        var answered: [Int: HTTPResponse] = [:]
+        let handedOn = responder.respond(to: members, from: origin, worker: worker) { answered[$0.position] = $1 }
+        return (answered, handedOn)
+    }
+
+    private func answers(
+        _ requests: [HTTPRequest], from origin: BatchOrigin, responder: ProfileResponder, worker: ProfileWorker
+    ) -> [Int: HTTPResponse] {
+        respond(batch(requests, of: responder).members, from: origin, responder: responder, worker: worker).answered
+    }
+
     @Test func hitsAreAnsweredMissesGoTogetherAndTheRestAlone() throws {
         let service = try InProcessService()
         let cached = InProcessService.newID()
@@ -28,22 +65,19 @@ import Testing
             HTTPRequest(method: .put, target: "/users/profile/\(cached)"), get("/users/profile/\(missing[1])"),
             get("/users/profile/\(cached)?min_version=9"), get("/users/profile/\(missing[2])"),
         ]
-        #expect(requests.allSatisfy(service.responder.prefersBatchLane), "reads and writes of profiles")
+        let (members, toLane, _) = batch(requests, of: service.responder)
+        #expect(toLane == [true, true, false, true, true, true], "reads and writes of profiles; a PUT without a token is refused")
 
-        var answered: [Int: HTTPResponse] = [:]
-        let remainder = service.responder.respondInBatchLane(to: requests, worker: service.worker) { answered[$0] = $1 }
+        let (answered, handedOn) = respond(members, from: .lane, responder: service.responder, worker: service.worker)
         #expect(Set(answered.keys) == [0], "only the hit is answered in the lane")
         #expect(answered[0]?.status == .ok)
-        #expect(remainder.together == [[1, 3, 5]])
-        #expect(remainder.alone == [2, 4], "a PUT without a body is for the route to refuse, alone")
+        #expect(handedOn.map { $0.map(\.position) } == [[2], [4], [1, 3, 5]], "the misses together, the rest alone")
 
-        var loaded: [Int: HTTPResponse] = [:]
-        let together = remainder.together[0].map { requests[$0] }
-        service.responder.respond(together: together, worker: service.worker) { loaded[$0] = $1 }
-        for (index, id) in missing.enumerated() {
-            #expect(loaded[index]?.status == .ok)
-            #expect(loaded[index]?.json?["id"] as? Int64 == id)
-            #expect(loaded[index]?.headers["ETag"] == "\"1\"")
+        let (loaded, _) = respond(handedOn[2], from: .handedOn, responder: service.responder, worker: service.worker)
+        for (position, id) in zip([1, 3, 5], missing) {
+            #expect(loaded[position]?.status == .ok)
+            #expect(loaded[position]?.json?["id"] as? Int64 == id)
+            #expect(loaded[position]?.headers["ETag"] == "\"1\"")
         }
         #expect(service.shared.statistics.count(.databaseBatchRead) == 1, "the three misses in one query")
         #expect(service.shared.statistics.count(.populateStored) >= 3)
@@ -59,12 +93,15 @@ import Testing
     }
 
     /// Updates go on as one group, to be made together; creations and bodies the route refuses
-    /// go alone. Made together, each answers as alone: 200 with the new profile, 409 for a
-    /// stale version, 403 for a token that may not write it — and the new versions are cached.
+    /// go alone; a token that may not write is refused on its head (403), before any batch.
+    /// Made together, each answers as alone: 200 with the new profile, 409 for a stale version
+    /// — and the new versions are cached.
     @Test func updatesGoTogetherAndEachIsAnsweredAsAlone() throws {
-        let service = try InProcessService()
+        let counts = ParseCounts()
+        let service = try InProcessService(parseCounts: counts)
         let ids = (0..<4).map { _ in InProcessService.newID() }
         for id in ids { #expect(service.create(id).status == .created) }
+        let (bodiesBefore, tokensBefore) = (counts.bodies, counts.tokens)
         let fresh = InProcessService.newID()
         var foreign = put(service, ids[3], #"{"display_name":"Not yours","version":1}"#)
         foreign.headers.replaceOrAdd(name: "Authorization", value: "Bearer \(service.token(for: ids[0]))")
@@ -76,20 +113,21 @@ import Testing
             put(service, ids[2], #"{"display_name":"#),
             foreign,
         ]
-        var answered: [Int: HTTPResponse] = [:]
-        let remainder = service.responder.respondInBatchLane(to: requests, worker: service.worker) { answered[$0] = $1 }
+        let (members, _, refused) = batch(requests, of: service.responder)
+        #expect(refused.keys.sorted() == [5] && refused[5]?.status == .forbidden, "refused on its head")
+        let (answered, handedOn) = respond(members, from: .lane, responder: service.responder, worker: service.worker)
         #expect(answered.isEmpty, "the lane answers no write")
-        #expect(remainder.together == [[0, 2, 3, 5]])
-        #expect(remainder.alone == [1, 4])
+        #expect(handedOn.map { $0.map(\.position) } == [[1], [4], [0, 2, 3]])
 
-        var written: [Int: HTTPResponse] = [:]
-        let group = remainder.together[0].map { requests[$0] }
-        service.responder.respond(together: group, worker: service.worker) { written[$0] = $1 }
+        let (written, _) = respond(handedOn[2], from: .handedOn, responder: service.responder, worker: service.worker)
         #expect(written[0]?.status == .ok && written[0]?.json?["display_name"] as? String == "Zero")
         #expect(written[0]?.headers["ETag"] == "\"2\"")
-        #expect(written[1]?.status == .ok && written[1]?.json?["version"] as? Int == 2)
-        #expect(written[2]?.status == .conflict && written[2]?.problemKind == "version-conflict")
-        #expect(written[3]?.status == .forbidden)
+        #expect(written[2]?.status == .ok && written[2]?.json?["version"] as? Int == 2)
+        #expect(written[3]?.status == .conflict && written[3]?.problemKind == "version-conflict")
+        let (alone, _) = respond(handedOn[0] + handedOn[1], from: .handedOn, responder: service.responder, worker: service.worker)
+        #expect(alone[1]?.status == .created && alone[4]?.status == .badRequest)
+        #expect(counts.bodies - bodiesBefore == 5, "the lane parsed each body once; what it handed on used it")
+        #expect(counts.tokens - tokensBefore == 6, "each token verified once, on its head")
         #expect(service.shared.statistics.count(.writeThroughStored) >= 2)
         for id in ids[..<2] {
             let read = service.get(id)
@@ -101,10 +139,8 @@ import Testing
     @Test func aMissForAProfileThatDoesNotExistIsA404FromTheLoad() throws {
         let service = try InProcessService()
         let absent = [InProcessService.newID(), InProcessService.newID()]
-        var loaded: [Int: HTTPResponse] = [:]
-        service.responder.respond(together: absent.map { get("/users/profile/\($0)") }, worker: service.worker) {
-            loaded[$0] = $1
-        }
+        let loaded = answers(
+            absent.map { get("/users/profile/\($0)") }, from: .handedOn, responder: service.responder, worker: service.worker)
         #expect(loaded[0]?.status == .notFound && loaded[1]?.status == .notFound)
         #expect(service.shared.statistics.count(.databaseBatchRead) == 1)
     }
@@ -119,10 +155,8 @@ import Testing
         for id in ids { _ = InMemoryBackends.cluster.client().delete("profile-service:v1:\(id)") }
         database.setUnavailable(true)
         let readsBefore = database.reads
-        var loaded: [Int: HTTPResponse] = [:]
-        service.responder.respond(together: ids.map { get("/users/profile/\($0)") }, worker: service.worker) {
-            loaded[$0] = $1
-        }
+        let loaded = answers(
+            ids.map { get("/users/profile/\($0)") }, from: .handedOn, responder: service.responder, worker: service.worker)
         #expect((0..<3).allSatisfy { loaded[$0]?.status == .serviceUnavailable })
         #expect(database.reads - readsBefore <= 1, "one query for the group, none per read")
         database.setUnavailable(false)
@@ -147,12 +181,12 @@ import Testing
         let failed = try #require(cluster.server(forKey: "profile-service:v1:\(profiles[0].id)") as MemcachedServer?)
         cluster.fail(failed)
         let readsBefore = database.reads
-        var answered: [Int: HTTPResponse] = [:]
-        let remainder = responder.respondInBatchLane(
-            to: profiles.map { get("/users/profile/\($0.id)") }, worker: worker) { answered[$0] = $1 }
+        let members = batch(profiles.map { get("/users/profile/\($0.id)") }, of: responder).members
+        let (answered, handedOn) = respond(members, from: .lane, responder: responder, worker: worker)
         #expect(database.reads == readsBefore, "the lane read nothing from PostgreSQL")
-        #expect(!remainder.alone.isEmpty && remainder.together.isEmpty)
-        #expect(Set(answered.keys).isDisjoint(with: remainder.alone))
-        #expect(answered.count + remainder.alone.count == profiles.count)
+        let alone = handedOn.compactMap { $0.count == 1 ? $0[0].position : nil }
+        #expect(!alone.isEmpty && alone.count == handedOn.count, "each alone, none together")
+        #expect(Set(answered.keys).isDisjoint(with: alone))
+        #expect(answered.count + alone.count == profiles.count)
     }
 }

@@ -18,42 +18,42 @@ extension ProfileRepository {
     public func read(_ list: ProfileListRequest) throws(ProfileStoreError) -> [Representation?] {
         // A row read past the cache after this instant answers every floor of the list.
         let began = ContinuousClock.now
-        return try prefetching(ids: list.members.map(\.id), whileMissesAreCommon: true) { () throws(ProfileStoreError) -> [Representation?] in
-            let missing = list.members.filter { if case .missing? = prefetched[$0.id] { true } else { false } }
-            var loaded = missing.count > 1 ? try loadMissing(missing) : [:]
-            let belowFloor = list.members.compactMap { member in cachedVersionBelowFloor(of: member).map { (member, $0) } }
-            if belowFloor.count > 1 {
-                for (id, answer) in try readPastTogether(belowFloor, since: began) { loaded[id] = answer }
-            }
-            var answers: [Representation?] = []
-            answers.reserveCapacity(list.members.count)
-            var hits = 0
-            defer { statistics.record(.hit, count: hits) }
-            for member in list.members {
-                if let answer = loaded[member.id] {
-                    // A row read after the list arrived: at or above any floor PostgreSQL can meet.
-                    answers.append(answer)
-                } else if case .profile(let item, let version)? = prefetched[member.id], version >= member.floor ?? 0,
-                    case .profile(_, let json)? = CacheEntry(decoding: item.value)
-                {
-                    // ReadStep's answerCached, without building the key and looking again.
-                    prefetched[member.id] = nil
-                    readStrategy.record(miss: false)
-                    hits += 1
-                    answers.append(Representation(version: version, json: Array(json), cacheOutcome: .hit))
-                } else {
-                    answers.append(try read(id: member.id, minVersion: member.floor))
-                }
-            }
-            return answers
+        let prefetched = prefetch(ids: list.members.map(\.id), whileMissesAreCommon: true)
+        let missing = list.members.filter { if case .missing? = prefetched[$0.id] { true } else { false } }
+        var loaded = missing.count > 1 ? try loadMissing(missing) : [:]
+        let belowFloor = list.members.compactMap { member in
+            Self.cachedVersion(of: prefetched[member.id], belowFloorOf: member).map { (member, $0) }
         }
+        if belowFloor.count > 1 {
+            for (id, answer) in try readPastTogether(belowFloor, since: began) { loaded[id] = answer }
+        }
+        var answers: [Representation?] = []
+        answers.reserveCapacity(list.members.count)
+        var hits = 0
+        defer { statistics.record(.hit, count: hits) }
+        for member in list.members {
+            if let answer = loaded[member.id] {
+                // A row read after the list arrived: at or above any floor PostgreSQL can meet.
+                answers.append(answer)
+            } else if case .profile(let item, let version)? = prefetched[member.id], version >= member.floor ?? 0,
+                case .profile(_, let json)? = CacheEntry(decoding: item.value)
+            {
+                // ReadStep's answerCached, without building the key and looking again.
+                readStrategy.record(miss: false)
+                hits += 1
+                answers.append(Representation(version: version, json: Array(json), cacheOutcome: .hit))
+            } else {
+                answers.append(try read(id: member.id, minVersion: member.floor, batched: prefetched[member.id].map { .prefetched($0) }))
+            }
+        }
+        return answers
     }
 
     /// The version of `member`'s prefetched entry when it is below the member's floor (a
     /// recorded absence counts as version 0): such a member is read past the cache.
-    private func cachedVersionBelowFloor(of member: ProfileListRequest.Member) -> Int32? {
+    private static func cachedVersion(of prefetched: Prefetch?, belowFloorOf member: ProfileListRequest.Member) -> Int32? {
         guard let floor = member.floor else { return nil }
-        switch prefetched[member.id] {
+        switch prefetched {
         case .profile(_, let version)? where version < floor: return version
         case .absent?: return 0
         default: return nil

@@ -6,25 +6,24 @@ import MemcachedClient
 /// (§2.1). A list's missing members load this way, and so do the misses of a batch of single
 /// reads that the batch lane hands on.
 extension ProfileRepository {
-    /// Runs `body` — the reads of requests for `members`, which memcached had no entry for — after
-    /// loading them together: a read of a loaded id inside `body` is answered from the load,
-    /// which began after the request arrived, so it answers any floor PostgreSQL can meet.
+    /// Loads `members` — the reads of requests that memcached had no entry for — together, for
+    /// each request to be answered from its own member's answer (``read(id:minVersion:batched:)``
+    /// with ``BatchedRead/loaded(_:)``): the load began after the request arrived, so it answers
+    /// any floor PostgreSQL can meet.
     ///
-    /// - Throws: what `body` throws. A failed load is not thrown here: each read of a loaded id
-    ///   throws its error (PostgreSQL unavailable: 503 at once), as the members of a failed list
-    ///   do, rather than wait on the same server again.
-    public func loadingTogether<Result, Failure: Error>(
-        _ members: [ProfileListRequest.Member], _ body: () throws(Failure) -> Result
-    ) throws(Failure) -> Result {
-        defer { loaded.removeAll(keepingCapacity: true) }
-        if members.count > 1 {
-            do {
-                loaded = try loadMissing(members).mapValues { .success($0) }
-            } catch {
-                for member in members { loaded[member.id] = .failure(error) }
-            }
+    /// - Returns: one answer per member, in their order: `nil` where the member was not loaded
+    ///   here (another reader of this process is loading it: its read follows that one). A failed
+    ///   load is each member's error (PostgreSQL unavailable: 503 at once), as the members of a
+    ///   failed list get, rather than each waiting on the same server again.
+    public func loadTogether(_ members: [ProfileListRequest.Member]) -> [Result<Representation?, ProfileStoreError>?] {
+        guard members.count > 1 else { return members.map { _ in nil } }
+        do {
+            // Each id once, at the highest floor asked of it.
+            let loaded = try loadMissing(ProfileListRequest(mentions: members).members)
+            return members.map { member in loaded[member.id].map { .success($0) } }
+        } catch {
+            return members.map { _ in .failure(error) }
         }
-        return try body()
     }
 
     /// Loads members memcached had no entry for, as `load` loads one — each joins the reads in
@@ -41,7 +40,6 @@ extension ProfileRepository {
             let id = member.id
             guard case .leader(let flight) = shared.inFlight.join(id) else { continue }
             floors[id] = member.floor
-            prefetched[id] = nil
             leaders.append(Load(id: id, key: configuration.key(for: id), flight: flight))
         }
         defer { for leader in leaders { shared.inFlight.finish(leader.id, flight: leader.flight, outcome: leader.outcome) } }

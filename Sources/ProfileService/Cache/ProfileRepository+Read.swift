@@ -9,10 +9,23 @@ extension ProfileRepository {
     /// - Returns: `nil` when no such profile exists.
     /// - Throws: ``ProfileStoreError/unavailable`` when the answer needs PostgreSQL and it is down.
     public func read(id: Int64, minVersion: Int32? = nil) throws(ProfileStoreError) -> Representation? {
+        try read(id: id, minVersion: minVersion, batched: nil)
+    }
+
+    /// ``read(id:minVersion:)`` with what a batch learned of the id for this read (docs/design.md §6).
+    public func read(id: Int64, minVersion: Int32?, batched: BatchedRead?) throws(ProfileStoreError) -> Representation? {
         // A shared PostgreSQL read that began after this instant answers this read, floor included.
         let began = ContinuousClock.now
-        // Loaded with others for this request (``loadingTogether(_:_:)``), after it arrived.
-        if let answer = loaded.removeValue(forKey: id) { return try answer.get() }
+        var prefetched: Prefetch?
+        switch batched {
+        case .loaded(let answer)?:
+            // Loaded with others for this request, after it arrived.
+            return try answer.get()
+        case .prefetched(let prefetch)?:
+            prefetched = prefetch
+        case nil:
+            break
+        }
         cache.beginRequest()
         let key = configuration.key(for: id)
         var waits = configuration.leaseWaits[...]
@@ -26,7 +39,7 @@ extension ProfileRepository {
                 let lease = addLease(key: key)
                 sentLease = lease.token
                 found = lease.found
-            } else if let prefetch = prefetched.removeValue(forKey: id) {
+            } else if let prefetch = prefetched.take() {
                 found = prefetch.lookup
             } else {
                 found = cache.get(key)
@@ -99,22 +112,20 @@ extension ProfileRepository {
     /// Whether this worker's reads gain from being batched: not while most of them miss.
     public var prefersBatches: Bool { !readStrategy.leaseFirst }
 
-    /// Runs `body` — the reads of a batch of requests the worker took together — after looking up
-    /// the entries of `ids` in one round trip (a multi-get): a read of a profile found there is
-    /// a hit without a round trip of its own (docs/design.md §6).
+    /// Looks up the entries of `ids` in one round trip (a multi-get), for the reads of a batch of
+    /// requests taken together: a read handed its id's entry (``read(id:minVersion:batched:)``)
+    /// is a hit without a round trip of its own (docs/design.md §6).
     ///
-    /// A prefetched entry is as good as the read's own lookup: every request of the batch
-    /// arrived before it was made. It is used once, never after this worker wrote the id, and
-    /// never outside `body`. Nothing is prefetched while reads send their lease first (misses are
-    /// common: each read's first lookup puts its lease down at once) unless
-    /// `whileMissesAreCommon` — a list's, whose misses then load together with one query (§2.7),
-    /// which beats a lease-first lookup and a query per member —, or while memcached is troubled
-    /// (each read then goes through the circuit breaker on its own).
-    public func prefetching<Result, Failure: Error>(
-        ids: [Int64], whileMissesAreCommon: Bool = false, _ body: () throws(Failure) -> Result
-    ) throws(Failure) -> Result {
-        defer { prefetched.removeAll(keepingCapacity: true) }
-        guard !ids.isEmpty, whileMissesAreCommon || !readStrategy.leaseFirst else { return try body() }
+    /// A prefetched entry is as good as the read's own lookup for a request that arrived before
+    /// it was made, and only until that id is written: the batch hands it to its own reads only.
+    /// Nothing is looked up while reads send their lease first (misses are common: each read's
+    /// first lookup puts its lease down at once) unless `whileMissesAreCommon` — a list's, whose
+    /// misses then load together with one query (§2.7), which beats a lease-first lookup and a
+    /// query per member. An id without an entry in the answer is read as if alone: an entry
+    /// that is a lease or undecodable, or a key on a node that answered while another failed.
+    func prefetch(ids: [Int64], whileMissesAreCommon: Bool = false) -> [Int64: Prefetch] {
+        guard !ids.isEmpty, whileMissesAreCommon || !readStrategy.leaseFirst else { return [:] }
+        var prefetched: [Int64: Prefetch] = [:]
         cache.beginRequest()
         let keys = ids.map { configuration.key(for: $0) }
         switch cache.get(many: keys) {
@@ -138,32 +149,7 @@ extension ProfileRepository {
                 }
             }
         }
-        return try body()
-    }
-
-    /// Whether a read of `id` inside ``prefetching(ids:_:)`` is answered without waiting on
-    /// memcached again: its profile was prefetched (and not yet used) at `minVersion` or newer,
-    /// its absence was (without a floor: a floor reads PostgreSQL), or its node failed the
-    /// multi-get (the read then goes to PostgreSQL).
-    public func answersFromPrefetch(id: Int64, minVersion: Int32?) -> Bool {
-        switch prefetched[id] {
-        case .profile(_, let version)?: version >= minVersion ?? 0
-        case .absent?: minVersion == nil
-        case .failed?: true
-        case .missing?, nil: false
-        }
-    }
-
-    /// Whether the batch's multi-get found no entry at all for `id` (inside
-    /// ``prefetching(ids:_:)``): a read of it would load.
-    public func isMissingFromPrefetch(id: Int64) -> Bool {
-        if case .missing? = prefetched[id] { true } else { false }
-    }
-
-    /// Whether the batch's multi-get failed for `id`'s node (inside ``prefetching(ids:_:)``): a
-    /// read of it would go to PostgreSQL.
-    public func failedInPrefetch(id: Int64) -> Bool {
-        if case .failed? = prefetched[id] { true } else { false }
+        return prefetched
     }
 
     /// A miss: coalesce with other readers of the id in this process, else populate under a lease.

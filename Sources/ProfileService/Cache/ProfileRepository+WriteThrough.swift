@@ -15,8 +15,18 @@ extension ProfileRepository {
     public func updateDisplayName(id: Int64, to displayName: String, expectedVersion: Int32)
         throws(ProfileStoreError) -> ProfileUpdateOutcome
     {
+        try updateDisplayName(id: id, to: displayName, expectedVersion: expectedVersion, madeTogether: nil)
+    }
+
+    /// ``updateDisplayName(id:to:expectedVersion:)`` for a request whose write may have been made
+    /// with others' (``writeTogether(_:)``): what that left of it is done here.
+    public func updateDisplayName(
+        id: Int64, to displayName: String, expectedVersion: Int32, madeTogether: WrittenTogether?
+    )
+        throws(ProfileStoreError) -> ProfileUpdateOutcome
+    {
         let write = DisplayNameWrite(id: id, displayName: displayName, expectedVersion: expectedVersion)
-        if let together = takeWrittenTogether(write) {
+        if let together = madeTogether {
             if case .success(let profile) = together.outcome, together.writtenThrough { return .updated(profile) }
             // What the batch left of this write-through goes on alone (§9.5).
             cache.beginRequest()
@@ -86,13 +96,11 @@ extension ProfileRepository {
     /// the commit, whichever moment memcached read the key at: a profile entry as the
     /// write-through's cas target (an entry unchanged since any moment proves no newer version
     /// was written through since), the writer's own lease as a reader's lease (the row is read
-    /// again after it, before it is populated). Begins the request for the circuit breaker and
-    /// drops any batch lookup of the id (a write answers from nothing read before it).
+    /// again after it, before it is populated). Begins the request for the circuit breaker.
     private func writing<Written>(
         id: Int64, _ write: () throws(ProfileStoreError) -> Written
     ) -> (Result<Written, ProfileStoreError>, EntryLook) {
         cache.beginRequest()
-        prefetched[id] = nil
         let key = configuration.key(for: id)
         let lease = newLease(for: key)
         let sent = cache.addAndGet(

@@ -6,7 +6,7 @@ import MemcachedClient
 /// `cas`es in one more — each id still under the rules of a single write-through (§2.2).
 extension ProfileRepository {
     /// What a write made together came to, for the request that asked for it.
-    struct WrittenTogether {
+    public struct WrittenTogether {
         let write: DisplayNameWrite
         let outcome: Result<Profile, ProfileStoreError>
         /// The first look at the entry, taken beside the statement; nil once the batch used it,
@@ -17,35 +17,33 @@ extension ProfileRepository {
         var writtenThrough = false
     }
 
-    /// Runs `body` — the requests that asked for `writes` — after making the writes together: an
-    /// update inside `body` that matches one of them (same id, name and expected version) is
-    /// answered from it. A write that changed nothing here (its row gone or changed since, or
-    /// the statement refused) is not answered from the batch: its request makes it alone, which
-    /// tells a conflict from a deletion as ever.
-    public func writingTogether<Result, Failure: Error>(
-        _ writes: [DisplayNameWrite], _ body: () throws(Failure) -> Result
-    ) throws(Failure) -> Result {
-        defer { writtenTogether.removeAll() }
-        if writes.count > 1 { writeTogether(writes) }
-        return try body()
+    /// Makes `writes` together, for each request to be answered from its own write's outcome
+    /// (``updateDisplayName(id:to:expectedVersion:madeTogether:)``).
+    ///
+    /// - Returns: one outcome per write, in their order: `nil` where the write was not made here
+    ///   — a second write of an id already written here, or a write that changed nothing (its
+    ///   row gone or changed since, or the statement refused). Its request makes it alone, which
+    ///   tells a conflict from a deletion as ever.
+    public func writeTogether(_ writes: [DisplayNameWrite]) -> [WrittenTogether?] {
+        var made: [Int64: WrittenTogether] = [:]
+        if writes.count > 1 { made = writeTogether(distinct: writes) }
+        var answered = Set<Int64>()
+        return writes.map { write in
+            guard let written = made[write.id], written.write == write, answered.insert(write.id).inserted else { return nil }
+            return written
+        }
     }
 
-    /// The outcome a request's update gets from the writes made together, if it was one of them.
-    func takeWrittenTogether(_ write: DisplayNameWrite) -> WrittenTogether? {
-        guard let written = writtenTogether[write.id], written.write == write else { return nil }
-        writtenTogether[write.id] = nil
-        return written
-    }
-
-    private func writeTogether(_ requested: [DisplayNameWrite]) {
+    /// The writes made in one statement, by id.
+    private func writeTogether(distinct requested: [DisplayNameWrite]) -> [Int64: WrittenTogether] {
         // One write per id (another for the same id goes alone, after), in id order, the order
         // the statement locks rows in (it skips rows locked elsewhere, so it never waits anyway).
         var seen = Set<Int64>()
         let writes = requested.filter { seen.insert($0.id).inserted }.sorted { $0.id < $1.id }
-        guard writes.count > 1 else { return }
+        guard writes.count > 1 else { return [:] }
+        var writtenTogether: [Int64: WrittenTogether] = [:]
         cache.beginRequest()
         let keys = writes.map { configuration.key(for: $0.id) }
-        for write in writes { prefetched[write.id] = nil }
         let newLeases = keys.map { newLease(for: $0) }
         let tokens = newLeases.map(\.token)
         let leases = newLeases.map(\.entry)
@@ -67,13 +65,13 @@ extension ProfileRepository {
         case .success(nil):
             // Refused, nothing changed: each request writes alone.
             for case let look? in looks { releaseLease(of: look) }
-            return
+            return [:]
         case .failure(let error):
             // Unknown outcome or no database: each request answers as a single write's would.
             for (write, look) in zip(writes, looks) {
                 writtenTogether[write.id] = WrittenTogether(write: write, outcome: .failure(error), look: look)
             }
-            return
+            return writtenTogether
         }
         for (write, look) in zip(writes, looks) {
             guard let profile = updated[write.id] else {
@@ -84,7 +82,8 @@ extension ProfileRepository {
             }
             writtenTogether[write.id] = WrittenTogether(write: write, outcome: .success(profile), look: look)
         }
-        writeThroughTogether()
+        writeThroughTogether(&writtenTogether)
+        return writtenTogether
     }
 
     /// The first step of ``writeThrough(_:look:)`` for every write made together, in one round
@@ -94,7 +93,7 @@ extension ProfileRepository {
     /// one content, §2.5). What this does not settle — a newer entry is left alone; another
     /// reader's lease, an empty slot, a store that did not land — each request's write-through
     /// settles alone.
-    private func writeThroughTogether() {
+    private func writeThroughTogether(_ writtenTogether: inout [Int64: WrittenTogether]) {
         var overEntries: [Int64: UInt64] = [:]
         var overOwnLeases: [Int64: UInt64] = [:]
         for (id, written) in writtenTogether {

@@ -1,6 +1,6 @@
 import Glibc
 public import Logging
-import MemcachedClient
+public import MemcachedClient
 
 /// Reads and writes profiles through memcached with the cache protocol of docs/design.md §2.
 ///
@@ -45,15 +45,17 @@ public final class ProfileRepository {
     var random = SplitMix64()
     /// Whether reads send their lease with their first lookup (this worker's recent misses).
     var readStrategy: ReadStrategy
-    /// First lookups already made for the reads of a batch (``prefetching(ids:_:)``), each used
-    /// once; empty outside a batch.
-    var prefetched: [Int64: Prefetch] = [:]
-    /// Answers loaded together for the reads of ``loadingTogether(_:_:)``, each used once.
-    var loaded: [Int64: Result<Representation?, ProfileStoreError>] = [:]
-    /// Writes made together for the requests of ``writingTogether(_:_:)``, each answered once.
-    var writtenTogether: [Int64: WrittenTogether] = [:]
+    /// What a batch learned of an id before one read of it runs (docs/design.md §6): handed to
+    /// that read explicitly (``read(id:minVersion:batched:)``), never kept by the repository.
+    public enum BatchedRead {
+        /// The read's first lookup, made in the batch's multi-get (``prefetch(ids:whileMissesAreCommon:)``).
+        case prefetched(Prefetch)
+        /// The read's answer, loaded with others' after the request arrived (``loadTogether(_:)``).
+        case loaded(Result<Representation?, ProfileStoreError>)
+    }
 
-    enum Prefetch {
+    /// What a batch's multi-get found for one id.
+    public enum Prefetch {
         /// A cached profile at `version`.
         case profile(MemcachedItem, version: Int32)
         /// A record that the profile does not exist (§2.6).
@@ -63,6 +65,18 @@ public final class ProfileRepository {
         /// Its node failed the batch's multi-get: the read goes to PostgreSQL without waiting on
         /// the node a second time, as a read whose own lookup failed does.
         case failed(MemcachedError)
+
+        /// Whether a read with this floor is answered without waiting on memcached again: a
+        /// profile at the floor or newer, an absence without a floor (a floor reads PostgreSQL),
+        /// or a failed node (the read goes to PostgreSQL).
+        public func answers(minVersion: Int32?) -> Bool {
+            switch self {
+            case .profile(_, let version): version >= minVersion ?? 0
+            case .absent: minVersion == nil
+            case .failed: true
+            case .missing: false
+            }
+        }
 
         var lookup: MemcachedGetResult {
             switch self {

@@ -1,4 +1,4 @@
-public import HTTP1
+import HTTP1
 import Logging
 import ProfileAuth
 
@@ -21,25 +21,6 @@ extension ProfileResponder {
         }
     }
 
-    /// A profile write's head, before its body is read (``HTTPServer/HTTPResponder/screen(head:)``):
-    /// a request its token may not make is answered now — no `100 Continue`, no body read or
-    /// buffered — and counted in `profile_service_http_requests_refused_before_body_total`. Everything else passes
-    /// and is checked again, with its body, by the route.
-    public func screen(head: HTTPRequest) -> HTTPResponse? {
-        guard Self.isProfileWrite(head), case .required = authorization, let id = try? Self.profileID(from: head.path)
-        else { return nil }
-        do {
-            try Self.refuseDuplicateAuthorization(head)
-            try authorizeWrite(head, id: id)
-            return nil
-        } catch {
-            observability.metrics.recordRefusedBeforeBody()
-            var response = error.response
-            response.headers.replaceOrAdd(name: "X-Request-ID", value: RequestID.accepting(head.headers["X-Request-ID"]))
-            return response
-        }
-    }
-
     /// Checks a read when `--require-auth-for-reads` is set: any valid token may read.
     /// - Returns: the verified token, when reads need one.
     @discardableResult
@@ -56,7 +37,7 @@ extension ProfileResponder {
 
     /// More than one `Authorization` field is 400: whoever reads the request — this service, a
     /// gateway that reads the last field, a log — must agree on who asks. Checked once per
-    /// request, where it first meets a worker (``route``) or the head screen.
+    /// request, when it is classified.
     static func refuseDuplicateAuthorization(_ request: HTTPRequest) throws(Problem) {
         if request.headers.count(of: "Authorization") > 1 {
             throw Problem(
@@ -67,6 +48,7 @@ extension ProfileResponder {
     /// The request's token, verified (``refuseDuplicateAuthorization(_:)`` has run).
     /// - Throws: 401 for a missing or invalid token.
     private func authenticate(_ request: HTTPRequest, verifier: TokenVerifier) throws(Problem) -> VerifiedToken {
+        parseCounts?.count(.token)
         do {
             return try verifier.verify(authorizationHeader: request.headers["Authorization"])
         } catch {

@@ -1,76 +1,17 @@
 public import HTTP1
 public import HTTPServer
 
-/// Requests a worker takes from the queue together (docs/design.md §6): the cache lookups of
-/// the profile reads among them go to memcached as one multi-get, so under load a worker pays
-/// one round trip — one `send`, one wait — for several hits instead of one each. Only those
-/// hits are answered in the batch (and, when a node failed the multi-get, the reads of its keys,
-/// from PostgreSQL, so none waits on that node twice); everything else (writes, misses, reads
-/// needing a newer version) goes back to the queue to be answered alone, so nothing fast waits
-/// behind it.
+/// Requests answered in batches (docs/design.md §6, §9): one mechanism for every batch a worker
+/// takes. The profile reads of a batch are looked up in one multi-get, so under load a worker
+/// pays one round trip — one `send`, one wait — for several hits instead of one each, and each
+/// hit is answered as soon as it is ready. What a batch does not answer it hands on, typed:
+/// from the batch lane, the reads memcached has no entry for as one group (loaded together),
+/// the display-name updates as another (made together), everything else alone; from a worker's
+/// own batch, each alone, so nothing fast waits behind it. What a batch learned for a request —
+/// its entry, its load, its write — is handed to the code that answers that request.
 extension ProfileResponder {
-    /// The most requests a worker takes at once.
+    /// The most requests a worker takes from the queue at once.
     static let maxBatch = 8
-
-    /// The most requests a worker of the batch lane takes at once: one multi-get's worth.
-    public var batchLaneLimit: Int { 64 }
-
-    /// Profile reads and writes (docs/design.md §9): a batch of the lane answers the reads' hits
-    /// with one multi-get and hands the others on — the misses to be loaded together, the
-    /// updates to be made together.
-    public func prefersBatchLane(_ request: HTTPRequest) -> Bool {
-        Self.cachedReadID(request) != nil || Self.isProfileWrite(request)
-    }
-
-    /// The lane's batch: the hits answered from one multi-get, as ``respond(to:worker:answer:)``
-    /// answers them; of the rest, the reads memcached has no entry for go on together (their
-    /// leases, rows and populates shared, ``respond(together:worker:answer:)``), every other one
-    /// (a lease, a floor above the entry, a write) alone.
-    public func respondInBatchLane(
-        to requests: [HTTPRequest], worker: ProfileWorker, answer: (Int, HTTPResponse) -> Void
-    ) -> BatchRemainder {
-        var missing: Set<Int> = []
-        let left = answerHits(requests, worker: worker, answer: answer, fromCacheOnly: true) { index, id in
-            if worker.repository.isMissingFromPrefetch(id: id) { missing.insert(index) }
-        }
-        var remainder = BatchRemainder()
-        var loads: [Int] = []
-        var writes: [Int] = []
-        for index in left {
-            if missing.contains(index) {
-                loads.append(index)
-            } else if Self.displayNameWrite(requests[index]) != nil {
-                writes.append(index)
-            } else {
-                remainder.alone.append(index)
-            }
-        }
-        // One miss, or one write, gains nothing from company.
-        for group in [loads, writes] where !group.isEmpty {
-            if group.count == 1 { remainder.alone += group } else { remainder.together.append(group) }
-        }
-        return remainder
-    }
-
-    /// Reads that a batch of the lane found missing from memcached: loaded together (every lease
-    /// in one round trip, the rows in one query, every populate in one round trip, each id under
-    /// the single read's rules), then each answered as alone, from the load.
-    public func respond(together requests: [HTTPRequest], worker: ProfileWorker, answer: (Int, HTTPResponse) -> Void) {
-        if requests.first.map(Self.isProfileWrite) == true {
-            return respond(writingTogether: requests, worker: worker, answer: answer)
-        }
-        let members = ProfileListRequest(
-            mentions: requests.compactMap { request in
-                Self.cachedReadID(request).map { .init(id: $0, floor: (try? Self.readFloor(of: request)) ?? nil) }
-            }
-        ).members
-        // Each answer is timed from the start of the load it waited for.
-        worker.batchStarted = .now
-        defer { worker.batchStarted = nil }
-        worker.repository.loadingTogether(members) {
-            for (index, request) in requests.enumerated() { answer(index, respond(to: request, worker: worker)) }
-        }
-    }
 
     /// Several while the worker's requests are mostly profile reads and those mostly hit; one
     /// otherwise (writes, misses): a batch would give most of its requests back, and each would
@@ -79,54 +20,112 @@ extension ProfileResponder {
         worker.batchPolicy.readsDominate && worker.repository.prefersBatches ? Self.maxBatch : 1
     }
 
-    public func respond(to requests: [HTTPRequest], worker: ProfileWorker, answer: (Int, HTTPResponse) -> Void)
-        -> [Int]
-    {
-        answerHits(requests, worker: worker, answer: answer, fromCacheOnly: false) { _, _ in }
+    public func respond(
+        to batch: [BatchedRequest<ClassifiedRequest>], from origin: BatchOrigin, worker: ProfileWorker,
+        answer: (BatchedRequest<ClassifiedRequest>, HTTPResponse) -> Void
+    ) -> [[BatchedRequest<ClassifiedRequest>]] {
+        switch origin {
+        case .handedOn:
+            answerTogether(batch, worker: worker, answer: answer)
+            return []
+        case .queue where batch.count == 1:
+            answer(batch[0], respond(to: batch[0].request, batch[0].classified, worker: worker))
+            return []
+        case .queue, .lane:
+            return answerHits(batch, inLane: origin == .lane, worker: worker, answer: answer)
+        }
     }
 
-    /// The batch's hits, each answered as soon as it is ready; returns the positions of the
-    /// others. `left` sees the position and id of each read left, while its prefetched entry is
-    /// still known.
-    /// `fromCacheOnly` (the lane) leaves the reads of a node that failed the multi-get too, which
-    /// a worker's batch answers from PostgreSQL at once: the lane never waits on PostgreSQL.
+    /// Answers the batch's hits from one multi-get and returns what it hands on. In the lane, the
+    /// reads of a node that failed the multi-get are handed on too (a worker's batch answers them
+    /// from PostgreSQL at once): the lane never waits on PostgreSQL.
     private func answerHits(
-        _ requests: [HTTPRequest], worker: ProfileWorker, answer: (Int, HTTPResponse) -> Void, fromCacheOnly: Bool,
-        left noteLeft: (Int, Int64) -> Void
-    ) -> [Int] {
-        let ids = requests.map(Self.cachedReadID)
-        worker.batchStarted = .now
-        defer { worker.batchStarted = nil }
-        return worker.repository.prefetching(ids: ids.compactMap { $0 }) {
-            var left: [Int] = []
-            for (index, request) in requests.enumerated() {
-                // An unparsable min_version answers 400 at once, which is quick too. A floor
-                // (min_version, If-None-Match) above the prefetched entry goes back to be read alone.
-                let floor = (try? Self.readFloor(of: request)) ?? nil
-                if let id = ids[index], worker.repository.answersFromPrefetch(id: id, minVersion: floor),
-                    !fromCacheOnly || !worker.repository.failedInPrefetch(id: id)
-                {
-                    answer(index, respond(to: request, worker: worker))
-                } else {
-                    if let id = ids[index] { noteLeft(index, id) }
-                    left.append(index)
+        _ batch: [BatchedRequest<ClassifiedRequest>], inLane: Bool, worker: ProfileWorker,
+        answer: (BatchedRequest<ClassifiedRequest>, HTTPResponse) -> Void
+    ) -> [[BatchedRequest<ClassifiedRequest>]] {
+        let started = ContinuousClock.now
+        let entries = worker.repository.prefetch(ids: batch.compactMap(\.classified.read?.id))
+        var left: [BatchedRequest<ClassifiedRequest>] = []
+        var missing: [BatchedRequest<ClassifiedRequest>] = []
+        for member in batch {
+            guard let read = member.classified.read, let entry = entries[read.id] else {
+                left.append(member)
+                continue
+            }
+            if case .failed = entry, inLane {
+                left.append(member)
+            } else if entry.answers(minVersion: read.floor) {
+                let response = respond(
+                    to: member.request, member.classified, worker: worker, started: started, batched: .read(.prefetched(entry)))
+                answer(member, response)
+            } else if case .missing = entry, inLane {
+                missing.append(member)
+            } else {
+                // A floor above the entry: read alone.
+                left.append(member)
+            }
+        }
+        guard inLane else { return left.map { [$0] } }
+        var handedOn: [[BatchedRequest<ClassifiedRequest>]] = []
+        var updates: [BatchedRequest<ClassifiedRequest>] = []
+        for var member in left {
+            if case .write(var write) = member.classified.kind {
+                // Parsed here, once: the worker that answers it uses what this found.
+                _ = parsedWrite(&write, of: member.request)
+                member.classified = ClassifiedRequest(kind: .write(write))
+                if write.displayNameWrite != nil {
+                    updates.append(member)
+                    continue
                 }
             }
-            return left
+            handedOn.append([member])
         }
+        // The misses load together, the updates are made together: one group each.
+        for group in [missing, updates] where !group.isEmpty { handedOn.append(group) }
+        return handedOn
     }
 
-    /// Whether a request is a `GET` or `HEAD` under the profile route (what ``BatchPolicy`` counts).
-    static func isProfileRead(_ request: HTTPRequest) -> Bool {
-        (request.method == .get || request.method == .head) && request.path.hasPrefix(profilePathPrefix)
+    /// A batch another handed on: its reads memcached had no entry for load together (every
+    /// lease in one round trip, the rows in one query, every populate in one round trip, each id
+    /// under the single read's rules), its display-name updates are made together (one
+    /// statement, their write-throughs' round trips shared), and each request is answered from
+    /// what was done for it — or alone, when that was nothing.
+    private func answerTogether(
+        _ batch: [BatchedRequest<ClassifiedRequest>], worker: ProfileWorker,
+        answer: (BatchedRequest<ClassifiedRequest>, HTTPResponse) -> Void
+    ) {
+        guard batch.count > 1 else {
+            for member in batch { answer(member, respond(to: member.request, member.classified, worker: worker)) }
+            return
+        }
+        // Each answer is timed from the start of the work it waited for.
+        let started = ContinuousClock.now
+        var batched: [BatchedAnswer?] = Array(repeating: nil, count: batch.count)
+        let reads = batch.indices.compactMap { index in batch[index].classified.read.map { (index, $0) } }
+        if reads.count > 1 {
+            let loaded = worker.repository.loadTogether(reads.map { .init(id: $0.1.id, floor: $0.1.floor) })
+            for ((index, _), answer) in zip(reads, loaded) { batched[index] = answer.map { .read(.loaded($0)) } }
+        }
+        let writes = batch.indices.compactMap { index in batch[index].classified.displayNameWrite.map { (index, $0) } }
+        if writes.count > 1 {
+            let written = worker.repository.writeTogether(writes.map(\.1))
+            for ((index, _), outcome) in zip(writes, written) { batched[index] = outcome.map { .write($0) } }
+        }
+        for (member, outcome) in zip(batch, batched) {
+            answer(member, respond(to: member.request, member.classified, worker: worker, started: started, batched: outcome))
+        }
+    }
+}
+
+extension ClassifiedRequest {
+    /// The profile read it is, if one.
+    var read: ProfileRead? {
+        if case .read(let read) = kind { read } else { nil }
     }
 
-    /// The id a request reads from the cache: `GET` or `HEAD` of a profile (not its event stream).
-    static func cachedReadID(_ request: HTTPRequest) -> Int64? {
-        guard isProfileRead(request), !request.path.hasSuffix(eventsSuffix), !acceptsEventStream(request) else {
-            return nil
-        }
-        return try? profileID(from: request.path)
+    /// The display-name update its parsed body asks for, if one.
+    var displayNameWrite: DisplayNameWrite? {
+        if case .write(let write) = kind { write.displayNameWrite } else { nil }
     }
 }
 

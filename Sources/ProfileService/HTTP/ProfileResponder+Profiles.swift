@@ -1,18 +1,18 @@
 import HTTP1
 
 extension ProfileResponder {
-    /// `GET /users/profile/{id}[?min_version=N]`, honouring `If-None-Match`.
-    func getProfile(_ request: HTTPRequest, worker: ProfileWorker) throws(Problem) -> HTTPResponse {
-        try authorizeRead(request)
-        let id = try Self.profileID(from: request.path)
-        let floor = try Self.readFloor(of: request)
+    /// `GET /users/profile/{id}[?min_version=N]`, honouring `If-None-Match`: `read` is what its
+    /// head asked (authorized), `batched` what its batch learned of the id for it.
+    func getProfile(
+        _ read: ProfileRead, _ request: HTTPRequest, worker: ProfileWorker, batched: ProfileRepository.BatchedRead?
+    ) throws(Problem) -> HTTPResponse {
         let representation: ProfileRepository.Representation?
         do {
-            representation = try worker.repository.read(id: id, minVersion: floor)
+            representation = try worker.repository.read(id: read.id, minVersion: read.floor, batched: batched)
         } catch {
             throw Self.problem(for: error)
         }
-        guard let representation else { throw .notFound(id) }
+        guard let representation else { throw .notFound(read.id) }
         var headers: HTTPHeaders = [
             "ETag": representation.entityTag,
             "Cache-Control": "no-cache",
@@ -28,16 +28,19 @@ extension ProfileResponder {
     }
 
     /// `PUT /users/profile/{id}`: an optimistic update, or a creation with `If-None-Match: *`
-    /// or `"version": 0`.
-    func putProfile(_ request: HTTPRequest, worker: ProfileWorker) throws(Problem) -> HTTPResponse {
-        let id = try Self.profileID(from: request.path)
-        try authorizeWrite(request, id: id)
-        let write = try Self.writeRequest(of: request)
+    /// or `"version": 0`. `write` is what its head asked (authorized), `madeTogether` what its
+    /// batch made of it with others' writes.
+    func putProfile(
+        _ write: inout ProfileWrite, _ request: HTTPRequest, worker: ProfileWorker,
+        madeTogether: ProfileRepository.WrittenTogether?
+    ) throws(Problem) -> HTTPResponse {
+        let id = write.id
+        let parsed = try parsedWrite(&write, of: request).get()
         do {
-            switch write {
+            switch parsed {
             case .update(let displayName, let expectedVersion):
                 switch try worker.repository.updateDisplayName(
-                    id: id, to: displayName, expectedVersion: expectedVersion)
+                    id: id, to: displayName, expectedVersion: expectedVersion, madeTogether: madeTogether)
                 {
                 case .updated(let profile):
                     liveUpdates?.publish(profile)

@@ -10,6 +10,7 @@ import Synchronization
 /// counted in ``ServiceMetrics`` and, when configured, logged as one access line (``AccessLog``).
 public struct ProfileResponder: HTTPResponder {
     public typealias Worker = ProfileWorker
+    public typealias Classified = ClassifiedRequest
 
     public static let profilePathPrefix = Route.profilePathPrefix
     static let eventsSuffix = Route.eventsSuffix
@@ -46,16 +47,20 @@ public struct ProfileResponder: HTTPResponder {
     /// The live updates this instance serves and feeds; without it the event stream is 404.
     let liveUpdates: ProfileUpdateHub?
     let logger: Logger
+    /// Counts what the request path parses, for a test (``ParseCounts``); nil in production.
+    let parseCounts: ParseCounts?
 
     /// - Parameters:
     ///   - authorization: who may read and write profiles; checked before anything else of a request.
     ///   - liveUpdates: the event streams' hub; successful writes are published to it.
+    ///   - parseCounts: counts what the request path parses (tests).
     ///   - makeWorker: builds a worker's resources; called once on each worker thread.
     public init(
         lifecycle: ServiceLifecycle, authorization: ProfileAuthorization, observability: Observability = Observability(),
         liveUpdates: ProfileUpdateHub? = nil, clientIdentity: ClientIdentity = ClientIdentity(), logger: Logger,
-        makeWorker: @escaping @Sendable (Int) throws -> ProfileWorker
+        parseCounts: ParseCounts? = nil, makeWorker: @escaping @Sendable (Int) throws -> ProfileWorker
     ) {
+        self.parseCounts = parseCounts
         self.makeWorkerBody = makeWorker
         self.lifecycle = lifecycle
         self.observability = observability
@@ -70,10 +75,27 @@ public struct ProfileResponder: HTTPResponder {
         try makeWorkerBody(index)
     }
 
+    /// Classifies `request` (its body included) and answers it, as a worker answers one request
+    /// taken alone: for tests and tools that call the responder without a server.
     public func respond(to request: HTTPRequest, worker: ProfileWorker) -> HTTPResponse {
-        let started = worker.batchStarted ?? ContinuousClock.now
-        worker.batchPolicy.record(profileRead: Self.isProfileRead(request))
-        var (response, route) = self.route(request, worker: worker)
+        let classified: ClassifiedRequest
+        switch classify(head: request, bodyFollows: false) {
+        case .accept(let value, _): classified = value
+        case .refuse(let refusal): return refusal
+        }
+        return respond(to: request, classified, worker: worker)
+    }
+
+    /// Answers one request with what its batch learned for it (nothing when taken alone).
+    ///
+    /// - Parameter started: when the work it waited for began (a batch's round trip, a load):
+    ///   its logged duration counts from there.
+    func respond(
+        to request: HTTPRequest, _ classified: ClassifiedRequest, worker: ProfileWorker, started: ContinuousClock.Instant = .now,
+        batched: BatchedAnswer? = nil
+    ) -> HTTPResponse {
+        worker.batchPolicy.record(profileRead: classified.isProfileRead)
+        var (response, route) = self.route(request, classified, worker: worker, batched: batched)
         let requestID = RequestID.accepting(request.headers["X-Request-ID"])
         response.headers.replaceOrAdd(name: "X-Request-ID", value: requestID)
         let duration = ContinuousClock.now - started
@@ -85,50 +107,47 @@ public struct ProfileResponder: HTTPResponder {
     }
 
     /// The answer and its route (nil: none matched).
-    private func route(_ request: HTTPRequest, worker: ProfileWorker) -> (HTTPResponse, Route?) {
-        let path = request.path
-        guard let route = Route(path: path), route != .metrics || observability.renderMetrics != nil else {
-            return (Problem(.noSuchRoute, detail: "no route for \(path.prefix(200))").response, nil)
+    private func route(
+        _ request: HTTPRequest, _ classified: ClassifiedRequest, worker: ProfileWorker, batched: BatchedAnswer?
+    ) -> (HTTPResponse, Route?) {
+        switch classified.kind {
+        case .refused(let problem, let route):
+            return (problem.response, route)
+        case .unauthorizedWrite(let problem):
+            return (problem.response, .profile)
+        case .read(let read):
+            let outcome: ProfileRepository.BatchedRead? = if case .read(let outcome)? = batched { outcome } else { nil }
+            return (handle { () throws(Problem) in try getProfile(read, request, worker: worker, batched: outcome) }, .profile)
+        case .write(var write):
+            let together: ProfileRepository.WrittenTogether? = if case .write(let written)? = batched { written } else { nil }
+            return (handle { () throws(Problem) in try putProfile(&write, request, worker: worker, madeTogether: together) }, .profile)
+        case .route(let route):
+            return (answer(request, route: route, worker: worker), route)
         }
-        guard route.methods.contains(request.method) else {
-            return (Self.methodNotAllowed(route), route)
-        }
-        do throws(Problem) {
-            try Self.refuseDuplicateAuthorization(request)
-        } catch {
-            return (error.response, route)
-        }
+    }
+
+    /// The answer of a route that takes nothing parsed on the loop.
+    private func answer(_ request: HTTPRequest, route: Route, worker: ProfileWorker) -> HTTPResponse {
         switch route {
         case .health:
-            return (Self.uncached(Self.json(.ok, #"{"status":"ok"}"#)), route)
+            return Self.uncached(Self.json(.ok, #"{"status":"ok"}"#))
         case .readiness:
-            return (Self.uncached(readiness(worker: worker)), route)
+            return Self.uncached(readiness(worker: worker))
         case .metrics:
             observability.metrics.sampleGauges()
             let body = observability.renderMetrics?() ?? []
-            return (
-                Self.uncached(
-                    HTTPResponse(
-                        status: .ok, headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"], body: body)),
-                route
-            )
+            return Self.uncached(
+                HTTPResponse(status: .ok, headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"], body: body))
         case .profileEvents:
-            let profilePath = String(path.dropLast(Self.eventsSuffix.count))
-            return (handle { () throws(Problem) in try openEventStream(request, path: profilePath, worker: worker) }, route)
+            let profilePath = String(request.path.dropLast(Self.eventsSuffix.count))
+            return handle { () throws(Problem) in try openEventStream(request, path: profilePath, worker: worker) }
         case .profiles:
-            return (handle { () throws(Problem) in try getProfiles(request, worker: worker) }, route)
+            return handle { () throws(Problem) in try getProfiles(request, worker: worker) }
         case .profilesEvents:
-            return (handle { () throws(Problem) in try openListEventStream(request, worker: worker) }, route)
+            return handle { () throws(Problem) in try openListEventStream(request, worker: worker) }
         case .profile:
-            let response =
-                if request.method == .put {
-                    handle { () throws(Problem) in try putProfile(request, worker: worker) }
-                } else if request.method == .get, Self.acceptsEventStream(request) {
-                    handle { () throws(Problem) in try openEventStream(request, path: path, worker: worker) }
-                } else {
-                    handle { () throws(Problem) in try getProfile(request, worker: worker) }
-                }
-            return (response, route)
+            // Classified as neither a read nor a write: a `GET` that asks for the event stream.
+            return handle { () throws(Problem) in try openEventStream(request, path: request.path, worker: worker) }
         }
     }
 
@@ -151,8 +170,8 @@ public struct ProfileResponder: HTTPResponder {
         HTTPResponse(status: status, headers: ["Content-Type": "application/json"], body: Array(text.utf8))
     }
 
-    static func methodNotAllowed(_ route: Route) -> HTTPResponse {
+    static func methodNotAllowedProblem(_ route: Route) -> Problem {
         let allowed = route.allowHeader
-        return Problem(.methodNotAllowed, detail: "allowed methods: \(allowed)", headers: ["Allow": allowed]).response
+        return Problem(.methodNotAllowed, detail: "allowed methods: \(allowed)", headers: ["Allow": allowed])
     }
 }

@@ -17,9 +17,6 @@ public final class ProfileWorker {
     var accessLogLine: LogLine?
     /// Whether this worker takes queued requests in batches (``ProfileResponder/batchLimit(worker:)``).
     var batchPolicy = BatchPolicy()
-    /// When the batch being answered began: a request answered in it is timed from there, so its
-    /// logged duration includes the multi-get and the answers before it.
-    var batchStarted: ContinuousClock.Instant?
     private let closeConnections: () -> Void
 
     /// - Parameter closeConnections: closes what the worker owns; run when the worker is

@@ -1,0 +1,94 @@
+import Foundation
+import HTTP1
+import HTTPServer
+import Logging
+import ProfileAuth
+import ProfileService
+import ProfileServiceTesting
+import TestSupport
+import Testing
+
+/// A request is classified once, on its loop (docs/design.md §6): through the whole server —
+/// two loops, the batch lane, workers' batches, misses loaded together, updates made together —
+/// each read's path and floor are parsed once, each write's path and body once, and each token
+/// is verified once.
+@Suite struct ParseOnceTests {
+    @Test func everyRequestIsParsedAndVerifiedOnce() throws {
+        let secretFile = FileManager.default.temporaryDirectory.appendingPathComponent("parse-once-\(UUID()).secret")
+        try Data(repeating: UInt8(ascii: "p"), count: 48).write(to: secretFile)
+        defer { try? FileManager.default.removeItem(at: secretFile) }
+        let verifier = try TokenVerifier(configuration: AuthConfiguration(key: .secretFile(secretFile.path)))
+        let minter = try TokenMinter(secretFile: secretFile.path)
+        let backends = try InMemoryBackends()
+        let profiles = try (0..<12).map { _ in try backends.seed() }
+
+        var logger = Logger(label: "parse-once")
+        logger.logLevel = .critical
+        let counts = ParseCounts()
+        let shared = ProfileCacheShared()
+        let responder = ProfileResponder(
+            lifecycle: ServiceLifecycle(), authorization: .required(verifier, forReads: true), logger: logger,
+            parseCounts: counts
+        ) { [logger] _ in
+            ProfileWorker(
+                store: InMemoryBackends.database.store(), cache: InMemoryBackends.cluster.client(), shared: shared,
+                logger: logger)
+        }
+        var configuration = HTTPServerConfiguration()
+        configuration.port = 0
+        configuration.eventLoopCount = 2
+        configuration.workerCount = 2
+        configuration.batchWorkerCount = 2
+        let server = HTTPServer(configuration: configuration, responder: responder, logger: logger)
+        let port = try server.start()
+        defer {
+            server.shutdown()
+            server.waitUntilStopped()
+        }
+
+        func get(_ profile: Profile, floor: Int32) -> String {
+            "GET /users/profile/\(profile.id)?min_version=\(floor) HTTP/1.1\r\nHost: t\r\n"
+                + "Authorization: Bearer \(minter.token(subject: "reader"))\r\n\r\n"
+        }
+        func put(_ profile: Profile, name: String) -> String {
+            let body = #"{"display_name":"\#(name)","version":1}"#
+            return "PUT /users/profile/\(profile.id) HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                + "Authorization: Bearer \(minter.token(subject: String(profile.id)))\r\n"
+                + "Content-Length: \(body.utf8.count)\r\n\r\n\(body)"
+        }
+        // Each client pipelines its requests in one write, so the loops hand them on together and
+        // the lane takes them in batches: misses first (loaded together), then hits.
+        let clients = try (0..<4).map { _ in try HTTPTestClient(port: port) }
+        var sent = [0, 0, 0, 0]
+        for round in 0..<2 {
+            for (index, client) in clients.enumerated() {
+                let mine = profiles.enumerated().filter { $0.offset % clients.count == index }.map(\.element)
+                try client.send(mine.map { get($0, floor: 1) }.joined())
+                sent[index] += mine.count
+                _ = round
+            }
+        }
+        for (index, client) in clients.enumerated() {
+            for _ in 0..<sent[index] { #expect(try client.readResponse().status == 200) }
+        }
+        let reads = sent.reduce(0, +)
+        // Updates, pipelined too: the lane hands them on as groups made together.
+        for (index, client) in clients.enumerated() {
+            let mine = profiles.enumerated().filter { $0.offset % clients.count == index }.map(\.element)
+            try client.send(mine.map { put($0, name: "Once \($0.id)") }.joined())
+        }
+        for (index, client) in clients.enumerated() {
+            for _ in 0..<(sent[index] / 2) {
+                let response = try client.readResponse()
+                #expect(response.status == 200, "\(response.bodyText)")
+            }
+        }
+        let writes = profiles.count
+
+        #expect(counts.paths == reads + writes, "one path parse per request")
+        #expect(counts.floors == reads, "one floor parse per read")
+        #expect(counts.bodies == writes, "one body parse per write")
+        #expect(counts.tokens == reads + writes, "one token verification per request")
+        #expect(shared.statistics.count(.hit) > 0 && shared.statistics.count(.miss) > 0, "hits and misses both ran")
+    }
+}
