@@ -288,7 +288,7 @@ write_standby_delay() {
 }
 
 start_standby() {
-    local systemid old delay minimums i
+    local systemid old delay minimums i log_size
     if ! [[ $standby_delay =~ ^[0-9]+$ ]]; then
         log "PROFILE_PG_STANDBY_DELAY_MS must be a whole number of milliseconds (now $standby_delay)"
         return 1
@@ -303,6 +303,11 @@ start_standby() {
         old=$(standby_system_id)
         if [ "$old" != "$systemid" ]; then
             log "the primary was initialised again (system identifier $systemid, the standby's $old): a new base backup"
+            stop_standby
+            rm -rf "$standby_data"
+        elif [ "$(standby_sql "SELECT status FROM pg_stat_wal_receiver")" != streaming ] &&
+            tail -c 4096 "$standby_log" 2>/dev/null | grep -q "has already been removed"; then
+            log "the standby runs but cannot stream: the primary no longer has its WAL; a new base backup"
             stop_standby
             rm -rf "$standby_data"
         else
@@ -346,6 +351,7 @@ start_standby() {
          ('max_connections', 'max_worker_processes', 'max_wal_senders', 'max_prepared_transactions',
           'max_locks_per_transaction')")
     log "starting postgres standby of 127.0.0.1:$pg_port on 127.0.0.1:$standby_port (recovery_min_apply_delay ${standby_delay}ms)"
+    log_size=$(stat -c %s "$standby_log" 2>/dev/null || echo 0)
     start_past_closed_connections "$standby_port" "postgres standby" "$standby_log" \
         "PROFILE_PG_STANDBY_PORT=<port> (now $standby_port)" \
         as_postgres "$(pg_bin pg_ctl)" -D "$standby_data" -l "$standby_log" -w -t 120 start -o \
@@ -353,6 +359,17 @@ start_standby() {
          -c hot_standby=on -c fsync=off -c shared_buffers=32MB $minimums" >/dev/null 2>&1 || return 1
     for i in $(seq 1 300); do
         [ "$(standby_sql "SELECT status FROM pg_stat_wal_receiver")" = streaming ] && return 0
+        # The primary recycled the WAL the standby would resume from (the check above reads the
+        # standby's newest segment, which may be one it had only begun): a new base backup, once.
+        if [ -z "${standby_retaken:-}" ] && tail -c +$((log_size + 1)) "$standby_log" 2>/dev/null |
+            grep -q "has already been removed"; then
+            log "the primary no longer has the WAL the standby resumes from: a new base backup"
+            standby_retaken=1
+            stop_standby
+            rm -rf "$standby_data"
+            start_standby
+            return
+        fi
         sleep 0.2
     done
     log "the standby accepts connections but does not stream from 127.0.0.1:$pg_port; see $standby_log"

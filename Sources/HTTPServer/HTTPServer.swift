@@ -21,9 +21,11 @@ import Synchronization
 ///
 /// A keep-alive response on a connection with nothing else pending is `send` by the worker itself
 /// (see ``Handoff``); only a partial write, a close, or a connection the loop is waiting on goes
-/// back through the mailbox. A worker may take several queued requests at once when its responder
-/// asks for it (``HTTPResponder/batchLimit(worker:)``); what the batch leaves goes back to the
-/// front of the queue to be answered alone.
+/// back through the mailbox. A request is classified once, on its loop
+/// (``HTTPResponder/classify(head:bodyFollows:)``), and goes to the loop's batch lane or to the
+/// workers with what the responder made of it. Workers answer batches — one request, up to
+/// ``HTTPResponder/batchLimit(worker:)``, or all the lane has queued — and what a batch hands on
+/// goes to the front of the queue, each group to one worker (``BatchOrigin``).
 ///
 /// ```swift
 /// let server = HTTPServer(configuration: config, responder: router, logger: logger)

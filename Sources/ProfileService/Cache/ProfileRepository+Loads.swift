@@ -73,6 +73,27 @@ extension ProfileRepository {
         return answers
     }
 
+    /// What one store of ``storeConfirming(_:)`` came to.
+    struct StoreConfirmation {
+        /// The bytes read back are the bytes it stored.
+        let landed: Bool
+        /// The key as read back after the store.
+        let readBack: MemcachedItem?
+    }
+
+    /// Sends `stores` (`cas`es) in one round trip and reads every key back after them: a store
+    /// landed exactly when the bytes read back are the bytes it stored — no other write can leave
+    /// those bytes there, since a version names one content (§2.5). One confirmation per store, in
+    /// their order; a failed round trip says nothing of any (whether each landed is unknown).
+    func storeConfirming(_ stores: [MemcachedStore]) -> Result<[StoreConfirmation], MemcachedError> {
+        cache.casAndGet(many: stores, flags: 0).map { readBack in
+            stores.map { store in
+                let item = readBack[store.key]
+                return StoreConfirmation(landed: item?.value == store.value, readBack: item)
+            }
+        }
+    }
+
     /// One id of a load: its lease, and what its read came to for the followers of its flight.
     struct Load {
         let id: Int64
@@ -137,10 +158,10 @@ extension ProfileRepository {
             stores.append(
                 MemcachedStore(key: load.key, value: value, expiration: configuration.jitteredTTLSeconds(using: &random), cas: leaseCAS))
         }
-        let readBack: [String: MemcachedItem]
-        switch cache.casAndGet(many: stores, flags: 0) {
-        case .success(let items):
-            readBack = items
+        let confirmed: [StoreConfirmation]
+        switch storeConfirming(stores) {
+        case .success(let confirmations):
+            confirmed = confirmations
         case .failure(let error):
             statistics.record(.error)
             logger.debug("cache populates failed", metadata: ["error": "\(error)"])
@@ -150,13 +171,13 @@ extension ProfileRepository {
             }
             return
         }
-        for (index, store) in zip(leased, stores) {
+        for (index, confirmation) in zip(leased, confirmed) {
             let load = loads[index]
-            let landed = readBack[store.key]?.value == store.value
+            let landed = confirmation.landed
             statistics.record(landed ? .populateStored : .populateLost)
             if !landed {
                 // What was read back is the key after the populate: settle from it, no look of its own.
-                let lookup: MemcachedGetResult = readBack[store.key].map { .hit($0) } ?? .miss
+                let lookup: MemcachedGetResult = confirmation.readBack.map { .hit($0) } ?? .miss
                 settle(answering: rows[load.id], id: load.id, key: load.key, seenCAS: nil, lookup: lookup)
             }
             if let row = rows[load.id] {

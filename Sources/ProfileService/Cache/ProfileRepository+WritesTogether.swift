@@ -142,10 +142,10 @@ extension ProfileRepository {
             stores.append((id, store(row, key: look.key, cas: leaseCAS)))
         }
         guard !stores.isEmpty else { return }
-        switch cache.casAndGet(many: stores.map(\.store), flags: 0) {
-        case .success(let readBack):
-            for (id, store) in stores {
-                if readBack[store.key]?.value == store.value {
+        switch storeConfirming(stores.map(\.store)) {
+        case .success(let confirmations):
+            for ((id, _), confirmation) in zip(stores, confirmations) {
+                if confirmation.landed {
                     statistics.record(.writeThroughStored)
                     writtenTogether[id]?.writtenThrough = true
                 } else {
