@@ -101,15 +101,23 @@ extension ProfileResponder {
         // Each answer is timed from the start of the work it waited for.
         let started = ContinuousClock.now
         var batched: [BatchedAnswer?] = Array(repeating: nil, count: batch.count)
-        let reads = batch.indices.compactMap { index in batch[index].classified.read.map { (index, $0) } }
+        let reads = batch.indices.filter { batch[$0].classified.read != nil }
         if reads.count > 1 {
-            let loaded = worker.repository.loadTogether(reads.map { .init(id: $0.1.id, floor: $0.1.floor) })
-            for ((index, _), answer) in zip(reads, loaded) { batched[index] = answer.map { .read(.loaded($0)) } }
+            let members = reads.map { index in
+                let read = batch[index].classified.read!  // filtered above
+                return ProfileListRequest.Member(id: read.id, floor: read.floor)
+            }
+            let loaded = worker.repository.loadTogether(members)
+            for position in reads.indices {
+                if let answer = loaded[position] { batched[reads[position]] = .read(.loaded(answer)) }
+            }
         }
-        let writes = batch.indices.compactMap { index in batch[index].classified.displayNameWrite.map { (index, $0) } }
+        let writes = batch.indices.filter { batch[$0].classified.displayNameWrite != nil }
         if writes.count > 1 {
-            let written = worker.repository.writeTogether(writes.map(\.1))
-            for ((index, _), outcome) in zip(writes, written) { batched[index] = outcome.map { .write($0) } }
+            let written = worker.repository.writeTogether(writes.map { batch[$0].classified.displayNameWrite! })  // filtered above
+            for position in writes.indices {
+                if let outcome = written[position] { batched[writes[position]] = .write(outcome) }
+            }
         }
         for (member, outcome) in zip(batch, batched) {
             answer(member, respond(to: member.request, member.classified, worker: worker, started: started, batched: outcome))
