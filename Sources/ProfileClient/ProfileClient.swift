@@ -171,6 +171,26 @@ public final class ProfileClient: Sendable {
         }
     }
 
+    /// Deletes profile `id` (its owner's token, or an administrator's); with `expectedVersion`,
+    /// only that version (``ProfileClientError/conflict(current:)`` otherwise). Afterwards the
+    /// client shows it deleted (``ProfileEvent/deleted``); a 404 means it was gone already
+    /// (``ProfileClientError/notFound``), which the client shows the same way.
+    public func delete(id: Int64, expectedVersion: Int32? = nil) async throws(ProfileClientError) {
+        let headers = expectedVersion.map { ["If-Match": "\"\($0)\""] } ?? [:]
+        let response = try await send(method: "DELETE", path: "/users/profile/\(id)", body: nil, isRead: false, headers: headers)
+        switch response.status {
+        case 204:
+            await cache.didLearnMissing(id: id)
+        case 404:
+            await cache.didLearnMissing(id: id)
+            throw .notFound
+        default:
+            let error = Self.error(for: response)
+            if case .conflict(let current) = error { await cache.didFetch(current) }
+            throw error
+        }
+    }
+
     /// Every event of `id`: its state now (the latest profile the client knows, or `deleted`),
     /// then each change this client makes or learns of — fetches, writes, optimistic edits and
     /// their rollbacks, and every version committed anywhere (from the service's event stream,

@@ -191,6 +191,36 @@ public enum CacheProtocolScenarios {
     }
 }
 
+extension CacheProtocolScenarios {
+    /// The stale-set race with a deletion (`DELETE /users/profile/{id}`): a reader read the row
+    /// before the deletion and populates after it. The deletion took the reader's lease with the
+    /// entry, so the populate does not land, and the profile does not come back.
+    public static func aReadFromBeforeADeletionDoesNotBringTheProfileBack<Backends: RepositoryBackends>(
+        _: Backends.Type
+    ) throws {
+        let race = try StaleSetRace<Backends>()
+        let id = race.written.id
+        let shared = race.shared
+        let answered = Mutex<Int32?>(nil)
+        race.gate.arm(id)
+        let reader = TestThread {
+            let readerBackends = try! Backends()
+            defer { withExtendedLifetime(readerBackends) {} }
+            let read = try? readerBackends.repository(shared, cache: nil).read(id: id)
+            answered.withLock { $0 = read?.version }
+        }
+        race.gate.waitUntilPaused()
+        let deleter = race.backends.repository(shared, cache: nil)
+        #expect(try deleter.delete(id: id, expectedVersion: nil) == .deleted(version: 1))
+        race.gate.release()
+        reader.join()
+        #expect(answered.withLock { $0 } == 1, "the read began before the deletion: version 1 is a fair answer")
+        #expect((race.cachedVersion(id) ?? 0) == 0, "the late populate must not land")
+        #expect(try race.backends.repository(shared, cache: nil).read(id: id) == nil, "404 after the deletion")
+        #expect(try race.backends.repository(shared, cache: nil).read(id: id, minVersion: 1) == nil)
+    }
+}
+
 /// Monotonic reads (docs/design.md §2.9): once any request was answered version N, no request
 /// that begins after that answer is answered anything older — whoever asks, through whichever
 /// instance. Each scenario forces one interleaving in which a row read from PostgreSQL was

@@ -33,6 +33,10 @@ open class ForwardingProfileStore: ProfileStore {
         try base.updateDisplayNames(writes)
     }
 
+    open func delete(id: Int64, expectedVersion: Int32?) throws(ProfileStoreError) -> ProfileDeleteOutcome {
+        try base.delete(id: id, expectedVersion: expectedVersion)
+    }
+
     open func create(id: Int64, username: String, displayName: String) throws(ProfileStoreError) -> Profile {
         try base.create(id: id, username: username, displayName: displayName)
     }

@@ -32,6 +32,15 @@ public final class InMemoryDatabase: Sendable {
             commit(write.id, updated)
             return .updated(updated)
         }
+
+        /// The deletion, at the expected version if one is given; the tombstone keeps the version.
+        mutating func delete(id: Int64, expectedVersion: Int32?) -> ProfileDeleteOutcome {
+            guard let current = rows[id] else { return .notFound }
+            if let expectedVersion, current.version != expectedVersion { return .versionMismatch(current: current) }
+            tombstones[id] = max(tombstones[id] ?? 0, current.version)
+            commit(id, nil)
+            return .deleted(version: current.version)
+        }
     }
 
     private let state = Mutex(State())
@@ -49,12 +58,7 @@ public final class InMemoryDatabase: Sendable {
 
     /// Deletes a row behind the service's back, as `DELETE` in SQL would (a tombstone keeps its version).
     public func delete(id: Int64) {
-        state.withLock { state in
-            if let row = state.rows[id] {
-                state.tombstones[id] = row.version
-                state.commit(id, nil)
-            }
-        }
+        state.withLock { state in _ = state.delete(id: id, expectedVersion: nil) }
     }
 
     static func timestamp() -> String {
@@ -105,6 +109,12 @@ public final class InMemoryProfileStore: ProfileStore {
     {
         try database.withState { (state: inout InMemoryDatabase.State) throws(ProfileStoreError) -> ProfileUpdateOutcome in
             state.update(DisplayNameWrite(id: id, displayName: displayName, expectedVersion: expectedVersion))
+        }
+    }
+
+    public func delete(id: Int64, expectedVersion: Int32?) throws(ProfileStoreError) -> ProfileDeleteOutcome {
+        try database.withState { (state: inout InMemoryDatabase.State) throws(ProfileStoreError) -> ProfileDeleteOutcome in
+            state.delete(id: id, expectedVersion: expectedVersion)
         }
     }
 

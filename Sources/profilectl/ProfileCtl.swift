@@ -16,7 +16,7 @@ struct ProfileCtl: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "profilectl",
         abstract: "Read, update and watch profiles of profile-service.",
-        subcommands: [Get.self, Put.self, Watch.self])
+        subcommands: [Get.self, Put.self, Delete.self, Watch.self])
 
     /// Options of every subcommand.
     struct Connection: ParsableArguments {
@@ -155,6 +155,29 @@ extension ProfileCtl {
                 let expected: Int32
                 if let version { expected = version } else { expected = try await client.fetch(id: id).version }
                 ProfileCtl.print(try await client.updateDisplayName(id: id, to: displayName, expectedVersion: expected))
+            } catch {
+                throw ProfileCtl.fail(error)
+            }
+        }
+    }
+
+    struct Delete: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Delete a profile (its owner's token, or an administrator's); prints nothing.",
+            discussion: "An id no profile has is reported on standard error; the exit status is then 1.")
+
+        @OptionGroup var connection: Connection
+        @Argument(help: "The profile id.") var id: Int64
+        @Option(help: "Delete only at this version (409 otherwise).") var version: Int32?
+
+        func validate() throws {
+            guard id > 0 else { throw ValidationError("profile ids are positive integers") }
+            if let version, version < 1 { throw ValidationError("--version must be at least 1") }
+        }
+
+        func run() async throws {
+            do {
+                try await connection.makeClient().delete(id: id, expectedVersion: version)
             } catch {
                 throw ProfileCtl.fail(error)
             }

@@ -34,6 +34,10 @@ import TestSupport
         try CacheProtocolScenarios.lateReaderDoesNotOverwriteTheWritersVersion(InMemoryBackends.self)
     }
 
+    @Test func aReadFromBeforeADeletionDoesNotBringTheProfileBack() throws {
+        try CacheProtocolScenarios.aReadFromBeforeADeletionDoesNotBringTheProfileBack(InMemoryBackends.self)
+    }
+
     @Test func aLateRecordOfAbsenceDoesNotHideACreation() throws {
         let gate = ReaderGate()
         let shared = ProfileCacheShared(hooks: .init(afterDatabaseRead: gate.pause))

@@ -51,4 +51,22 @@ import TestSupport
         #expect(partly.standardOutput.split(separator: "\n").count == 1)
         #expect(partly.standardError.contains("not found: \(absent)"), "\(partly.standardError)")
     }
+
+    @Test func deleteRemovesTheProfileAndExitsWithOneWhenItIsGoneAlready() throws {
+        let service = try ServiceProcess()
+        defer { _ = service.terminate() }
+        let id = Int64.random(in: 1_000_000_000...9_000_000_000_000_000)
+        try service.createProfile(id, usernamePrefix: "cd")
+        let profilectl = ServiceProcess.executable.deletingLastPathComponent().appendingPathComponent("profilectl")
+        let token = String(ServiceProcess.bearer(String(id))["Authorization"]?.dropFirst("Bearer ".count) ?? "")
+        let arguments = ["delete", String(id), "--url", service.baseURL, "--token", token]
+        let stale = try TestProcess.run(profilectl, arguments + ["--version", "2"])
+        #expect(stale.status == 1 && stale.standardError.contains("conflict"), "\(stale.standardError)")
+        let deleted = try TestProcess.run(profilectl, arguments)
+        #expect(deleted.status == 0, "\(deleted.standardError)")
+        #expect(deleted.standardOutput.isEmpty)
+        #expect(try Curl.request("\(service.baseURL)/users/profile/\(id)").status == 404)
+        let again = try TestProcess.run(profilectl, arguments)
+        #expect(again.status == 1 && again.standardError.contains("not found"), "\(again.standardError)")
+    }
 }

@@ -30,6 +30,10 @@ import Testing
         try CacheProtocolScenarios.writesMadeTogetherAnswerEachAsAlone(IntegrationBackends.self)
     }
 
+    @Test func aReadFromBeforeADeletionDoesNotBringTheProfileBack() throws {
+        try CacheProtocolScenarios.aReadFromBeforeADeletionDoesNotBringTheProfileBack(IntegrationBackends.self)
+    }
+
     @Test func aLateReaderDoesNotOverwriteAVersionWrittenTogether() throws {
         try CacheProtocolScenarios.aLateReaderDoesNotOverwriteAVersionWrittenTogether(IntegrationBackends.self)
     }

@@ -299,7 +299,7 @@ def service_answers_conform_to_openapi():
       - the status each request calls for, not just a documented one: 304 for a matching
         If-None-Match, 412 for a disagreeing If-Match, 428 for an update naming no version, 413
         for an oversized body, 415, 409 for a stale version (with the current version in its body)
-        and for a second create, 201 with its Location;
+        and for a second create, 201 with its Location, 204 for a deletion and 404 for a second;
       - the documents of those answers, which generated requests meet by chance if at all;
       - paths openapi.yaml does not list (schemathesis only calls documented paths): a 404 that
         conforms to components.responses.NotFound;
@@ -320,7 +320,7 @@ def service_answers_conform_to_openapi():
             ("GET", "/users/profile/abc", None, {}, 400),
             ("GET", "/users/profile/007", None, {}, 400),
             ("GET", f"/users/profile/{one}?min_version=0", None, {}, 400),
-            ("DELETE", f"/users/profile/{one}", None, {}, 405),
+            ("POST", f"/users/profile/{one}", None, {}, 405),
             ("POST", "/healthz", None, {}, 405),
             ("GET", "/no/such/route", None, {}, 404),
             ("PUT", f"/users/profile/{one}", b'{"display_name":"","version":1}', json_headers, 422),
@@ -338,6 +338,10 @@ def service_answers_conform_to_openapi():
             ("PUT", f"/users/profile/{new}", json.dumps({"username": f"deploy_d_{fixture.tag}",
                                                          "display_name": "Deploy D"}).encode(),
              {**json_headers, "If-None-Match": "*"}, 409),
+            ("DELETE", f"/users/profile/{new}", None, {"If-Match": '"7"'}, 409),
+            ("DELETE", f"/users/profile/{new}", None, {"If-Match": "7"}, 400),
+            ("DELETE", f"/users/profile/{new}", None, {}, 204),
+            ("DELETE", f"/users/profile/{new}", None, {}, 404),
             ("GET", "/healthz", None, {}, 200),
             ("HEAD", "/healthz", None, {}, 200),
             ("GET", "/readyz", None, {}, 200),
@@ -352,7 +356,8 @@ def service_answers_conform_to_openapi():
                 allowed = spec.doc["paths"]["/users/profile/{id}" if "profile" in path else path]["x-unsupported-methods"]["allowed"]
                 assert [a.strip() for a in response_headers["allow"].split(",")] == allowed, response_headers["allow"]
             if status == 409 and b"version-conflict" in data:
-                assert json.loads(data)["current"]["version"] == 2
+                # `one` was updated to 2 above; `new` is deleted at 1.
+                assert json.loads(data)["current"]["version"] == (1 if method == "DELETE" else 2), data
             if status == 201:
                 assert response_headers["location"] == f"/users/profile/{new}"
         print(f"      {len(cases)} requests: statuses, headers and bodies match openapi.yaml")

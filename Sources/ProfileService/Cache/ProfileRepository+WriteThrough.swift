@@ -62,6 +62,27 @@ extension ProfileRepository {
         return outcome
     }
 
+    /// The deletion (at `expectedVersion` when given), then the cache brought in line: after it,
+    /// or when its outcome is unknown, the entry is deleted (``refresh(after:)``: always safe — a
+    /// reader's lease from before goes with it, so a row it read before the deletion never lands;
+    /// the next reader records the absence, §2.6). A 409 refreshes the entry to the current row.
+    /// Every other cluster is repaired from the commit stream, as for any write.
+    public func delete(id: Int64, expectedVersion: Int32?) throws(ProfileStoreError) -> ProfileDeleteOutcome {
+        cache.beginRequest()
+        let outcome: ProfileDeleteOutcome
+        do {
+            outcome = try store.delete(id: id, expectedVersion: expectedVersion)
+        } catch {
+            if error == .unavailable { refresh(after: .deleted(id: id)) }
+            throw error
+        }
+        switch outcome {
+        case .deleted, .notFound: refresh(after: .deleted(id: id))
+        case .versionMismatch(let current): refresh(after: .changed(id: id, version: current.version, row: current))
+        }
+        return outcome
+    }
+
     public func create(id: Int64, username: String, displayName: String) throws(ProfileStoreError) -> Profile {
         let (written, look) = writing(id: id) { () throws(ProfileStoreError) in
             try store.create(id: id, username: username, displayName: displayName)

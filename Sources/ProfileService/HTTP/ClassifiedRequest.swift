@@ -14,6 +14,8 @@ public struct ClassifiedRequest: Sendable {
         case read(ProfileRead)
         /// `PUT` of a profile, its token verified.
         indirect case write(ProfileWrite)
+        /// `DELETE` of a profile, its token verified and its `If-Match` read.
+        case delete(ProfileDeletion)
         /// Any other route, answered by it as it stands: lists, event streams, health,
         /// readiness, metrics.
         case route(Route)
@@ -60,6 +62,13 @@ struct ProfileWrite: Sendable {
     }
 }
 
+/// A profile deletion, as its head asks it.
+struct ProfileDeletion: Sendable {
+    let id: Int64
+    /// `If-Match`'s version: deleted only at that version; nil: whatever the version.
+    let expectedVersion: Int32?
+}
+
 /// How often the request path parsed what a classified request carries: what a unit test counts
 /// to show that it is parsed once. Off (nil) in production: shared counters would be written by
 /// every loop and worker.
@@ -104,6 +113,8 @@ extension ProfileResponder {
         switch kind {
         case .read, .write:
             return .accept(ClassifiedRequest(kind: kind), toBatchLane: true)
+        case .delete:
+            return .accept(ClassifiedRequest(kind: kind), toBatchLane: false)
         case .unauthorizedWrite(let problem) where bodyFollows:
             observability.metrics.recordRefusedBeforeBody()
             var response = problem.response
@@ -130,7 +141,7 @@ extension ProfileResponder {
             return .refused(Self.methodNotAllowedProblem(route), route: route)
         }
         do throws(Problem) {
-            if route == .profile, head.method == .put {
+            if route == .profile, head.method == .put || head.method == .delete {
                 let id = Result { () throws(Problem) in try profileID(from: path) }
                 do throws(Problem) {
                     try Self.refuseDuplicateAuthorization(head)
@@ -146,7 +157,12 @@ extension ProfileResponder {
                 } catch {
                     return .unauthorizedWrite(error)
                 }
-                return .write(ProfileWrite(id: writeID))
+                guard head.method == .delete else { return .write(ProfileWrite(id: writeID)) }
+                do throws(ProfileRequestError) {
+                    return .delete(ProfileDeletion(id: writeID, expectedVersion: try Self.ifMatchVersion(head.headers["If-Match"])))
+                } catch {
+                    throw error.problem
+                }
             }
             try Self.refuseDuplicateAuthorization(head)
             guard route == .profile, !(head.method == .get && Self.acceptsEventStream(head)) else { return .route(route) }

@@ -1,4 +1,5 @@
 import HTTP1
+import Logging
 
 extension ProfileResponder {
     /// `GET /users/profile/{id}[?min_version=N]`, honouring `If-None-Match`: `read` is what its
@@ -65,6 +66,29 @@ extension ProfileResponder {
             throw Self.problem(for: error)
         } catch {
             throw .internalError()
+        }
+    }
+
+    /// `DELETE /users/profile/{id}` by its owner or an administrator (`If-Match`: only at that
+    /// version): 204, and every open stream of it hears `deleted`.
+    func deleteProfile(_ deletion: ProfileDeletion, worker: ProfileWorker) throws(Problem) -> HTTPResponse {
+        let outcome: ProfileDeleteOutcome
+        do {
+            outcome = try worker.repository.delete(id: deletion.id, expectedVersion: deletion.expectedVersion)
+        } catch {
+            throw Self.problem(for: error)
+        }
+        switch outcome {
+        case .deleted(let version):
+            liveUpdates?.publish(id: deletion.id, version: 0)
+            logger.info("profile deleted", metadata: ["id": "\(deletion.id)", "version": "\(version)"])
+            return HTTPResponse(status: .noContent, headers: ["Cache-Control": "no-cache"])
+        case .versionMismatch(let current):
+            throw Problem(
+                .versionConflict, detail: "the profile is at version \(current.version), not \(deletion.expectedVersion ?? 0)",
+                field: "version", current: current)
+        case .notFound:
+            throw Problem.notFound(deletion.id)
         }
     }
 

@@ -19,7 +19,7 @@ public final class PostgresProfileStore: ProfileStore {
     /// The statements this store uses; declare them on the connection that you pass in.
     public static let statements: [PostgresStatement] = [
         Statements.select, Statements.selectMany, Statements.update, Statements.updateMany, Statements.insert,
-        Statements.deletedVersion, Statements.walPosition,
+        Statements.delete, Statements.deletedVersion, Statements.walPosition,
     ]
 
     /// The statements a read-only session (a standby's) needs.
@@ -51,6 +51,11 @@ public final class PostgresProfileStore: ProfileStore {
             name: "profile_select_many",
             sql: "SELECT \(columns) FROM user_profiles WHERE id = ANY($1::bigint[])",
             isIdempotent: true)
+        /// The deletion: only at the expected version when `$2` is not null.
+        static let delete = PostgresStatement(
+            name: "profile_delete",
+            sql: "DELETE FROM user_profiles WHERE id = $1 AND ($2::integer IS NULL OR version = $2) RETURNING version",
+            isIdempotent: false)
         /// A deleted row's last version, which the tombstone keeps (migrations/0003_version_rules.sql).
         static let deletedVersion = PostgresStatement(
             name: "profile_deleted_version",
@@ -126,6 +131,15 @@ public final class PostgresProfileStore: ProfileStore {
         }
         // Nothing matched: tell "gone" from "changed since" with one more read.
         guard let current = try profile(id: id) else { return .notFound }
+        return .versionMismatch(current: current)
+    }
+
+    public func delete(id: Int64, expectedVersion: Int32?) throws(ProfileStoreError) -> ProfileDeleteOutcome {
+        if let version = try run({ try execute(Statements.delete, [id, expectedVersion]).rows.first?.decode("version", as: Int32.self) }) {
+            return .deleted(version: version)
+        }
+        // Nothing matched: tell "gone" from "changed since" with one more read.
+        guard expectedVersion != nil, let current = try profile(id: id) else { return .notFound }
         return .versionMismatch(current: current)
     }
 

@@ -24,6 +24,9 @@ public protocol ProfileStore {
     /// - Throws: ``ProfileStoreError/unavailable`` when the database cannot answer, or the
     ///   connection broke and the writes may or may not have committed.
     func updateDisplayNames(_ writes: [DisplayNameWrite]) throws(ProfileStoreError) -> [Int64: Profile]?
+    /// Deletes the profile if its stored version is `expectedVersion` (any version when nil). The
+    /// row goes; its tombstone keeps only the id and the last version (migrations/0003).
+    func delete(id: Int64, expectedVersion: Int32?) throws(ProfileStoreError) -> ProfileDeleteOutcome
     /// Inserts a new profile at version 1.
     func create(id: Int64, username: String, displayName: String) throws(ProfileStoreError) -> Profile
     /// Whether the store answers now (readiness).
@@ -64,6 +67,14 @@ public struct DisplayNameWrite: Sendable, Hashable {
 
 public enum ProfileUpdateOutcome: Sendable, Equatable {
     case updated(Profile)
+    /// The stored version differs from the expected one; here is the current profile.
+    case versionMismatch(current: Profile)
+    case notFound
+}
+
+public enum ProfileDeleteOutcome: Sendable, Equatable {
+    /// Deleted at this version (the tombstone's).
+    case deleted(version: Int32)
     /// The stored version differs from the expected one; here is the current profile.
     case versionMismatch(current: Profile)
     case notFound
