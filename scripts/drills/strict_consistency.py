@@ -9,7 +9,9 @@ defaults (`serve --no-access-log --auth none`), all on the servers of scripts/de
     200 they read the id with ?min_version=<acknowledged version> (read-your-writes);
   - 1 flusher sends `flush_all` to every memcached node every 5 ms (always directly, never through
     the delay proxy);
-  - 8 readers GET random ids with no floor.
+  - 8 readers GET random ids with no floor;
+  - with --deletions, 1 deleter DELETEs a random id at the version it knows (If-Match), flushing
+    every node first, and 20 ms later creates it again (its versions continue above the deleted one).
 
 Every request goes to a random instance over a keep-alive connection of its thread. After the load,
 1 s of quiescence, then every id is read through every instance and compared with PostgreSQL.
@@ -23,6 +25,8 @@ once its whole answer is read):
                      current profile) of version N of its id had been received answered below N
   per reader N, N-1  one reader thread's later read of an id answered below an earlier read of it
   after quiescence   an (instance, id) whose floorless GET differs from the database's version
+  served after deletion  a read that started after the deletion of its id at version v had been
+                     acknowledged answered v or older
 and the answers other than 200 by status (409s to PUTs are counted apart, as conflicts). Examples
 name ids by their index among the run's 10 (0-9) and say which thread, instance (port) and X-Cache
 answered each side; the first read older than an earlier answer is shown with every answer of its
@@ -158,12 +162,12 @@ class Worker(threading.Thread):
         self.requests = 0
         self.failure = None
 
-    def request(self, method, path, body=None):
+    def request(self, method, path, body=None, headers=None):
         """(status, parsed JSON or None, t_start, t_end) through a random instance; the instance's
         port and the answer's X-Cache are kept in self.last."""
         port = random.choice(self.ports)
         connection = self.connections.get(port)
-        headers = {"Content-Type": "application/json"} if body is not None else {}
+        headers = dict(headers or {}, **({"Content-Type": "application/json"} if body is not None else {}))
         data = json.dumps(body) if body is not None else None
         self.requests += 1
         try:
@@ -261,6 +265,59 @@ class Writer(Worker):
                     break
         finally:
             self.flusher.close()
+
+
+class Deleter(Writer):
+    """Deletes a random id at the version it knows (`If-Match`), then creates it again (its versions
+    go on above the deleted one), over and over; flushes every node before each deletion, as the
+    writers do before each PUT."""
+
+    def __init__(self, *arguments):
+        super().__init__(*arguments)
+        self.deletions = []  # (id, deleted version, t_ack, source)
+        self.created = 0
+
+    def work(self):
+        try:
+            while not self.stop.is_set():
+                id = random.choice(self.ids)
+                self.flusher.flush()
+                expected = self.known[id]
+                status, body, _, ended = self.request("DELETE", f"/users/profile/{id}",
+                                                      headers={"If-Match": f'"{expected}"'})
+                if status == 204:
+                    self.deletions.append((id, expected, ended, (self.name, *self.last, "deleted")))
+                elif status == 409 and isinstance(body, dict) and isinstance(body.get("current"), dict):
+                    self.known[id] = body["current"]["version"]
+                    self.currents.append((id, self.known[id], ended, (self.name, *self.last, "409")))
+                    continue
+                elif status != 404:
+                    self.statuses[status] += 1
+                    time.sleep(0.01)
+                    continue
+                time.sleep(0.02)  # deleted for a while: readers and writers meet the absence
+                self.created += 1
+                status, body, _, ended = self.request(
+                    "PUT", f"/users/profile/{id}", {"username": f"d{self.created}_{id % 10**9}", "display_name": "Again"},
+                    headers={"If-None-Match": "*"})
+                if status == 201 and isinstance(body, dict):
+                    self.known[id] = body["version"]
+                    self.acks.append((id, body["version"], ended, (self.name, *self.last, "created")))
+                elif status != 0:
+                    self.statuses[status] += 1
+        finally:
+            self.flusher.close()
+
+
+def served_after_deletion(reads, deletions):
+    """Reads that started after a deletion of their id at version v was acknowledged and answered
+    v or older: the deleted profile served again. (id, version, deleted version, source, ms)."""
+    found = []
+    for id, deleted, t_ack, _ in deletions:
+        for read_id, version, t_start, _, source in reads:
+            if read_id == id and t_start > t_ack and version <= deleted:
+                found.append((id, version, deleted, source, (t_start - t_ack) * 1000))
+    return found
 
 
 class DatabaseWatch(threading.Thread):
@@ -411,8 +468,9 @@ def run_once(number, args, database_url, memcached, far=None):
         watch = start_database_watch(ids, stop) if args.watch_database else None
         writers = [Writer(f"writer{i}", ports + region_a, ids, stop) for i in range(WRITERS)]
         readers = [Reader(f"reader{i}", ports, ids, stop) for i in range(READERS)]
+        deleters = [Deleter("deleter0", ports + region_a, ids, stop)] if args.deletions else []
         flusher = Background(stop)
-        threads = writers + readers + [flusher]
+        threads = writers + deleters + readers + [flusher]
         began = time.monotonic()
         for thread in threads:
             thread.start()
@@ -432,16 +490,19 @@ def run_once(number, args, database_url, memcached, far=None):
         for port in ports + region_a:
             for id in ids:
                 status, body = get(port, f"/users/profile/{id}")
-                answered = json.loads(body)["version"] if status == 200 else f"status {status}"
+                # A profile deleted at the end is absent in both: 404 is its answer.
+                answered = json.loads(body)["version"] if status == 200 else None if status == 404 else f"status {status}"
                 if answered != database.get(id):
                     after.append((port, id, answered, database.get(id)))
     finally:
         stop_instances()
 
-    workers = writers + readers
+    workers = writers + deleters + readers
     reads = [r for w in workers for r in w.reads]
-    acks = [a for w in writers for a in w.acks]
-    currents = [c for w in writers for c in w.currents]
+    acks = [a for w in writers + deleters for a in w.acks]
+    currents = [c for w in writers + deleters for c in w.currents]
+    deletions = [d for w in deleters for d in w.deletions]
+    after_deletion = served_after_deletion(reads, deletions)
     answers = acks + currents + [(id, version, t_end, source) for id, version, _, t_end, source in reads]
     # Within a region every guarantee holds; a far region lags the other's acknowledgements by
     # the WAN and its repair: counted apart, with how long after the acknowledgement it was.
@@ -469,6 +530,7 @@ def run_once(number, args, database_url, memcached, far=None):
         "flushes": flusher.flushes, "flush_errors": flusher.flusher.errors + sum(w.flusher.errors for w in writers),
         "read_your_writes": len(ryw), "stale_reads": len(stale), "monotonic_global": len(monotonic),
         "per_reader_backwards": len(backwards), "stale_after_quiescence": len(after),
+        "deletions": len(deletions), "served_after_deletion": len(after_deletion),
         "non_200": {str(k): v for k, v in sorted(statuses.items())}, "memcached_errors": cache_errors,
     }
     if far:
@@ -477,12 +539,17 @@ def run_once(number, args, database_url, memcached, far=None):
         figures["behind_region_a"] = len(lagging) - len(stale)
         figures["behind_region_a_max_ms"] = round(gaps[-1], 1) if gaps else 0
     figures["violations"] = sum(figures[k] for k in ("read_your_writes", "stale_reads", "monotonic_global",
-                                                     "per_reader_backwards", "stale_after_quiescence"))
+                                                     "per_reader_backwards", "stale_after_quiescence",
+                                                     "served_after_deletion"))
     print(f"run {number}: {figures['requests_per_s']:.0f} requests/s, {figures['acks_per_s']:.0f} PUTs acknowledged/s"
           f" ({figures['conflicts']} conflicts); read-your-writes {len(ryw)}, stale reads {len(stale)},"
           f" monotonic (global) {len(monotonic)}, per-reader N then N-1 {len(backwards)},"
           f" stale after quiescence {len(after)}; non-200 {figures['non_200'] or 'none'};"
           f" memcached failures seen by the instances {cache_errors}")
+    if deleters:
+        print(f"  {len(deletions)} deletions acknowledged (each created again); served after its deletion: {len(after_deletion)}")
+    for id, version, deleted, source, gap in after_deletion[:5]:
+        print(f"  after deletion: id {index[id]} read v{version} ({source}) {gap:.1f} ms after v{deleted} was deleted")
     if far:
         print(f"  region B behind region A's acknowledgements: {figures['behind_region_a']} reads,"
               f" the latest {figures['behind_region_a_max_ms']} ms after the acknowledgement")
@@ -515,6 +582,9 @@ def main():
                         help="poll PostgreSQL's versions beside the load (needs psycopg2) for the timeline")
     parser.add_argument("--serve-args", default="", help="more `serve` flags for every instance, e.g. "
                         "\"--replica-database-url postgres://…\" for a standby (scripts/deps.sh start-standby)")
+    parser.add_argument("--deletions", action="store_true",
+                        help="a deleter thread deletes ids (If-Match) and creates them again; counts reads "
+                        "that served a deleted version after its deletion was acknowledged")
     parser.add_argument("--far-region", type=float, default=None, metavar="RTT_MS",
                         help="check region B of two: its own cache cluster, PostgreSQL RTT_MS away")
     args = parser.parse_args()
@@ -550,7 +620,7 @@ def main():
     if len(results) > 1:
         columns = [("run", "run"), ("req/s", "requests_per_s"), ("acks/s", "acks_per_s"), ("ryw", "read_your_writes"),
                    ("stale", "stale_reads"), ("mono", "monotonic_global"), ("N,N-1", "per_reader_backwards"),
-                   ("quiesc", "stale_after_quiescence")]
+                   ("quiesc", "stale_after_quiescence"), ("deleted", "served_after_deletion")]
         print(" ".join(f"{title:>7}" for title, _ in columns) + "  non-200")
         for figures in results:
             print(" ".join(f"{figures[key]:>7}" for _, key in columns) + f"  {figures['non_200'] or '-'}")
