@@ -5,7 +5,8 @@ import Foundation
 ///
 /// It answers what the client sends as the service does: `GET /users/profile/{id}` (404 when
 /// absent, 304 for a matching `If-None-Match`), `PUT` with optimistic locking (`version`; 409 with
-/// the current profile when stale, 201 for a creation with `If-None-Match: *`), and
+/// the current profile when stale, 201 for a creation with `If-None-Match: *`), `DELETE` (204;
+/// with `If-Match`, 409 when stale; a profile created again continues its versions), and
 /// `GET /users/profiles?ids=…`. It opens no event streams: give the client no event transport.
 ///
 /// ```swift
@@ -17,6 +18,8 @@ import Foundation
 /// ```
 public final class InMemoryProfileService: HTTPTransport {
     private let stored: LockedValue<[Int64: Profile]>
+    /// The last version of each deleted id, which a profile created again continues above.
+    private let deletedVersions = LockedValue<[Int64: Int32]>([:])
     private let requests = LockedValue<[TransportRequest]>([])
 
     public init(profiles: [Profile] = []) {
@@ -47,6 +50,7 @@ public final class InMemoryProfileService: HTTPTransport {
             switch request.method {
             case "GET": return read(id, request)
             case "PUT": return write(id, request)
+            case "DELETE": return delete(id, request)
             default: return Self.problem(405, "method-not-allowed")
             }
         }
@@ -77,7 +81,8 @@ public final class InMemoryProfileService: HTTPTransport {
                 guard let username = fields["username"] as? String else {
                     return Self.problem(422, "missing-field", field: "username")
                 }
-                let created = Profile(id: id, username: username, displayName: displayName, version: 1, updatedAt: now)
+                let version = (deletedVersions.withLock { $0[id] } ?? 0) + 1
+                let created = Profile(id: id, username: username, displayName: displayName, version: version, updatedAt: now)
                 stored[id] = created
                 return Self.json(created, status: 201)
             }
@@ -90,6 +95,18 @@ public final class InMemoryProfileService: HTTPTransport {
             written.updatedAt = now
             stored[id] = written
             return Self.json(written)
+        }
+    }
+
+    private func delete(_ id: Int64, _ request: TransportRequest) -> TransportResponse {
+        stored.withLock { stored in
+            guard let current = stored[id] else { return Self.problem(404, "profile-not-found") }
+            if let tag = request.headers["If-Match"], tag != "\"\(current.version)\"" {
+                return Self.problem(409, "version-conflict", current: current)
+            }
+            stored[id] = nil
+            deletedVersions.withLock { $0[id] = current.version }
+            return TransportResponse(status: 204, headers: [:])
         }
     }
 

@@ -108,4 +108,27 @@ import TestSupport
         #expect(service.receivedRequests.allSatisfy { $0.url.host == "preview.invalid" })
         #expect(service.receivedRequests.count == 6, "fetch, PUT, stale PUT, creation, list, 404")
     }
+
+    /// Deleting through the client: a stale `expectedVersion` is a conflict that teaches the
+    /// client the current profile; the deletion shows `deleted` at once; a second is `notFound`;
+    /// created again, the profile continues its versions.
+    @Test func aDeletionIsShownAtOnceAndAProfileCreatedAgainContinues() async throws {
+        let service = InMemoryProfileService(profiles: [FakeTransport.profile(Self.id, "Ada", version: 2)])
+        let client = ProfileClient(
+            configuration: ProfileClientConfiguration(baseURL: URL(string: "http://preview.invalid")!), transport: service,
+            eventTransport: nil)
+        await #expect(throws: ProfileClientError.conflict(current: FakeTransport.profile(Self.id, "Ada", version: 2))) {
+            try await client.delete(id: Self.id, expectedVersion: 1)
+        }
+        var events = client.events(for: Self.id).makeAsyncIterator()
+        #expect(await events.next() == .updated(FakeTransport.profile(Self.id, "Ada", version: 2)), "the 409 taught it v2")
+        try await client.delete(id: Self.id, expectedVersion: 2)
+        #expect(await events.next() == .deleted(id: Self.id))
+        #expect(service.profiles[Self.id] == nil)
+        #expect(service.receivedRequests.last?.headers["If-Match"] == "\"2\"")
+        await #expect(throws: ProfileClientError.notFound) { try await client.delete(id: Self.id) }
+        let again = try await client.create(id: Self.id, username: "ada", displayName: "Ada again")
+        #expect(again.version == 3)
+        #expect(await events.next() == .updated(again))
+    }
 }
