@@ -201,20 +201,10 @@ extension CacheProtocolScenarios {
         let race = try StaleSetRace<Backends>()
         let id = race.written.id
         let shared = race.shared
-        let answered = Mutex<Int32?>(nil)
-        race.gate.arm(id)
-        let reader = TestThread {
-            let readerBackends = try! Backends()
-            defer { withExtendedLifetime(readerBackends) {} }
-            let read = try? readerBackends.repository(shared, cache: nil).read(id: id)
-            answered.withLock { $0 = read?.version }
-        }
-        race.gate.waitUntilPaused()
-        let deleter = race.backends.repository(shared, cache: nil)
-        #expect(try deleter.delete(id: id, expectedVersion: nil) == .deleted(version: 1))
-        race.gate.release()
-        reader.join()
-        #expect(answered.withLock { $0 } == 1, "the read began before the deletion: version 1 is a fair answer")
+        let answered = race.run({ repository, id in [(try? repository.read(id: id))?.version] }, beside: { deleter, id in
+            #expect((try? deleter.delete(id: id, expectedVersion: nil)) == .deleted(version: 1))
+        })
+        #expect(answered == [1], "the read began before the deletion: version 1 is a fair answer")
         #expect((race.cachedVersion(id) ?? 0) == 0, "the late populate must not land")
         #expect(try race.backends.repository(shared, cache: nil).read(id: id) == nil, "404 after the deletion")
         #expect(try race.backends.repository(shared, cache: nil).read(id: id, minVersion: 1) == nil)
@@ -392,6 +382,23 @@ struct StaleSetRace<Backends: RepositoryBackends> {
             try? writer.updateDisplayName(id: id, to: "Writer", expectedVersion: 1)
         }
     ) -> [Int32?] {
+        run(read, beside: { writer, id in
+            let outcome = write(writer, id)
+            if case .updated(let updated)? = outcome {
+                #expect(updated.version == 2)
+                #expect(cachedVersion(id) == 2, "the write-through replaced the lease")
+            } else {
+                Issue.record("update failed: \(String(describing: outcome))")
+            }
+        })
+    }
+
+    /// Runs `read` on a thread of its own (with backends of its own), holds it after its
+    /// PostgreSQL read of ``written`` while `act` runs with a repository of its own, then lets it
+    /// go on; returns the versions `read` answered.
+    func run(
+        _ read: @escaping @Sendable (ProfileRepository, Int64) -> [Int32?], beside act: (ProfileRepository, Int64) -> Void
+    ) -> [Int32?] {
         let result = Mutex<[Int32?]>([])
         let shared = shared
         let id = written.id
@@ -403,13 +410,7 @@ struct StaleSetRace<Backends: RepositoryBackends> {
             result.withLock { $0 = answered }
         }
         gate.waitUntilPaused()
-        let outcome = write(backends.repository(shared, cache: nil), id)
-        if case .updated(let updated)? = outcome {
-            #expect(updated.version == 2)
-            #expect(cachedVersion(id) == 2, "the write-through replaced the lease")
-        } else {
-            Issue.record("update failed: \(String(describing: outcome))")
-        }
+        act(backends.repository(shared, cache: nil), id)
         gate.release()
         reader.join()
         return result.withLock { $0 }
