@@ -6,7 +6,8 @@ import Foundation
 /// It answers what the client sends as the service does: `GET /users/profile/{id}` (404 when
 /// absent, 304 for a matching `If-None-Match`), `PUT` with optimistic locking (`version`; 409 with
 /// the current profile when stale, 201 for a creation with `If-None-Match: *`), `DELETE` (204;
-/// with `If-Match`, 409 when stale; a profile created again continues its versions), and
+/// with `If-Match`, 409 when stale; a profile created again continues its versions), `PATCH` of
+/// `display_name` (with `If-Match`, 409 when stale), and
 /// `GET /users/profiles?ids=…`. It opens no event streams: give the client no event transport.
 ///
 /// ```swift
@@ -50,6 +51,7 @@ public final class InMemoryProfileService: HTTPTransport {
             switch request.method {
             case "GET": return read(id, request)
             case "PUT": return write(id, request)
+            case "PATCH": return patch(id, request)
             case "DELETE": return delete(id, request)
             default: return Self.problem(405, "method-not-allowed")
             }
@@ -93,6 +95,29 @@ public final class InMemoryProfileService: HTTPTransport {
             written.displayName = displayName
             written.version += 1
             written.updatedAt = now
+            stored[id] = written
+            return Self.json(written)
+        }
+    }
+
+    private func patch(_ id: Int64, _ request: TransportRequest) -> TransportResponse {
+        guard let body = request.body,
+            let fields = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any]
+        else { return Self.problem(400, "malformed-request") }
+        if let other = fields.keys.sorted().first(where: { $0 != "display_name" }) {
+            return Self.problem(422, "invalid-field", field: other)
+        }
+        guard let displayName = fields["display_name"] as? String, !displayName.isEmpty else {
+            return Self.problem(422, "invalid-field", field: "display_name")
+        }
+        return stored.withLock { stored in
+            guard var written = stored[id] else { return Self.problem(404, "profile-not-found") }
+            if let tag = request.headers["If-Match"], tag != "\"\(written.version)\"" {
+                return Self.problem(409, "version-conflict", current: written)
+            }
+            written.displayName = displayName
+            written.version += 1
+            written.updatedAt = ISO8601DateFormatter().string(from: Date())
             stored[id] = written
             return Self.json(written)
         }

@@ -63,6 +63,32 @@ extension ProfileClient {
         }
     }
 
+    /// Sets the display name with a patch (`PATCH`, JSON Merge Patch): at whatever version the
+    /// service holds — no conflict, the later of two edits wins — or, with `expectedVersion`,
+    /// only at that version (``ProfileClientError/conflict(current:)`` otherwise). Shown pending
+    /// until answered, as ``updateDisplayName(id:to:expectedVersion:)``.
+    public func patchDisplayName(id: Int64, to displayName: String, expectedVersion: Int32? = nil)
+        async throws(ProfileClientError) -> Profile
+    {
+        let sequence = await cache.beginUpdate(id: id, displayName: displayName, base: expectedVersion)
+        do throws(ProfileClientError) {
+            let body = try Self.encode(["display_name": displayName])
+            let headers = expectedVersion.map { ["If-Match": "\"\($0)\""] } ?? [:]
+            let response = try await send(method: "PATCH", path: "/users/profile/\(id)", body: body, isRead: false, headers: headers)
+            guard response.status == 200 else { throw Self.error(for: response) }
+            let profile = try Self.decodeProfile(response.body)
+            await cache.finishUpdate(id: id, sequence: sequence, outcome: .written(profile))
+            return profile
+        } catch {
+            if case .conflict(let current) = error {
+                await cache.finishUpdate(id: id, sequence: sequence, outcome: .conflict(current: current))
+            } else {
+                await cache.finishUpdate(id: id, sequence: sequence, outcome: .failed)
+            }
+            throw error
+        }
+    }
+
     /// `PUT /users/profile/{id}` of the display name at `expectedVersion`; the answer is not yet
     /// in the store.
     private func putDisplayName(_ displayName: String, id: Int64, expectedVersion: Int32)

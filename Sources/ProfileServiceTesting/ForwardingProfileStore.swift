@@ -33,6 +33,10 @@ open class ForwardingProfileStore: ProfileStore {
         try base.updateDisplayNames(writes)
     }
 
+    open func setDisplayName(id: Int64, to displayName: String) throws(ProfileStoreError) -> ProfileUpdateOutcome {
+        try base.setDisplayName(id: id, to: displayName)
+    }
+
     open func delete(id: Int64, expectedVersion: Int32?) throws(ProfileStoreError) -> ProfileDeleteOutcome {
         try base.delete(id: id, expectedVersion: expectedVersion)
     }

@@ -112,6 +112,13 @@ public final class InMemoryProfileStore: ProfileStore {
         }
     }
 
+    public func setDisplayName(id: Int64, to displayName: String) throws(ProfileStoreError) -> ProfileUpdateOutcome {
+        try database.withState { (state: inout InMemoryDatabase.State) throws(ProfileStoreError) -> ProfileUpdateOutcome in
+            guard let current = state.rows[id] else { return .notFound }
+            return state.update(DisplayNameWrite(id: id, displayName: displayName, expectedVersion: current.version))
+        }
+    }
+
     public func delete(id: Int64, expectedVersion: Int32?) throws(ProfileStoreError) -> ProfileDeleteOutcome {
         try database.withState { (state: inout InMemoryDatabase.State) throws(ProfileStoreError) -> ProfileDeleteOutcome in
             state.delete(id: id, expectedVersion: expectedVersion)

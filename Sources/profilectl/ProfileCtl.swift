@@ -16,7 +16,7 @@ struct ProfileCtl: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "profilectl",
         abstract: "Read, update and watch profiles of profile-service.",
-        subcommands: [Get.self, Put.self, Delete.self, Watch.self])
+        subcommands: [Get.self, Put.self, Patch.self, Delete.self, Watch.self])
 
     /// Options of every subcommand.
     struct Connection: ParsableArguments {
@@ -155,6 +155,30 @@ extension ProfileCtl {
                 let expected: Int32
                 if let version { expected = version } else { expected = try await client.fetch(id: id).version }
                 ProfileCtl.print(try await client.updateDisplayName(id: id, to: displayName, expectedVersion: expected))
+            } catch {
+                throw ProfileCtl.fail(error)
+            }
+        }
+    }
+
+    struct Patch: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Change a display name with a patch (no version needed) and print the result.",
+            discussion: "Without --version the patch applies to whatever version is stored: it never conflicts.")
+
+        @OptionGroup var connection: Connection
+        @Argument(help: "The profile id.") var id: Int64
+        @Option(help: "The new display name.") var displayName: String
+        @Option(help: "Patch only at this version (409 otherwise).") var version: Int32?
+
+        func validate() throws {
+            guard id > 0 else { throw ValidationError("profile ids are positive integers") }
+            if let version, version < 1 { throw ValidationError("--version must be at least 1") }
+        }
+
+        func run() async throws {
+            do {
+                ProfileCtl.print(try await connection.makeClient().patchDisplayName(id: id, to: displayName, expectedVersion: version))
             } catch {
                 throw ProfileCtl.fail(error)
             }

@@ -52,7 +52,7 @@ import TestSupport
         #expect(partly.standardError.contains("not found: \(absent)"), "\(partly.standardError)")
     }
 
-    @Test func deleteRemovesTheProfileAndExitsWithOneWhenItIsGoneAlready() throws {
+    @Test func patchThenDeleteAndExitWithOneWhenTheProfileIsGoneAlready() throws {
         let service = try ServiceProcess()
         defer { _ = service.terminate() }
         let id = Int64.random(in: 1_000_000_000...9_000_000_000_000_000)
@@ -60,7 +60,9 @@ import TestSupport
         let profilectl = ServiceProcess.executable.deletingLastPathComponent().appendingPathComponent("profilectl")
         let token = String(ServiceProcess.bearer(String(id))["Authorization"]?.dropFirst("Bearer ".count) ?? "")
         let arguments = ["delete", String(id), "--url", service.baseURL, "--token", token]
-        let stale = try TestProcess.run(profilectl, arguments + ["--version", "2"])
+        let patched = try TestProcess.run(profilectl, ["patch", String(id), "--display-name", "Patched"] + arguments.dropFirst(2))
+        #expect(patched.status == 0 && patched.standardOutput.contains(#""version":2"#), "\(patched.standardError)")
+        let stale = try TestProcess.run(profilectl, arguments + ["--version", "1"])
         #expect(stale.status == 1 && stale.standardError.contains("conflict"), "\(stale.standardError)")
         let deleted = try TestProcess.run(profilectl, arguments)
         #expect(deleted.status == 0, "\(deleted.standardError)")

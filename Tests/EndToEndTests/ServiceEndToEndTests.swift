@@ -119,7 +119,7 @@ import TestSupport
         #expect(try Curl.request("\(service.baseURL)/nope").status == 404)
         let post = try Curl.request(url, method: "POST")
         #expect(post.status == 405)
-        #expect(post.headers["allow"] == "GET, HEAD, PUT, DELETE")
+        #expect(post.headers["allow"] == "GET, HEAD, PUT, PATCH, DELETE")
         #expect(
             try Curl.request(
                 url, method: "PUT", headers: ["Content-Type": "text/plain"].merging(ServiceProcess.bearer(String(id))) { $1 },

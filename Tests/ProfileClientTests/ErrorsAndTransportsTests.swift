@@ -109,6 +109,22 @@ import TestSupport
         #expect(service.receivedRequests.count == 6, "fetch, PUT, stale PUT, creation, list, 404")
     }
 
+    /// A patch needs no version and never conflicts; with `expectedVersion` it does as `PUT`.
+    @Test func aPatchAppliesToWhateverVersionUnlessItNamesOne() async throws {
+        let service = InMemoryProfileService(profiles: [FakeTransport.profile(Self.id, "Ada", version: 4)])
+        let client = ProfileClient(
+            configuration: ProfileClientConfiguration(baseURL: URL(string: "http://preview.invalid")!), transport: service,
+            eventTransport: nil)
+        let patched = try await client.patchDisplayName(id: Self.id, to: "Ada L")
+        #expect(patched.version == 5 && patched.displayName == "Ada L")
+        #expect(service.receivedRequests.last?.method == "PATCH")
+        #expect(service.receivedRequests.last?.headers["If-Match"] == nil)
+        await #expect(throws: ProfileClientError.conflict(current: service.profiles[Self.id]!)) {
+            try await client.patchDisplayName(id: Self.id, to: "Stale", expectedVersion: 4)
+        }
+        #expect(try await client.patchDisplayName(id: Self.id, to: "Named", expectedVersion: 5).version == 6)
+    }
+
     /// Deleting through the client: a stale `expectedVersion` is a conflict that teaches the
     /// client the current profile; the deletion shows `deleted` at once; a second is `notFound`;
     /// created again, the profile continues its versions.

@@ -131,7 +131,7 @@ import Testing
         #expect(unknown.problemKind == "no-such-route")
         let post = service.request(.post, "/users/profile/\(id)")
         #expect(post.status == .methodNotAllowed)
-        #expect(post.headers["Allow"] == "GET, HEAD, PUT, DELETE")
+        #expect(post.headers["Allow"] == "GET, HEAD, PUT, PATCH, DELETE")
         #expect(service.request(.post, "/healthz").headers["Allow"] == "GET, HEAD")
         let health = service.request(.get, "/healthz")
         #expect(health.status == .ok)

@@ -62,6 +62,29 @@ extension ProfileRepository {
         return outcome
     }
 
+    /// A display name set whatever the stored version (a patch without `If-Match`), written
+    /// through as an update is. An outcome that is unknown (the connection broke around COMMIT)
+    /// deletes the entry, since some newer version may be committed: always safe.
+    public func setDisplayName(id: Int64, to displayName: String) throws(ProfileStoreError) -> ProfileUpdateOutcome {
+        let (written, look) = writing(id: id) { () throws(ProfileStoreError) in
+            try store.setDisplayName(id: id, to: displayName)
+        }
+        let outcome: ProfileUpdateOutcome
+        switch written {
+        case .success(let updated):
+            outcome = updated
+        case .failure(let error):
+            if error == .unavailable { refresh(after: .deleted(id: id)) } else { releaseLease(of: look) }
+            throw error
+        }
+        switch outcome {
+        case .updated(let profile): writeThrough(profile, look: look)
+        case .versionMismatch(let current): refresh(after: .changed(id: id, version: current.version, row: current))
+        case .notFound: refresh(after: .deleted(id: id))
+        }
+        return outcome
+    }
+
     /// The deletion (at `expectedVersion` when given), then the cache brought in line: after it,
     /// or when its outcome is unknown, the entry is deleted (``refresh(after:)``: always safe — a
     /// reader's lease from before goes with it, so a row it read before the deletion never lands;

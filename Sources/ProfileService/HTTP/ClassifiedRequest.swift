@@ -14,6 +14,8 @@ public struct ClassifiedRequest: Sendable {
         case read(ProfileRead)
         /// `PUT` of a profile, its token verified.
         indirect case write(ProfileWrite)
+        /// `PATCH` of a profile, its token verified and its `If-Match` read.
+        case patch(ProfilePatchHead)
         /// `DELETE` of a profile, its token verified and its `If-Match` read.
         case delete(ProfileDeletion)
         /// Any other route, answered by it as it stands: lists, event streams, health,
@@ -60,6 +62,13 @@ struct ProfileWrite: Sendable {
         guard case .success(.update(let displayName, let expectedVersion))? = parsed else { return nil }
         return DisplayNameWrite(id: id, displayName: displayName, expectedVersion: expectedVersion)
     }
+}
+
+/// A profile patch, as its head asks it; its body is parsed by the route.
+struct ProfilePatchHead: Sendable {
+    let id: Int64
+    /// `If-Match`'s version: patched only at that version; nil: whatever the version.
+    let expectedVersion: Int32?
 }
 
 /// A profile deletion, as its head asks it.
@@ -113,7 +122,7 @@ extension ProfileResponder {
         switch kind {
         case .read, .write:
             return .accept(ClassifiedRequest(kind: kind), toBatchLane: true)
-        case .delete:
+        case .patch, .delete:
             return .accept(ClassifiedRequest(kind: kind), toBatchLane: false)
         case .unauthorizedWrite(let problem) where bodyFollows:
             observability.metrics.recordRefusedBeforeBody()
@@ -141,7 +150,7 @@ extension ProfileResponder {
             return .refused(Self.methodNotAllowedProblem(route), route: route)
         }
         do throws(Problem) {
-            if route == .profile, head.method == .put || head.method == .delete {
+            if route == .profile, head.method == .put || head.method == .patch || head.method == .delete {
                 let id = Result { () throws(Problem) in try profileID(from: path) }
                 do throws(Problem) {
                     try Self.refuseDuplicateAuthorization(head)
@@ -157,12 +166,16 @@ extension ProfileResponder {
                 } catch {
                     return .unauthorizedWrite(error)
                 }
-                guard head.method == .delete else { return .write(ProfileWrite(id: writeID)) }
+                guard head.method != .put else { return .write(ProfileWrite(id: writeID)) }
+                let expectedVersion: Int32?
                 do throws(ProfileRequestError) {
-                    return .delete(ProfileDeletion(id: writeID, expectedVersion: try Self.ifMatchVersion(head.headers["If-Match"])))
+                    expectedVersion = try Self.ifMatchVersion(head.headers["If-Match"])
                 } catch {
                     throw error.problem
                 }
+                return head.method == .patch
+                    ? .patch(ProfilePatchHead(id: writeID, expectedVersion: expectedVersion))
+                    : .delete(ProfileDeletion(id: writeID, expectedVersion: expectedVersion))
             }
             try Self.refuseDuplicateAuthorization(head)
             guard route == .profile, !(head.method == .get && Self.acceptsEventStream(head)) else { return .route(route) }

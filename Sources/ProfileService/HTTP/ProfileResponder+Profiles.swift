@@ -69,6 +69,47 @@ extension ProfileResponder {
         }
     }
 
+    /// `PATCH /users/profile/{id}` with a JSON Merge Patch: the fields it names set, the others
+    /// left. With `If-Match: "N"` only at version N (409 otherwise, as `PUT`); without, whatever
+    /// the version — two patches never conflict, the later one's fields win — and the answer is
+    /// the whole new profile, so the writer reads its own write from its version as after `PUT`.
+    func patchProfile(_ patch: ProfilePatchHead, _ request: HTTPRequest, worker: ProfileWorker) throws(Problem) -> HTTPResponse {
+        if let contentType = request.headers["Content-Type"], !Self.isJSON(contentType) {
+            throw Problem(.unsupportedMediaType, detail: "send the body as application/merge-patch+json")
+        }
+        if request.body.count > ProfileWriteRequest.maximumBodyBytes {
+            throw Problem(.bodyTooLarge, detail: "a profile patch is at most \(ProfileWriteRequest.maximumBodyBytes) bytes")
+        }
+        parseCounts?.count(.body)
+        let fields: ProfilePatch
+        do {
+            fields = try ProfilePatch.parse(body: request.body)
+        } catch {
+            throw error.problem
+        }
+        let outcome: ProfileUpdateOutcome
+        do {
+            if let expectedVersion = patch.expectedVersion {
+                outcome = try worker.repository.updateDisplayName(id: patch.id, to: fields.displayName, expectedVersion: expectedVersion)
+            } else {
+                outcome = try worker.repository.setDisplayName(id: patch.id, to: fields.displayName)
+            }
+        } catch {
+            throw Self.problem(for: error)
+        }
+        switch outcome {
+        case .updated(let profile):
+            liveUpdates?.publish(profile)
+            return Self.profileResponse(.ok, profile)
+        case .versionMismatch(let current):
+            throw Problem(
+                .versionConflict, detail: "the profile is at version \(current.version), not \(patch.expectedVersion ?? 0)",
+                field: "version", current: current)
+        case .notFound:
+            throw Problem.notFound(patch.id)
+        }
+    }
+
     /// `DELETE /users/profile/{id}` by its owner or an administrator (`If-Match`: only at that
     /// version): 204, and every open stream of it hears `deleted`.
     func deleteProfile(_ deletion: ProfileDeletion, worker: ProfileWorker) throws(Problem) -> HTTPResponse {

@@ -4,7 +4,7 @@ public import HTTP1
 /// and the `route` label of its metrics (never the raw path: ids would explode it).
 /// `profile-service api-contract` prints them for `scripts/check-deploy.py`.
 public enum Route: String, CaseIterable, Sendable {
-    /// `GET`, `HEAD`, `PUT`, `DELETE` (`GET` with `Accept: text/event-stream`: the event stream).
+    /// `GET`, `HEAD`, `PUT`, `PATCH`, `DELETE` (`GET` with `Accept: text/event-stream`: the event stream).
     case profile = "/users/profile/{id}"
     /// `GET`: the profile's event stream (Server-Sent Events).
     case profileEvents = "/users/profile/{id}/events"
@@ -25,7 +25,7 @@ public enum Route: String, CaseIterable, Sendable {
     /// The methods the route answers; any other is 405 with ``allowHeader``.
     public var methods: [HTTPMethod] {
         switch self {
-        case .profile: [.get, .head, .put, .delete]
+        case .profile: [.get, .head, .put, .patch, .delete]
         case .profileEvents, .profilesEvents: [.get]
         case .profiles: [.get, .head]
         case .health, .readiness, .metrics: [.get, .head]

@@ -63,7 +63,7 @@ enum ProfileWriteRequest: Equatable {
     }
 
     /// What one pass over the JSON outside its strings finds, before Foundation parses it.
-    private struct Structure {
+    struct Structure {
         var deepestNesting = 0
         /// A `,` right before `}` or `]`: Foundation's parser accepts it, RFC 8259 does not.
         var hasTrailingComma = false

@@ -19,7 +19,7 @@ public final class PostgresProfileStore: ProfileStore {
     /// The statements this store uses; declare them on the connection that you pass in.
     public static let statements: [PostgresStatement] = [
         Statements.select, Statements.selectMany, Statements.update, Statements.updateMany, Statements.insert,
-        Statements.delete, Statements.deletedVersion, Statements.walPosition,
+        Statements.delete, Statements.patch, Statements.deletedVersion, Statements.walPosition,
     ]
 
     /// The statements a read-only session (a standby's) needs.
@@ -51,6 +51,14 @@ public final class PostgresProfileStore: ProfileStore {
             name: "profile_select_many",
             sql: "SELECT \(columns) FROM user_profiles WHERE id = ANY($1::bigint[])",
             isIdempotent: true)
+        /// A patch without a precondition: whatever the stored version.
+        static let patch = PostgresStatement(
+            name: "profile_patch",
+            sql: """
+                UPDATE user_profiles SET display_name = $2, version = version + 1, updated_at = now()
+                WHERE id = $1 RETURNING \(columns)
+                """,
+            isIdempotent: false)
         /// The deletion: only at the expected version when `$2` is not null.
         static let delete = PostgresStatement(
             name: "profile_delete",
@@ -132,6 +140,11 @@ public final class PostgresProfileStore: ProfileStore {
         // Nothing matched: tell "gone" from "changed since" with one more read.
         guard let current = try profile(id: id) else { return .notFound }
         return .versionMismatch(current: current)
+    }
+
+    public func setDisplayName(id: Int64, to displayName: String) throws(ProfileStoreError) -> ProfileUpdateOutcome {
+        let updated = try run { try execute(Statements.patch, [id, displayName]).rows.first.map(Self.decode) }
+        return updated.map { .updated($0) } ?? .notFound
     }
 
     public func delete(id: Int64, expectedVersion: Int32?) throws(ProfileStoreError) -> ProfileDeleteOutcome {

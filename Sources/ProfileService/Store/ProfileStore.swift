@@ -14,6 +14,9 @@ public protocol ProfileStore {
     /// Sets the display name if the stored version is `expectedVersion`, bumping the version.
     func updateDisplayName(id: Int64, to displayName: String, expectedVersion: Int32) throws(ProfileStoreError)
         -> ProfileUpdateOutcome
+    /// Sets the display name whatever the stored version, bumping the version (a patch without
+    /// `If-Match`): `.updated`, or `.notFound`.
+    func setDisplayName(id: Int64, to displayName: String) throws(ProfileStoreError) -> ProfileUpdateOutcome
     /// Sets the display names of several profiles in one statement and one transaction (the
     /// writes a batch makes together, docs/design.md §9.5): each row changes only if its stored
     /// version is the one its write expects, exactly as ``updateDisplayName(id:to:expectedVersion:)``.
