@@ -48,18 +48,8 @@ extension ProfileClient {
     public func updateDisplayName(id: Int64, to displayName: String, expectedVersion: Int32)
         async throws(ProfileClientError) -> Profile
     {
-        let sequence = await cache.beginUpdate(id: id, displayName: displayName, base: expectedVersion)
-        do throws(ProfileClientError) {
-            let profile = try await putDisplayName(displayName, id: id, expectedVersion: expectedVersion)
-            await cache.finishUpdate(id: id, sequence: sequence, outcome: .written(profile))
-            return profile
-        } catch {
-            if case .conflict(let current) = error {
-                await cache.finishUpdate(id: id, sequence: sequence, outcome: .conflict(current: current))
-            } else {
-                await cache.finishUpdate(id: id, sequence: sequence, outcome: .failed)
-            }
-            throw error
+        try await showingPending(displayName, id: id, base: expectedVersion) { () async throws(ProfileClientError) in
+            try await putDisplayName(displayName, id: id, expectedVersion: expectedVersion)
         }
     }
 
@@ -70,13 +60,24 @@ extension ProfileClient {
     public func patchDisplayName(id: Int64, to displayName: String, expectedVersion: Int32? = nil)
         async throws(ProfileClientError) -> Profile
     {
-        let sequence = await cache.beginUpdate(id: id, displayName: displayName, base: expectedVersion)
-        do throws(ProfileClientError) {
+        try await showingPending(displayName, id: id, base: expectedVersion) { () async throws(ProfileClientError) in
             let body = try Self.encode(["display_name": displayName])
             let headers = expectedVersion.map { ["If-Match": "\"\($0)\""] } ?? [:]
             let response = try await send(method: "PATCH", path: "/users/profile/\(id)", body: body, isRead: false, headers: headers)
             guard response.status == 200 else { throw Self.error(for: response) }
-            let profile = try Self.decodeProfile(response.body)
+            return try Self.decodeProfile(response.body)
+        }
+    }
+
+    /// Shows the edit pending over version `base` while `write` runs, then what the service
+    /// answered: the written profile, a 409's current one, or on any other failure the newest
+    /// confirmed one.
+    private func showingPending(
+        _ displayName: String, id: Int64, base: Int32?, _ write: () async throws(ProfileClientError) -> Profile
+    ) async throws(ProfileClientError) -> Profile {
+        let sequence = await cache.beginUpdate(id: id, displayName: displayName, base: base)
+        do throws(ProfileClientError) {
+            let profile = try await write()
             await cache.finishUpdate(id: id, sequence: sequence, outcome: .written(profile))
             return profile
         } catch {
