@@ -237,22 +237,23 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
         var dateCache = DateCache()
         var batch: [Job] = []
         var members: [BatchedRequest<Responder.Classified>] = []
+        func finish(_ job: Job, _ response: HTTPResponse) {
+            self.finish(job, response, core: core, worker: index, dateCache: &dateCache)
+        }
+        /// A batch handed on is answered here, whole.
+        func answerHandedOn(_ jobs: [Job]) {
+            let left = respond(to: jobs, from: .handedOn, worker: worker, members: &members, answer: finish)
+            for job in left.joined() { finish(job, Self.unanswered) }
+        }
         while core.queue.dequeue(worker: index, limit: responder.batchLimit(worker: worker), into: &batch) {
             core.busyWorkers.add(1, ordering: .relaxed)
-            let origin: BatchOrigin = batch[0].handedOn ? .handedOn : .queue
-            let handedOn = respond(to: batch, from: origin, worker: worker, members: &members) { job, response in
-                finish(job, response, core: core, worker: index, dateCache: &dateCache)
-            }
-            for job in handedOn.joined() where origin == .handedOn {
-                finish(job, Self.unanswered, core: core, worker: index, dateCache: &dateCache)
-            }
-            // Handed on: other workers answer them, none waits behind the others here. What does
-            // not fit in the queue this worker answers itself, each alone.
-            for job in origin == .queue ? handOn(handedOn, core: core) : [] {
-                let left = respond(to: [job], from: .handedOn, worker: worker, members: &members) { job, response in
-                    finish(job, response, core: core, worker: index, dateCache: &dateCache)
-                }
-                for job in left.joined() { finish(job, Self.unanswered, core: core, worker: index, dateCache: &dateCache) }
+            if batch[0].handedOn {
+                answerHandedOn(batch)
+            } else {
+                let handedOn = respond(to: batch, from: .queue, worker: worker, members: &members, answer: finish)
+                // Other workers answer what this batch handed on, so none waits behind the others
+                // here; what does not fit in the queue this worker answers itself, each alone.
+                for job in handOn(handedOn, core: core) { answerHandedOn([job]) }
             }
             // Answered: their bodies are not kept until this worker's next batch (64 workers
             // each holding a group of 64 writes is megabytes).

@@ -149,34 +149,10 @@ extension ProfileResponder {
         guard route.methods.contains(head.method) else {
             return .refused(Self.methodNotAllowedProblem(route), route: route)
         }
+        if route == .profile, head.method == .put || head.method == .patch || head.method == .delete {
+            return classifyChange(head)
+        }
         do throws(Problem) {
-            if route == .profile, head.method == .put || head.method == .patch || head.method == .delete {
-                let id = Result { () throws(Problem) in try profileID(from: path) }
-                do throws(Problem) {
-                    try Self.refuseDuplicateAuthorization(head)
-                } catch {
-                    // Refused on its head only where a token is checked for a valid id.
-                    if case .success = id, case .required = authorization { return .unauthorizedWrite(error) }
-                    return .refused(error, route: route)
-                }
-                // A write to no valid id reads its body and is 400 (or 404) after it.
-                let writeID = try id.get()
-                do throws(Problem) {
-                    try authorizeWrite(head, id: writeID)
-                } catch {
-                    return .unauthorizedWrite(error)
-                }
-                guard head.method != .put else { return .write(ProfileWrite(id: writeID)) }
-                let expectedVersion: Int32?
-                do throws(ProfileRequestError) {
-                    expectedVersion = try Self.ifMatchVersion(head.headers["If-Match"])
-                } catch {
-                    throw error.problem
-                }
-                return head.method == .patch
-                    ? .patch(ProfilePatchHead(id: writeID, expectedVersion: expectedVersion))
-                    : .delete(ProfileDeletion(id: writeID, expectedVersion: expectedVersion))
-            }
             try Self.refuseDuplicateAuthorization(head)
             guard route == .profile, !(head.method == .get && Self.acceptsEventStream(head)) else { return .route(route) }
             try authorizeRead(head)
@@ -184,6 +160,39 @@ extension ProfileResponder {
         } catch {
             return .refused(error, route: route)
         }
+    }
+
+    /// A `PUT`, `PATCH` or `DELETE` of a profile: its id, who may make it, then (`PATCH`, `DELETE`)
+    /// its `If-Match`. A change to no valid id reads its body and is 400 (or 404) after it.
+    private func classifyChange(_ head: HTTPRequest) -> ClassifiedRequest.Kind {
+        let id = Result { () throws(Problem) in try profileID(from: head.path) }
+        do throws(Problem) {
+            try Self.refuseDuplicateAuthorization(head)
+        } catch {
+            // Refused on its head only where a token is checked for a valid id.
+            if case .success = id, case .required = authorization { return .unauthorizedWrite(error) }
+            return .refused(error, route: .profile)
+        }
+        let changedID: Int64
+        switch id {
+        case .success(let value): changedID = value
+        case .failure(let error): return .refused(error, route: .profile)
+        }
+        do throws(Problem) {
+            try authorizeWrite(head, id: changedID)
+        } catch {
+            return .unauthorizedWrite(error)
+        }
+        guard head.method != .put else { return .write(ProfileWrite(id: changedID)) }
+        let expectedVersion: Int32?
+        do throws(ProfileRequestError) {
+            expectedVersion = try Self.ifMatchVersion(head.headers["If-Match"])
+        } catch {
+            return .refused(error.problem, route: .profile)
+        }
+        return head.method == .patch
+            ? .patch(ProfilePatchHead(id: changedID, expectedVersion: expectedVersion))
+            : .delete(ProfileDeletion(id: changedID, expectedVersion: expectedVersion))
     }
 
     // MARK: Parsing, counted
