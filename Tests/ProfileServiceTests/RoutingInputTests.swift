@@ -77,4 +77,11 @@ import Testing
         #expect(!ProfileResponder.isJSON("text/plain"))
         #expect(!ProfileResponder.isJSON("application/x-www-form-urlencoded"))
     }
+
+    /// The check every request gets on its loop agrees with the methods each route documents.
+    @Test(arguments: Route.allCases)
+    func aRouteAnswersExactlyItsMethods(route: Route) {
+        let every: [HTTPMethod] = [.get, .head, .put, .post, .patch, .delete, .options]
+        #expect(every.filter(route.answers) == every.filter(route.methods.contains))
+    }
 }

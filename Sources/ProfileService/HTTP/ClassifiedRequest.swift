@@ -146,7 +146,7 @@ extension ProfileResponder {
         guard let route = Route(path: path), route != .metrics || observability.renderMetrics != nil else {
             return .refused(Problem(.noSuchRoute, detail: "no route for \(path.prefix(200))"), route: nil)
         }
-        guard route.methods.contains(head.method) else {
+        guard route.answers(head.method) else {
             return .refused(Self.methodNotAllowedProblem(route), route: route)
         }
         if route == .profile, head.method == .put || head.method == .patch || head.method == .delete {

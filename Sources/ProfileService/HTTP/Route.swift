@@ -32,6 +32,19 @@ public enum Route: String, CaseIterable, Sendable {
         }
     }
 
+    /// Whether the route answers `method`: ``methods`` without building the array, for the
+    /// classification every request gets on its event loop.
+    func answers(_ method: HTTPMethod) -> Bool {
+        switch (self, method) {
+        case (.profile, .get), (.profile, .head), (.profile, .put), (.profile, .patch), (.profile, .delete): true
+        case (.profileEvents, .get), (.profilesEvents, .get): true
+        case (.profiles, .get), (.profiles, .head): true
+        case (.health, .get), (.health, .head), (.readiness, .get), (.readiness, .head): true
+        case (.metrics, .get), (.metrics, .head): true
+        default: false
+        }
+    }
+
     /// The `Allow` of the route's 405.
     var allowHeader: String { methods.map(\.rawValue).joined(separator: ", ") }
 
