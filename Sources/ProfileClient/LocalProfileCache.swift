@@ -12,7 +12,10 @@
 actor LocalProfileCache {
     struct Intent {
         var sequence: UInt64
-        var displayName: String
+        /// The name it sets, if it sets one.
+        var displayName: String?
+        /// The fields it sets (`nil`: unsets).
+        var fields: [String: String?] = [:]
         /// The version the edit was made over: the one the caller expects
         /// (``ProfileClient/updateDisplayName(id:to:expectedVersion:)``), or the confirmed version
         /// the user saw when making a serialized edit (``ProfileClient/setDisplayName(_:id:)``);
@@ -47,7 +50,8 @@ actor LocalProfileCache {
             guard var shown = confirmed else { return nil }
             var isPending = false
             while shown.version < Int32.max, let intent = intents.last(where: { $0.base == shown.version }) {
-                shown.displayName = intent.displayName
+                if let displayName = intent.displayName { shown.displayName = displayName }
+                for (name, value) in intent.fields { shown.fields[name] = value }
                 shown.version += 1
                 isPending = true
             }
@@ -169,9 +173,10 @@ actor LocalProfileCache {
     /// Starts an optimistic update made over version `base` and shows it to observers at once
     /// (while `base` is the newest confirmed version), marked pending.
     /// - Returns: the intent's sequence number, for ``finishUpdate(id:sequence:outcome:)``.
-    func beginUpdate(id: Int64, displayName: String, base: Int32?) -> UInt64 {
+    func beginUpdate(id: Int64, displayName: String?, fields: [String: String?] = [:], base: Int32?) -> UInt64 {
         nextSequence += 1
-        records[id, default: Record()].intents.append(Intent(sequence: nextSequence, displayName: displayName, base: base))
+        records[id, default: Record()].intents.append(
+            Intent(sequence: nextSequence, displayName: displayName, fields: fields, base: base))
         publish([id])
         return nextSequence
     }

@@ -60,9 +60,32 @@ extension ProfileClient {
     public func patchDisplayName(id: Int64, to displayName: String, expectedVersion: Int32? = nil)
         async throws(ProfileClientError) -> Profile
     {
-        try await showingPending(displayName, id: id, base: expectedVersion) { () async throws(ProfileClientError) in
-            let body = try Self.encode(["display_name": displayName])
-            let headers = expectedVersion.map { ["If-Match": "\"\($0)\""] } ?? [:]
+        try await patch(id: id, displayName: displayName, fields: [:], expectedVersion: expectedVersion)
+    }
+
+    /// Sets the profile fields named (`bio`, `avatar_url`, … : a `nil` value unsets the field)
+    /// and leaves every other one as it is, with a patch: at whatever version the service holds —
+    /// two devices setting different fields both land, neither conflicts — or, with
+    /// `expectedVersion`, only at that version (``ProfileClientError/conflict(current:)``
+    /// otherwise). Observers see the fields at once, pending, then the service's answer; a field
+    /// the service does not declare is ``ProfileClientError/validation(field:detail:)`` naming it.
+    public func setFields(_ fields: [String: String?], id: Int64, expectedVersion: Int32? = nil)
+        async throws(ProfileClientError) -> Profile
+    {
+        try await patch(id: id, displayName: nil, fields: fields, expectedVersion: expectedVersion)
+    }
+
+    /// Sets the display name (when given) and the fields named, with one patch: as
+    /// ``setFields(_:id:expectedVersion:)``.
+    public func patch(id: Int64, displayName: String? = nil, fields: [String: String?] = [:], expectedVersion: Int32? = nil)
+        async throws(ProfileClientError) -> Profile
+    {
+        try await showingPending(displayName, fields: fields, id: id, base: expectedVersion) { () async throws(ProfileClientError) in
+            var members = fields
+            if let displayName { members["display_name"] = displayName }
+            let body = try Self.encode(patch: members)
+            var headers = ["Content-Type": "application/merge-patch+json"]
+            if let expectedVersion { headers["If-Match"] = "\"\(expectedVersion)\"" }
             let response = try await send(method: "PATCH", path: "/users/profile/\(id)", body: body, isRead: false, headers: headers)
             guard response.status == 200 else { throw Self.error(for: response) }
             return try Self.decodeProfile(response.body)
@@ -73,9 +96,10 @@ extension ProfileClient {
     /// answered: the written profile, a 409's current one, or on any other failure the newest
     /// confirmed one.
     private func showingPending(
-        _ displayName: String, id: Int64, base: Int32?, _ write: () async throws(ProfileClientError) -> Profile
+        _ displayName: String?, fields: [String: String?] = [:], id: Int64, base: Int32?,
+        _ write: () async throws(ProfileClientError) -> Profile
     ) async throws(ProfileClientError) -> Profile {
-        let sequence = await cache.beginUpdate(id: id, displayName: displayName, base: base)
+        let sequence = await cache.beginUpdate(id: id, displayName: displayName, fields: fields, base: base)
         do throws(ProfileClientError) {
             let profile = try await write()
             await cache.finishUpdate(id: id, sequence: sequence, outcome: .written(profile))

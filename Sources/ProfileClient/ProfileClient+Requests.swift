@@ -34,7 +34,7 @@ extension ProfileClient {
             attempt += 1
             var headers = extra
             headers["Accept"] = "application/json, application/problem+json"
-            if body != nil { headers["Content-Type"] = "application/json" }
+            if body != nil, headers["Content-Type"] == nil { headers["Content-Type"] = "application/json" }
             let token = try await configuration.bearerToken(replacing: rejected)
             if let token { headers["Authorization"] = "Bearer \(token)" }
             let request = TransportRequest(
@@ -117,6 +117,16 @@ extension ProfileClient {
             throw .decoding(field: error.field, detail: "the service answered \(what) that does not decode: \(error)")
         } catch {
             throw .decoding(field: nil, detail: "the service answered \(what) that does not decode: \(error)")
+        }
+    }
+
+    /// A merge patch's body: each member set, `nil` as `null` (unset).
+    static func encode(patch members: [String: String?]) throws(ProfileClientError) -> Data {
+        let object = members.mapValues { value -> Any in value ?? NSNull() }
+        do {
+            return try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+        } catch {
+            throw .validation(field: nil, detail: "cannot encode the request: \(error)")
         }
     }
 

@@ -136,16 +136,15 @@ public enum CacheProtocolScenarios {
         _ = try writer.read(id: stale.id)
         let missing = cold.id + 1
         let writes = [
-            DisplayNameWrite(id: cached.id, displayName: "Cached 2", expectedVersion: 1),
-            DisplayNameWrite(id: cold.id, displayName: "Cold \"2\" \\ NULL, {x}", expectedVersion: 1),
-            DisplayNameWrite(id: stale.id, displayName: "Stale", expectedVersion: 7),
-            DisplayNameWrite(id: cached.id, displayName: "Cached again", expectedVersion: 1),
-            DisplayNameWrite(id: missing, displayName: "Nobody", expectedVersion: 1),
+            ProfileUpdate(id: cached.id, displayName: "Cached 2", expectedVersion: 1),
+            ProfileUpdate(id: cold.id, displayName: "Cold \"2\" \\ NULL, {x}", expectedVersion: 1),
+            ProfileUpdate(id: stale.id, displayName: "Stale", expectedVersion: 7),
+            ProfileUpdate(id: cached.id, displayName: "Cached again", expectedVersion: 1),
+            ProfileUpdate(id: missing, displayName: "Nobody", expectedVersion: 1),
         ]
         let outcomes = zip(writes, writer.writeTogether(writes)).map { write, together in
             Result { () throws(ProfileStoreError) in
-                try writer.updateDisplayName(
-                    id: write.id, to: write.displayName, expectedVersion: write.expectedVersion, madeTogether: together)
+                try writer.update(write, madeTogether: together)
             }
         }
         guard case .success(.updated(let first)) = outcomes[0], case .success(.updated(let second)) = outcomes[1] else {
@@ -153,7 +152,7 @@ public enum CacheProtocolScenarios {
             return
         }
         #expect(first.version == 2 && first.displayName == "Cached 2")
-        #expect(second.version == 2 && second.displayName == writes[1].displayName, "the name arrives as sent")
+        #expect(second.version == 2 && second.displayName == writes[1].changes.displayName, "the name arrives as sent")
         #expect(outcomes[2] == .success(.versionMismatch(current: stale)))
         #expect(outcomes[3] == .success(.versionMismatch(current: first)), "the batch's write came first")
         #expect(outcomes[4] == .success(.notFound))
@@ -177,8 +176,8 @@ public enum CacheProtocolScenarios {
             { repository, id in [try? repository.read(id: id)].map { $0??.version } },
             write: { writer, id in
                 let writes = [
-                    DisplayNameWrite(id: id, displayName: "Writer", expectedVersion: 1),
-                    DisplayNameWrite(id: other.id, displayName: "Other", expectedVersion: 1),
+                    ProfileUpdate(id: id, displayName: "Writer", expectedVersion: 1),
+                    ProfileUpdate(id: other.id, displayName: "Other", expectedVersion: 1),
                 ]
                 let together = writer.writeTogether(writes)
                 _ = try? writer.updateDisplayName(id: other.id, to: "Other", expectedVersion: 1, madeTogether: together[1])

@@ -23,26 +23,24 @@ open class ForwardingProfileStore: ProfileStore {
         try base.deletedVersion(id: id)
     }
 
-    open func updateDisplayName(id: Int64, to displayName: String, expectedVersion: Int32)
-        throws(ProfileStoreError) -> ProfileUpdateOutcome
+    open func update(id: Int64, changes: ProfileChanges, expectedVersion: Int32?) throws(ProfileStoreError)
+        -> ProfileUpdateOutcome
     {
-        try base.updateDisplayName(id: id, to: displayName, expectedVersion: expectedVersion)
+        try base.update(id: id, changes: changes, expectedVersion: expectedVersion)
     }
 
-    open func updateDisplayNames(_ writes: [DisplayNameWrite]) throws(ProfileStoreError) -> [Int64: Profile]? {
-        try base.updateDisplayNames(writes)
-    }
-
-    open func setDisplayName(id: Int64, to displayName: String) throws(ProfileStoreError) -> ProfileUpdateOutcome {
-        try base.setDisplayName(id: id, to: displayName)
+    open func updateProfiles(_ updates: [ProfileUpdate]) throws(ProfileStoreError) -> [Int64: Profile]? {
+        try base.updateProfiles(updates)
     }
 
     open func delete(id: Int64, expectedVersion: Int32?) throws(ProfileStoreError) -> ProfileDeleteOutcome {
         try base.delete(id: id, expectedVersion: expectedVersion)
     }
 
-    open func create(id: Int64, username: String, displayName: String) throws(ProfileStoreError) -> Profile {
-        try base.create(id: id, username: username, displayName: displayName)
+    open func create(id: Int64, username: String, displayName: String, fields: [ProfileFields.Entry])
+        throws(ProfileStoreError) -> Profile
+    {
+        try base.create(id: id, username: username, displayName: displayName, fields: fields)
     }
 
     open func isHealthy() -> Bool {

@@ -22,13 +22,14 @@ public final class InMemoryDatabase: Sendable {
             log.append((id, row))
         }
 
-        /// The optimistic update: the row at the expected version gets the name and the next version.
-        mutating func update(_ write: DisplayNameWrite) -> ProfileUpdateOutcome {
+        /// The update: the row (at the expected version, when the update names one) gets the
+        /// changes and the next version.
+        mutating func update(_ write: ProfileUpdate) -> ProfileUpdateOutcome {
             guard let current = rows[write.id] else { return .notFound }
-            guard current.version == write.expectedVersion else { return .versionMismatch(current: current) }
-            let updated = Profile(
-                id: write.id, username: current.username, displayName: write.displayName, version: current.version + 1,
-                updatedAt: InMemoryDatabase.timestamp())
+            if let expected = write.expectedVersion, current.version != expected { return .versionMismatch(current: current) }
+            var updated = write.changes.applied(to: current)
+            updated.version = current.version + 1
+            updated.updatedAt = InMemoryDatabase.timestamp()
             commit(write.id, updated)
             return .updated(updated)
         }
@@ -44,8 +45,12 @@ public final class InMemoryDatabase: Sendable {
     }
 
     private let state = Mutex(State())
+    /// The declared fields every row carries.
+    public let profileFields: ProfileFieldCatalog
 
-    public init() {}
+    public init(profileFields: ProfileFieldCatalog = .standard) {
+        self.profileFields = profileFields
+    }
 
     /// A store for one worker, as each worker has its own PostgreSQL connection.
     public func store() -> InMemoryProfileStore { InMemoryProfileStore(database: self) }
@@ -104,18 +109,11 @@ public final class InMemoryProfileStore: ProfileStore {
         }
     }
 
-    public func updateDisplayName(id: Int64, to displayName: String, expectedVersion: Int32)
-        throws(ProfileStoreError) -> ProfileUpdateOutcome
+    public func update(id: Int64, changes: ProfileChanges, expectedVersion: Int32?) throws(ProfileStoreError)
+        -> ProfileUpdateOutcome
     {
         try database.withState { (state: inout InMemoryDatabase.State) throws(ProfileStoreError) -> ProfileUpdateOutcome in
-            state.update(DisplayNameWrite(id: id, displayName: displayName, expectedVersion: expectedVersion))
-        }
-    }
-
-    public func setDisplayName(id: Int64, to displayName: String) throws(ProfileStoreError) -> ProfileUpdateOutcome {
-        try database.withState { (state: inout InMemoryDatabase.State) throws(ProfileStoreError) -> ProfileUpdateOutcome in
-            guard let current = state.rows[id] else { return .notFound }
-            return state.update(DisplayNameWrite(id: id, displayName: displayName, expectedVersion: current.version))
+            state.update(ProfileUpdate(id: id, changes: changes, expectedVersion: expectedVersion))
         }
     }
 
@@ -126,7 +124,7 @@ public final class InMemoryProfileStore: ProfileStore {
     }
 
     /// All of them under one lock, as one transaction.
-    public func updateDisplayNames(_ writes: [DisplayNameWrite]) throws(ProfileStoreError) -> [Int64: Profile]? {
+    public func updateProfiles(_ writes: [ProfileUpdate]) throws(ProfileStoreError) -> [Int64: Profile]? {
         try database.withState { (state: inout InMemoryDatabase.State) throws(ProfileStoreError) -> [Int64: Profile]? in
             var updated: [Int64: Profile] = [:]
             for write in writes {
@@ -136,13 +134,17 @@ public final class InMemoryProfileStore: ProfileStore {
         }
     }
 
-    public func create(id: Int64, username: String, displayName: String) throws(ProfileStoreError) -> Profile {
-        try database.withState { (state: inout InMemoryDatabase.State) throws(ProfileStoreError) -> Profile in
+    public func create(id: Int64, username: String, displayName: String, fields: [ProfileFields.Entry])
+        throws(ProfileStoreError) -> Profile
+    {
+        var declared = database.profileFields.unsetFields
+        declared.apply(fields)
+        return try database.withState { (state: inout InMemoryDatabase.State) throws(ProfileStoreError) -> Profile in
             if let current = state.rows[id] { throw .idTaken(current: current) }
             if state.rows.values.contains(where: { $0.username == username }) { throw .usernameTaken }
             let profile = Profile(
-                id: id, username: username, displayName: displayName, version: (state.tombstones[id] ?? 0) + 1,
-                updatedAt: InMemoryDatabase.timestamp())
+                id: id, username: username, displayName: displayName, fields: declared,
+                version: (state.tombstones[id] ?? 0) + 1, updatedAt: InMemoryDatabase.timestamp())
             state.commit(id, profile)
             return profile
         }

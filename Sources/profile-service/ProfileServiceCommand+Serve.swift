@@ -215,6 +215,37 @@ extension ProfileServiceCommand {
                 metadata: ["fix": "ALTER ROLE <role> SET statement_timeout = '5s'; ALTER ROLE <role> SET lock_timeout = '2s'"])
         }
 
+        /// The declared profile fields (docs/design.md §11), read once before anything starts:
+        /// they shape every statement, body and cache entry. While PostgreSQL cannot be reached
+        /// the service waits for it (logging), since it cannot know what a profile is without it.
+        func declaredProfileFields(_ postgres: PostgresConfiguration, logger: Logger) throws -> ProfileFieldCatalog {
+            var waiting = false
+            while true {
+                let connection = PostgresConnection(configuration: postgres, statements: [], logger: logger)
+                defer { connection.close() }
+                do {
+                    try connection.connect()
+                    switch try ProfileFieldCatalog.load(from: connection) {
+                    case .declared(let catalog):
+                        logger.info("profile fields", metadata: ["fields": "\(catalog.declarations.map(\.name))"])
+                        return catalog
+                    case .notMigrated:
+                        logger.warning(
+                            "the database has no profile_fields table: profiles carry their display name alone until `profile-service migrate` runs and the instance restarts")
+                        return .none
+                    }
+                } catch let error as ProfileFieldCatalogError {
+                    throw RuntimeFailure(description: "cannot serve the declared profile fields: \(error)")
+                } catch {
+                    if !waiting {
+                        logger.warning("waiting for PostgreSQL to read the declared profile fields", metadata: ["error": "\(error)"])
+                        waiting = true
+                    }
+                    usleep(1_000_000)
+                }
+            }
+        }
+
         func run() throws {
             try logging.bootstrap()
             let prometheus = PrometheusCollectorRegistry()
@@ -245,8 +276,10 @@ extension ProfileServiceCommand {
             let direct = try database.directConfiguration()
             try checkDatabaseAtStart(postgres, line: "--database-url", logger: logger)
             if database.isPooled { try checkDatabaseAtStart(direct, line: "--database-direct-url", logger: logger) }
+            let profileFields = try declaredProfileFields(direct, logger: logger)
             let memcached = try memcachedConfiguration()
             var cache = ProfileCacheConfiguration()
+            cache.profileFields = profileFields
             cache.ttl = .seconds(cacheTtlS)
             cache.coalescedWait = .milliseconds(coalescedWaitMs)
             cache.maximumCoalescedWaiters = max(1, workers / 2)
@@ -262,7 +295,7 @@ extension ProfileServiceCommand {
             // The request workers' connections only: the hub's fetchers and the feed have their own.
             let databases = DatabasePools(
                 postgres: postgres, connections: databaseConcurrency > 0 ? databaseConcurrency : databaseConnections,
-                health: databaseHealth, replicas: replicas, logger: logger)
+                health: databaseHealth, replicas: replicas, profileFields: profileFields, logger: logger)
             let cluster = try cacheCluster.cluster()
             let feed = changeFeed(cluster: cluster, postgres: direct, memcached: memcached, shared: shared, logger: logger)
             let lifecycle = ServiceLifecycle(
@@ -286,7 +319,8 @@ extension ProfileServiceCommand {
             try background.start()
             let responder = ProfileResponder(
                 lifecycle: lifecycle, authorization: try auth.authorization(), observability: observability,
-                liveUpdates: hub, clientIdentity: ClientIdentity(trustedProxyHops: trustedProxyHops), logger: logger
+                liveUpdates: hub, clientIdentity: ClientIdentity(trustedProxyHops: trustedProxyHops), logger: logger,
+                profileFields: profileFields
             ) { _ in
                 try ProfileWorker.connecting(databases: databases, memcached: memcached, shared: shared, logger: logger)
             }

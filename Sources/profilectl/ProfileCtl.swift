@@ -163,22 +163,47 @@ extension ProfileCtl {
 
     struct Patch: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Change a display name with a patch (no version needed) and print the result.",
-            discussion: "Without --version the patch applies to whatever version is stored: it never conflicts.")
+            abstract: "Change a display name or profile fields with a patch (no version needed) and print the result.",
+            discussion: """
+                Only what is named changes: --set bio='Hello' --unset website leaves every other field as it is. \
+                Without --version the patch applies to whatever version is stored: it never conflicts.
+                """)
 
         @OptionGroup var connection: Connection
         @Argument(help: "The profile id.") var id: Int64
-        @Option(help: "The new display name.") var displayName: String
+        @Option(help: "The new display name.") var displayName: String?
+        @Option(name: .customLong("set"), help: ArgumentHelp("Set a profile field (repeatable).", valueName: "field=value"))
+        var assignments: [String] = []
+        @Option(name: .customLong("unset"), help: ArgumentHelp("Unset a profile field (repeatable).", valueName: "field"))
+        var unsetFields: [String] = []
         @Option(help: "Patch only at this version (409 otherwise).") var version: Int32?
+
+        /// The fields to change: `--set` values, `--unset` as nil.
+        var fields: [String: String?] {
+            var fields: [String: String?] = [:]
+            for assignment in assignments {
+                let parts = assignment.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                fields[String(parts[0])] = parts.count > 1 ? String(parts[1]) : ""
+            }
+            for name in unsetFields { fields[name] = .some(nil) }
+            return fields
+        }
 
         func validate() throws {
             guard id > 0 else { throw ValidationError("profile ids are positive integers") }
             if let version, version < 1 { throw ValidationError("--version must be at least 1") }
+            for assignment in assignments where !assignment.contains("=") || assignment.hasPrefix("=") {
+                throw ValidationError("--set takes field=value, got \(assignment)")
+            }
+            guard displayName != nil || !assignments.isEmpty || !unsetFields.isEmpty else {
+                throw ValidationError("nothing to patch: give --display-name, --set or --unset")
+            }
         }
 
         func run() async throws {
             do {
-                ProfileCtl.print(try await connection.makeClient().patchDisplayName(id: id, to: displayName, expectedVersion: version))
+                ProfileCtl.print(
+                    try await connection.makeClient().patch(id: id, displayName: displayName, fields: fields, expectedVersion: version))
             } catch {
                 throw ProfileCtl.fail(error)
             }

@@ -80,15 +80,15 @@ class RecordingStore: ForwardingProfileStore {
         return try base.profiles(ids: ids)
     }
 
-    override func updateDisplayName(id: Int64, to displayName: String, expectedVersion: Int32)
+    override func update(id: Int64, changes: ProfileChanges, expectedVersion: Int32?)
         throws(ProfileStoreError) -> ProfileUpdateOutcome
     {
         log.entries.append("update")
-        return try base.updateDisplayName(id: id, to: displayName, expectedVersion: expectedVersion)
+        return try base.update(id: id, changes: changes, expectedVersion: expectedVersion)
     }
 
-    override func updateDisplayNames(_ writes: [DisplayNameWrite]) throws(ProfileStoreError) -> [Int64: Profile]? {
+    override func updateProfiles(_ writes: [ProfileUpdate]) throws(ProfileStoreError) -> [Int64: Profile]? {
         log.entries.append("update together")
-        return try base.updateDisplayNames(writes)
+        return try base.updateProfiles(writes)
     }
 }

@@ -102,10 +102,10 @@ import ProfileServiceTesting
 
 /// A store whose updates commit and then report the connection lost (an injected fault).
 private final class CommitThenFailStore: ForwardingProfileStore {
-    override func updateDisplayName(id: Int64, to displayName: String, expectedVersion: Int32) throws(ProfileStoreError)
+    override func update(id: Int64, changes: ProfileChanges, expectedVersion: Int32?) throws(ProfileStoreError)
         -> ProfileUpdateOutcome
     {
-        _ = try base.updateDisplayName(id: id, to: displayName, expectedVersion: expectedVersion)
+        _ = try base.update(id: id, changes: changes, expectedVersion: expectedVersion)
         throw .unavailable
     }
 }

@@ -9,7 +9,7 @@ import ProfileServiceTesting
 @Suite(.serialized) struct WriteLookTests {
     private func entry(_ id: Int64, _ backends: InMemoryBackends, _ shared: ProfileCacheShared) -> CacheEntry? {
         guard case .hit(let item) = backends.cache.get(shared.configuration.key(for: id)) else { return nil }
-        return CacheEntry(decoding: item.value)
+        return CacheEntry(decoding: item.value, shape: ProfileFieldCatalog.standard.shape)
     }
 
     /// What a write costs, in order: the look travels beside the statement, then one `cas` —
@@ -136,10 +136,10 @@ private final class AfterUpdate: ForwardingProfileStore {
         super.init(base)
     }
 
-    override func updateDisplayName(id: Int64, to displayName: String, expectedVersion: Int32)
+    override func update(id: Int64, changes: ProfileChanges, expectedVersion: Int32?)
         throws(ProfileStoreError) -> ProfileUpdateOutcome
     {
-        let outcome = try base.updateDisplayName(id: id, to: displayName, expectedVersion: expectedVersion)
+        let outcome = try base.update(id: id, changes: changes, expectedVersion: expectedVersion)
         let hook = afterCommit
         afterCommit = nil
         hook?()

@@ -27,13 +27,13 @@ import Testing
         let writer = ProfileRepository(
             store: RecordingStore(backends.store, log: log), cache: RecordingCache(backends.cache, log: log), shared: shared,
             logger: InMemoryBackends.logger)
-        let writes = profiles.map { DisplayNameWrite(id: $0.id, displayName: "New \($0.id)", expectedVersion: 1) }
+        let writes = profiles.map { ProfileUpdate(id: $0.id, displayName: "New \($0.id)", expectedVersion: 1) }
 
         let together = writer.writeTogether(writes)
         #expect(log.entries == ["looks sent", "update together", "looks read", "read rows", "cas together"])
         log.entries = []
         let versions = try zip(writes, together).map { write, made in
-            try writer.updateDisplayName(id: write.id, to: write.displayName, expectedVersion: 1, madeTogether: made).updatedVersion
+            try writer.updateDisplayName(id: write.id, to: write.changes.displayName!, expectedVersion: 1, madeTogether: made).updatedVersion
         }
         #expect(log.entries == [], "every answer came from the batch")
         #expect(versions == [2, 2, 2, 2])
@@ -52,7 +52,7 @@ import Testing
         let log = OperationLog()
         let writer = ProfileRepository(
             store: RecordingStore(backends.store, log: log), cache: backends.cache, shared: shared, logger: InMemoryBackends.logger)
-        let writes = [first, second].map { DisplayNameWrite(id: $0.id, displayName: "Batch", expectedVersion: 1) }
+        let writes = [first, second].map { ProfileUpdate(id: $0.id, displayName: "Batch", expectedVersion: 1) }
 
         _ = writer.writeTogether(writes)
         log.entries = []
@@ -75,17 +75,17 @@ import Testing
         let writer = ProfileRepository(
             store: RefusingTogether(backends.store, log: log), cache: backends.cache, shared: shared,
             logger: InMemoryBackends.logger)
-        let writes = profiles.map { DisplayNameWrite(id: $0.id, displayName: "Alone", expectedVersion: 1) }
+        let writes = profiles.map { ProfileUpdate(id: $0.id, displayName: "Alone", expectedVersion: 1) }
 
         let versions = try zip(writes, writer.writeTogether(writes)).map { write, made in
-            try writer.updateDisplayName(id: write.id, to: write.displayName, expectedVersion: 1, madeTogether: made).updatedVersion
+            try writer.updateDisplayName(id: write.id, to: write.changes.displayName!, expectedVersion: 1, madeTogether: made).updatedVersion
         }
         #expect(versions == [2, 2, 2])
         #expect(log.entries.filter { $0 == "update" }.count == 3)
         for profile in profiles {
             #expect(backends.cachedVersion(profile.id, shared: shared) == 2)
             if case .hit(let item) = backends.cache.get(shared.configuration.key(for: profile.id)),
-                case .lease? = CacheEntry(decoding: item.value)
+                case .lease? = CacheEntry(decoding: item.value, shape: ProfileFieldCatalog.standard.shape)
             {
                 Issue.record("a lease of the refused batch was left behind")
             }
@@ -102,12 +102,12 @@ import Testing
         let profiles = try (0..<3).map { _ in try backends.seed() }
         let writer = backends.repository(shared)
         _ = try writer.read(id: profiles[0].id)
-        let writes = profiles.map { DisplayNameWrite(id: $0.id, displayName: "Lost", expectedVersion: 1) }
+        let writes = profiles.map { ProfileUpdate(id: $0.id, displayName: "Lost", expectedVersion: 1) }
 
         database.setUnavailable(true)
         let errors = zip(writes, writer.writeTogether(writes)).map { write, made -> ProfileStoreError? in
             let outcome = Result { () throws(ProfileStoreError) in
-                try writer.updateDisplayName(id: write.id, to: write.displayName, expectedVersion: 1, madeTogether: made)
+                try writer.updateDisplayName(id: write.id, to: write.changes.displayName!, expectedVersion: 1, madeTogether: made)
             }
             if case .failure(let error) = outcome { return error }
             return nil
@@ -138,11 +138,11 @@ import Testing
         let healthy = profiles.filter { cluster.server(forKey: shared.configuration.key(for: $0.id)) != failed }
         try #require(!healthy.isEmpty)
         let writer = backends.repository(shared)
-        let writes = profiles.map { DisplayNameWrite(id: $0.id, displayName: "Through a failure", expectedVersion: 1) }
+        let writes = profiles.map { ProfileUpdate(id: $0.id, displayName: "Through a failure", expectedVersion: 1) }
 
         cluster.fail(failed)
         let versions = try zip(writes, writer.writeTogether(writes)).map { write, made in
-            try writer.updateDisplayName(id: write.id, to: write.displayName, expectedVersion: 1, madeTogether: made).updatedVersion
+            try writer.updateDisplayName(id: write.id, to: write.changes.displayName!, expectedVersion: 1, madeTogether: made).updatedVersion
         }
         cluster.heal(failed)
         #expect(versions == Array(repeating: 2, count: profiles.count))
@@ -163,10 +163,10 @@ import Testing
             _ = try? newer.updateDisplayName(id: raced.id, to: "Newer", expectedVersion: 2)
         }
         let writer = ProfileRepository(store: store, cache: backends.cache, shared: shared, logger: InMemoryBackends.logger)
-        let writes = [raced, other].map { DisplayNameWrite(id: $0.id, displayName: "Batch", expectedVersion: 1) }
+        let writes = [raced, other].map { ProfileUpdate(id: $0.id, displayName: "Batch", expectedVersion: 1) }
 
         let versions = try zip(writes, writer.writeTogether(writes)).map { write, made in
-            try writer.updateDisplayName(id: write.id, to: write.displayName, expectedVersion: 1, madeTogether: made).updatedVersion
+            try writer.updateDisplayName(id: write.id, to: write.changes.displayName!, expectedVersion: 1, madeTogether: made).updatedVersion
         }
         #expect(versions == [2, 2])
         #expect(backends.cachedVersion(raced.id, shared: shared) == 3, "version 2 must not replace 3")
@@ -177,7 +177,7 @@ import Testing
 
 /// Refuses every statement of several writes (returns nil: nothing changed).
 private final class RefusingTogether: RecordingStore {
-    override func updateDisplayNames(_ writes: [DisplayNameWrite]) throws(ProfileStoreError) -> [Int64: Profile]? {
+    override func updateProfiles(_ writes: [ProfileUpdate]) throws(ProfileStoreError) -> [Int64: Profile]? {
         log.entries.append("update together")
         return nil
     }
@@ -192,8 +192,8 @@ private final class AfterUpdateTogether: ForwardingProfileStore {
         super.init(base)
     }
 
-    override func updateDisplayNames(_ writes: [DisplayNameWrite]) throws(ProfileStoreError) -> [Int64: Profile]? {
-        let updated = try base.updateDisplayNames(writes)
+    override func updateProfiles(_ writes: [ProfileUpdate]) throws(ProfileStoreError) -> [Int64: Profile]? {
+        let updated = try base.updateProfiles(writes)
         let hook = afterCommit
         afterCommit = nil
         hook?()

@@ -24,7 +24,7 @@ import Testing
             try? FileManager.default.removeItem(atPath: state)
         }
         let postgres = try PostgresConfiguration(url: "postgres://postgres@127.0.0.1:\(port)/profiles")
-        let sql = PostgresConnection(configuration: postgres, statements: PostgresProfileStore.statements, logger: Self.logger)
+        let sql = PostgresConnection(configuration: postgres, statements: PostgresProfileStore.statements(for: .standard), logger: Self.logger)
         defer { sql.close() }
         try sql.connect()
         _ = try Migrator(connection: sql, logger: Self.logger).migrate(
@@ -42,7 +42,7 @@ import Testing
         _ = try store.create(id: id, username: "u\(id)", displayName: "Before")
         func cachedVersion() -> Int32? {
             guard case .hit(let item) = cache.get(shared.configuration.key(for: id)),
-                case .profile(let version, _)? = CacheEntry(decoding: item.value)
+                case .profile(let version, _)? = CacheEntry(decoding: item.value, shape: ProfileFieldCatalog.standard.shape)
             else { return nil }
             return version
         }

@@ -7,7 +7,7 @@ import TestSupport
 
 @testable import ProfileService
 
-/// Several optimistic updates in one statement (`PostgresProfileStore.updateDisplayNames`,
+/// Several optimistic updates in one statement (`PostgresProfileStore.updateProfiles`,
 /// docs/design.md §9.5), on the real PostgreSQL.
 @Suite(.serialized, .requires(.postgres, .memcached)) struct UpdatesTogetherTests {
     let backends: IntegrationBackends
@@ -21,8 +21,8 @@ import TestSupport
     @Test func namesArriveExactlyAsSent() throws {
         let names = [#"say "hi""#, #"back\slash"#, "NULL", "a, b", "{braces}", "Zoë 🐙", " spaced ", #"\""#]
         let profiles = try names.map { _ in try backends.seed() }
-        let writes = zip(profiles, names).map { DisplayNameWrite(id: $0.id, displayName: $1, expectedVersion: 1) }
-        let updated = try #require(try backends.store.updateDisplayNames(writes))
+        let writes = zip(profiles, names).map { ProfileUpdate(id: $0.id, displayName: $1, expectedVersion: 1) }
+        let updated = try #require(try backends.store.updateProfiles(writes))
         for (profile, name) in zip(profiles, names) {
             #expect(updated[profile.id]?.displayName == name)
             #expect(try backends.store.profile(id: profile.id)?.displayName == name)
@@ -37,11 +37,11 @@ import TestSupport
         _ = try backends.store.updateDisplayName(id: moved.id, to: "Moved on", expectedVersion: 1)
         let missing = moved.id + 1
         let writes =
-            current.map { DisplayNameWrite(id: $0.id, displayName: "Together", expectedVersion: 1) } + [
-                DisplayNameWrite(id: moved.id, displayName: "Stale", expectedVersion: 1),
-                DisplayNameWrite(id: missing, displayName: "Nobody", expectedVersion: 1),
+            current.map { ProfileUpdate(id: $0.id, displayName: "Together", expectedVersion: 1) } + [
+                ProfileUpdate(id: moved.id, displayName: "Stale", expectedVersion: 1),
+                ProfileUpdate(id: missing, displayName: "Nobody", expectedVersion: 1),
             ]
-        let updated = try #require(try backends.store.updateDisplayNames(writes))
+        let updated = try #require(try backends.store.updateProfiles(writes))
         #expect(Set(updated.keys) == Set(current.map(\.id)))
         #expect(updated.values.allSatisfy { $0.version == 2 && $0.displayName == "Together" })
         #expect(Set(updated.values.map(\.updatedAt)).count == 1, "one transaction: one now()")
@@ -62,10 +62,10 @@ import TestSupport
         }
         let other = try backends.seed()
         let writes = [
-            DisplayNameWrite(id: other.id, displayName: "Lost with the batch", expectedVersion: 1),
-            DisplayNameWrite(id: top.id, displayName: "Overflow", expectedVersion: Int32.max),
+            ProfileUpdate(id: other.id, displayName: "Lost with the batch", expectedVersion: 1),
+            ProfileUpdate(id: top.id, displayName: "Overflow", expectedVersion: Int32.max),
         ]
-        #expect(try backends.store.updateDisplayNames(writes) == nil)
+        #expect(try backends.store.updateProfiles(writes) == nil)
         #expect(try backends.store.profile(id: other.id)?.version == 1, "rolled back with the statement")
     }
 
@@ -80,8 +80,8 @@ import TestSupport
         try operatorSession.connection.simpleQuery("BEGIN")
         try operatorSession.connection.simpleQuery("UPDATE user_profiles SET display_name = 'psql' WHERE id = \(locked.id)")
         defer { _ = try? operatorSession.connection.simpleQuery("ROLLBACK") }
-        let writes = [locked, free].map { DisplayNameWrite(id: $0.id, displayName: "Together", expectedVersion: 1) }
-        let updated = try #require(try backends.store.updateDisplayNames(writes))
+        let writes = [locked, free].map { ProfileUpdate(id: $0.id, displayName: "Together", expectedVersion: 1) }
+        let updated = try #require(try backends.store.updateProfiles(writes))
         #expect(Set(updated.keys) == [free.id])
         try operatorSession.connection.simpleQuery("ROLLBACK")
         #expect(try backends.store.profile(id: locked.id)?.version == 1)
@@ -105,12 +105,10 @@ import TestSupport
                     // The versions as they are now: most writes of a round meet the other writer's.
                     guard let rows = try? own.store.profiles(ids: order) else { continue }
                     let writes = order.compactMap { id in
-                        rows[id].map { DisplayNameWrite(id: id, displayName: "w\(Int.random(in: 0..<1_000_000))", expectedVersion: $0.version) }
+                        rows[id].map { ProfileUpdate(id: id, displayName: "w\(Int.random(in: 0..<1_000_000))", expectedVersion: $0.version) }
                     }
                     for (write, made) in zip(writes, repository.writeTogether(writes)) {
-                        if case .updated? = try? repository.updateDisplayName(
-                            id: write.id, to: write.displayName, expectedVersion: write.expectedVersion, madeTogether: made)
-                        {
+                        if case .updated? = try? repository.update(write, madeTogether: made) {
                             updates.add()
                         }
                     }
@@ -141,8 +139,8 @@ private final class CountingRefusals: ForwardingProfileStore {
         super.init(base)
     }
 
-    override func updateDisplayNames(_ writes: [DisplayNameWrite]) throws(ProfileStoreError) -> [Int64: Profile]? {
-        let updated = try base.updateDisplayNames(writes)
+    override func updateProfiles(_ writes: [ProfileUpdate]) throws(ProfileStoreError) -> [Int64: Profile]? {
+        let updated = try base.updateProfiles(writes)
         if updated == nil { refusals.add() }
         return updated
     }

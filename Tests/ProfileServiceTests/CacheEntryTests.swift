@@ -6,13 +6,17 @@ import Testing
 @testable import ProfileService
 
 @Suite struct CacheEntryTests {
-    let profile = Profile(
-        id: 42, username: "ada", displayName: "Ada \"the\" Countess\n\\", version: 7,
-        updatedAt: "2026-11-21T10:00:00.000000Z")
+    let profile: Profile = {
+        var fields = ProfileFieldCatalog.standard.unsetFields
+        fields.apply([.init(name: "bio", value: "Mathematician.\n\"Poetical science\"")])
+        return Profile(
+            id: 42, username: "ada", displayName: "Ada \"the\" Countess\n\\", fields: fields, version: 7,
+            updatedAt: "2026-11-21T10:00:00.000000Z")
+    }()
 
     @Test func profileRoundTripKeepsTheJSONBytes() {
         let encoded = CacheEntry.encode(profile)
-        guard case .profile(let version, let json)? = CacheEntry(decoding: encoded) else {
+        guard case .profile(let version, let json)? = CacheEntry(decoding: encoded, shape: ProfileFieldCatalog.standard.shape) else {
             Issue.record("did not decode")
             return
         }
@@ -30,19 +34,35 @@ import Testing
         #expect(ProfileCacheEntries.key(for: 42) == ProfileCacheConfiguration().key(for: 42))
     }
 
+    /// An entry written under other declared fields is not this instance's to serve: to it, it is
+    /// undecodable (replaced from PostgreSQL, or deleted). One of a release before declared fields
+    /// is the shape of none.
+    @Test func anEntryOfAnotherShapeIsNotDecoded() throws {
+        let encoded = CacheEntry.encode(profile)
+        let pronouns = try ProfileFieldCatalog(
+            ProfileFieldCatalog.standard.declarations + [ProfileFieldDeclaration(name: "pronouns", kind: .text, maximumLength: 40)])
+        #expect(pronouns.shape != ProfileFieldCatalog.standard.shape)
+        #expect(CacheEntry(decoding: encoded, shape: pronouns.shape) == nil)
+        #expect(CacheEntry(decoding: encoded, shape: ProfileFieldCatalog.none.shape) == nil)
+        let fieldless = [0xA1, UInt8(ascii: "P"), 0, 0, 0, 3] + Array(#"{"id":42}"#.utf8)
+        #expect(CacheEntry(decoding: fieldless, shape: ProfileFieldCatalog.none.shape) == .profile(version: 3, json: fieldless[6...]))
+        #expect(CacheEntry(decoding: fieldless, shape: ProfileFieldCatalog.standard.shape) == nil)
+        #expect(ProfileCacheEntries.shape(of: ProfileCacheEntries.standardFields) == ProfileFieldCatalog.standard.shape)
+    }
+
     @Test func absentRoundTripStandsForVersionZero() {
-        #expect(CacheEntry(decoding: CacheEntry.encodedAbsent) == .absent)
+        #expect(CacheEntry(decoding: CacheEntry.encodedAbsent, shape: ProfileFieldCatalog.standard.shape) == .absent)
         #expect(CacheEntry.absent.version == 0)
         #expect(CacheEntry.lease(token: 1).version == nil)
-        #expect(CacheEntry(decoding: CacheEntry.encodedAbsent + [0]) == nil, "a longer record is not one")
-        #expect(CacheEntry(decoding: [0xA1, 0x41, 0, 0, 0, 1]) == nil)
+        #expect(CacheEntry(decoding: CacheEntry.encodedAbsent + [0], shape: ProfileFieldCatalog.standard.shape) == nil, "a longer record is not one")
+        #expect(CacheEntry(decoding: [0xA1, 0x41, 0, 0, 0, 1], shape: ProfileFieldCatalog.standard.shape) == nil)
         #expect(ProfileCacheEntries.version(of: CacheEntry.encodedAbsent) == nil)
         #expect(ProfileCacheEntries.isAbsent(CacheEntry.encodedAbsent))
     }
 
     @Test func leaseRoundTrip() {
         let token: UInt64 = 0xDEAD_BEEF_0102_0304
-        #expect(CacheEntry(decoding: CacheEntry.encodeLease(token: token)) == .lease(token: token))
+        #expect(CacheEntry(decoding: CacheEntry.encodeLease(token: token), shape: ProfileFieldCatalog.standard.shape) == .lease(token: token))
     }
 
     @Test(arguments: [
@@ -50,7 +70,7 @@ import Testing
         [0xA1, 0x50, 0, 0, 0, 0, 0x7B], [0xA1, 0x50, 0x80, 0, 0, 1, 0x7B], [0xA1, 0x4C, 1, 2, 3],
     ])
     func anythingElseIsNotAnEntry(bytes: [UInt8]) {
-        #expect(CacheEntry(decoding: bytes) == nil)
+        #expect(CacheEntry(decoding: bytes, shape: ProfileFieldCatalog.standard.shape) == nil)
     }
 
     @Test func profileJSONIsValidAndEscaped() throws {
@@ -61,7 +81,9 @@ import Testing
         #expect(object["display_name"] as? String == profile.displayName)
         #expect(object["version"] as? Int == 7)
         #expect(object["updated_at"] as? String == profile.updatedAt)
-        #expect(Set(object.keys) == ["id", "username", "display_name", "version", "updated_at"])
+        #expect(Set(object.keys) == ["id", "username", "display_name", "bio", "avatar_url", "location", "website", "version", "updated_at"])
+        #expect(object["bio"] as? String == profile.fields["bio"])
+        #expect(object["website"] is NSNull, "an unset field is null")
     }
 
     @Test func problemDocumentsAreValidJSONWithTheirFields() throws {

@@ -7,7 +7,7 @@ import Testing
 struct ProfileChangeDecoderTests {
     private static let profiles = PgOutputRelation(
         id: 16_384, namespace: "public", name: "user_profiles",
-        columns: ["id", "username", "display_name", "version", "created_at", "updated_at"].map {
+        columns: ["id", "username", "display_name", "version", "created_at", "updated_at", "bio", "avatar_url", "location", "website"].map {
             .init(name: $0, typeOID: 25, isKey: $0 == "id")
         })
     private static let other = PgOutputRelation(
@@ -16,7 +16,10 @@ struct ProfileChangeDecoderTests {
     private func row(_ id: Int64, _ version: Int32, updatedAt: PgOutputValue = .text("2026-11-23 12:51:45.12+00"))
         -> [PgOutputValue]
     {
-        [.text("\(id)"), .text("u\(id)"), .text("Name \(id)"), .text("\(version)"), .text("2026-11-01 00:00:00+00"), updatedAt]
+        [
+            .text("\(id)"), .text("u\(id)"), .text("Name \(id)"), .text("\(version)"), .text("2026-11-01 00:00:00+00"), updatedAt,
+            .text("Bio of \(id)\nsecond line"), .null, .text("Lisbon"), .null,
+        ]
     }
 
     /// What the decoder hands out for one transaction of `messages`: its parts, in order.
@@ -70,9 +73,34 @@ struct ProfileChangeDecoderTests {
             try transaction([.insert(relationID: 16_384, new: row(1, 1)), .update(relationID: 16_384, old: nil, new: row(2, 7))]))
         #expect(done.endLSN == LSN(rawValue: 100))
         #expect(done.commitTime == 5)
-        let expected = Profile(id: 2, username: "u2", displayName: "Name 2", version: 7, updatedAt: "2026-11-23T12:51:45.120000Z")
+        let fields = ProfileFields([
+            .init(name: "bio", value: "Bio of 2\nsecond line"), .init(name: "avatar_url", value: nil),
+            .init(name: "location", value: "Lisbon"), .init(name: "website", value: nil),
+        ])
+        let expected = Profile(
+            id: 2, username: "u2", displayName: "Name 2", fields: fields, version: 7, updatedAt: "2026-11-23T12:51:45.120000Z")
         #expect(done.changes.last == .changed(id: 2, version: 7, row: expected))
         #expect(done.changes.count == 2)
+    }
+
+    @Test func aDeclaredFieldTheRowLacksLeavesTheRowUnread() throws {
+        // A TOASTed bio the update left unchanged is not sent again.
+        var values = row(3, 4)
+        values[6] = .unchangedToast
+        let toasted = try #require(try transaction([.update(relationID: 16_384, old: nil, new: values)]))
+        #expect(toasted.changes == [.changed(id: 3, version: 4, row: nil)])
+        // A field declared before its column reached this relation (or a column of another name).
+        let pronouns = try ProfileFieldCatalog(
+            ProfileFieldCatalog.standard.declarations + [ProfileFieldDeclaration(name: "pronouns", kind: .text, maximumLength: 40)])
+        let change = try ProfileChangeDecoder.change(from: row(3, 4), columns: Self.profiles.columns, fields: pronouns)
+        #expect(change == .changed(id: 3, version: 4, row: nil))
+        // A column that is no declared field is not the API's: the row carries the declared ones.
+        let fewer = try ProfileChangeDecoder.change(from: row(3, 4), columns: Self.profiles.columns, fields: .none)
+        guard case .changed(_, _, let row?) = fewer else {
+            Issue.record("expected the row: \(fewer)")
+            return
+        }
+        #expect(row.fields.entries.isEmpty && row.displayName == "Name 3")
     }
 
     @Test func anUnchangedToastedColumnLeavesTheVersionAlone() throws {
@@ -85,7 +113,7 @@ struct ProfileChangeDecoderTests {
     @Test func deletesTruncatesAndOtherTables() throws {
         let done = try #require(
             try transaction([
-                .delete(relationID: 16_384, old: [.text("5"), .null, .null, .null, .null, .null]),
+                .delete(relationID: 16_384, old: [.text("5")] + Array(repeating: .null, count: 9)),
                 .insert(relationID: 99, new: [.text("1")]),
                 .truncate(relationIDs: [16_384]),
             ]))

@@ -20,7 +20,12 @@ import Testing
             == ProfileWriteFields(displayName: "Zoë 🚀", username: "ada", version: 0))
         #expect(scanned("{\r\n\t\"display_name\": \"Ada\",\n \"bio\": {\"x\": 1}\n}") == nil, "a nested value is Foundation's")
         #expect(scanned(#"{"display_name":"Ada","note":"hi","n":-12,"ok":true,"no":false,"none":null}"#)
-            == ProfileWriteFields(displayName: "Ada"), "fields the service ignores")
+            == ProfileWriteFields(
+                displayName: "Ada",
+                others: [
+                    .init(name: "n", value: .other), .init(name: "no", value: .other), .init(name: "none", value: .null),
+                    .init(name: "note", value: .string("hi")), .init(name: "ok", value: .other),
+                ]), "every other member, for the declared fields to decide on")
         #expect(scanned("{}") == ProfileWriteFields())
         #expect(scanned(#"{"version":-0}"#) == ProfileWriteFields(version: 0))
         #expect(scanned(#"{"version":999999999999999}"#) == ProfileWriteFields(version: 999_999_999_999_999))

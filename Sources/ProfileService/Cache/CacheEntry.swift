@@ -4,11 +4,16 @@
 /// it without a cache migration: an entry that does not decode is a miss and gets replaced.
 ///
 /// ```
-/// profile: 0xA1 'P' <version: UInt32 big-endian> <the profile's JSON body>
+/// profile: 0xA1 'F' <version: UInt32 big-endian> <shape: UInt32 big-endian> <the profile's JSON body>
 /// lease:   0xA1 'L' <token: UInt64 big-endian>
 /// absent:  0xA1 'A' 0x00 0x00 0x00 0x00
 /// ```
-/// A hit answers with the stored JSON bytes as they are: no decode, no re-encode.
+/// A hit answers with the stored JSON bytes as they are: no decode, no re-encode. The shape
+/// names the profile's declared fields (``ProfileFields/shape``): a reader takes an entry only in
+/// the shape its own declarations give, so during a rolling restart that adds a field no
+/// instance serves another's shape — to each, the other's entries are undecodable, which every
+/// step of the protocol already treats safely (replaced from PostgreSQL, or deleted). Entries of
+/// releases before declared fields (`'P'`, no shape) are read as the shape of no fields.
 enum CacheEntry: Equatable {
     case profile(version: Int32, json: ArraySlice<UInt8>)
     /// A reader's placeholder while it reads PostgreSQL (docs/design.md §2.1).
@@ -19,17 +24,25 @@ enum CacheEntry: Equatable {
     case absent
 
     static let formatMarker: UInt8 = 0xA1
-    private static let profileKind = UInt8(ascii: "P")
+    private static let profileKind = UInt8(ascii: "F")
+    /// A profile entry of a release before declared fields: no shape, the JSON after the version.
+    private static let fieldlessProfileKind = UInt8(ascii: "P")
+    private static let fieldlessShape = ProfileFields().shape
     private static let leaseKind = UInt8(ascii: "L")
     private static let absentKind = UInt8(ascii: "A")
 
-    /// Decodes a stored value; `nil` for anything this release does not understand.
-    init?(decoding bytes: [UInt8]) {
+    /// Decodes a stored value; `nil` for anything this release does not understand, and for a
+    /// profile of another shape than `shape` (the reader's declarations, ``ProfileFieldCatalog/shape``).
+    init?(decoding bytes: [UInt8], shape: UInt32) {
         guard bytes.count >= 6, bytes[0] == Self.formatMarker else { return nil }
         switch bytes[1] {
         case Self.profileKind:
-            let raw = bytes[2..<6].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
-            guard raw >= 1, raw <= UInt32(Int32.max), bytes.count > 6 else { return nil }
+            let raw = Self.uint32(bytes, at: 2)
+            guard raw >= 1, raw <= UInt32(Int32.max), bytes.count > 10, Self.uint32(bytes, at: 6) == shape else { return nil }
+            self = .profile(version: Int32(raw), json: bytes[10...])
+        case Self.fieldlessProfileKind:
+            let raw = Self.uint32(bytes, at: 2)
+            guard raw >= 1, raw <= UInt32(Int32.max), bytes.count > 6, shape == Self.fieldlessShape else { return nil }
             self = .profile(version: Int32(raw), json: bytes[6...])
         case Self.absentKind:
             guard bytes.count == 6, bytes[2..<6].allSatisfy({ $0 == 0 }) else { return nil }
@@ -45,11 +58,16 @@ enum CacheEntry: Equatable {
     static func encode(_ profile: Profile) -> [UInt8] {
         let json = profile.jsonBytes
         var bytes = [formatMarker, profileKind]
-        bytes.reserveCapacity(6 + json.count)
-        let version = UInt32(profile.version)
-        bytes.append(contentsOf: [24, 16, 8, 0].map { UInt8(truncatingIfNeeded: version >> $0) })
+        bytes.reserveCapacity(10 + json.count)
+        for value in [UInt32(profile.version), profile.fields.shape] {
+            bytes.append(contentsOf: [24, 16, 8, 0].map { UInt8(truncatingIfNeeded: value >> $0) })
+        }
         bytes.append(contentsOf: json)
         return bytes
+    }
+
+    private static func uint32(_ bytes: [UInt8], at offset: Int) -> UInt32 {
+        bytes[offset..<offset + 4].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
     }
 
     static let encodedAbsent: [UInt8] = [formatMarker, absentKind, 0, 0, 0, 0]
@@ -61,6 +79,12 @@ enum CacheEntry: Equatable {
         case .absent: 0
         case .lease: nil
         }
+    }
+
+    /// The token of the lease `bytes` hold; nil when they hold anything else.
+    static func leaseToken(in bytes: [UInt8]) -> UInt64? {
+        guard bytes.count == 10, bytes[0] == formatMarker, bytes[1] == leaseKind else { return nil }
+        return bytes[2..<10].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
     }
 
     static func encodeLease(token: UInt64) -> [UInt8] {

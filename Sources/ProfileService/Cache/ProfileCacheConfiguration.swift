@@ -2,6 +2,11 @@
 public struct ProfileCacheConfiguration: Sendable {
     /// Prefix of every key; the id follows. Versioned so a new format can live beside the old.
     public var keyPrefix = "profile-service:v1:"
+    /// The profile's declared fields, as this instance serves them: an entry of another shape is
+    /// not this instance's to serve (``CacheEntry``).
+    public var profileFields: ProfileFieldCatalog = .standard
+    /// The shape of the entries this instance reads and writes.
+    var entryShape: UInt32 { profileFields.shape }
     /// Lifetime of an entry; each store picks a value within ±``ttlJitter`` of it so that
     /// entries written together do not expire together.
     public var ttl: Duration = .seconds(300)

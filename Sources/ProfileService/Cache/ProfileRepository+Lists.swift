@@ -36,7 +36,7 @@ extension ProfileRepository {
                 // A row read after the list arrived: at or above any floor PostgreSQL can meet.
                 answers.append(answer)
             } else if case .profile(let item, let version)? = prefetched[member.id], version >= member.floor ?? 0,
-                case .profile(_, let json)? = CacheEntry(decoding: item.value)
+                case .profile(_, let json)? = CacheEntry(decoding: item.value, shape: configuration.entryShape)
             {
                 // ReadStep's answerCached, without building the key and looking again.
                 readStrategy.record(miss: false)

@@ -120,7 +120,7 @@ extension ProfileRepository {
         case .success(let items):
             for (key, token) in zip(keys, tokens) {
                 // The lease read back is this reader's only if it carries its token.
-                leases[key] = LeaseAttempt(readBack: items[key].map { .hit($0) } ?? .miss, token: token)
+                leases[key] = LeaseAttempt(readBack: items[key].map { .hit($0) } ?? .miss, token: token, shape: configuration.entryShape)
             }
         case .failure:
             for key in keys { leases[key] = attemptLease(key: key, replacingCAS: nil) }

@@ -45,7 +45,7 @@ extension ProfileRepository {
                 found = cache.get(key)
             }
             let entry: CacheEntry?
-            if case .hit(let item) = found { entry = CacheEntry(decoding: item.value) } else { entry = nil }
+            if case .hit(let item) = found { entry = CacheEntry(decoding: item.value, shape: configuration.entryShape) } else { entry = nil }
             if firstLookup {
                 firstLookup = false
                 switch entry {
@@ -135,7 +135,7 @@ extension ProfileRepository {
                     prefetched[id] = .missing
                     continue
                 }
-                switch CacheEntry(decoding: item.value) {
+                switch CacheEntry(decoding: item.value, shape: configuration.entryShape) {
                 case .profile(let version, _)?: prefetched[id] = .profile(item, version: version)
                 case .absent?: prefetched[id] = .absent(item)
                 case .lease?, nil: break  // the read looks again, and waits or loads
@@ -275,10 +275,11 @@ extension ProfileRepository {
         /// The version of a profile entry (0: a record of absence) read back instead.
         var cachedVersion: Int32?
 
-        /// What the key held when read back: the reader's own lease, another's, or neither.
-        init(readBack: MemcachedGetResult, token: UInt64) {
+        /// What the key held when read back: the reader's own lease, another's, or neither; a
+        /// profile counts only in the reader's `shape`.
+        init(readBack: MemcachedGetResult, token: UInt64, shape: UInt32) {
             guard case .hit(let item) = readBack else { return }
-            switch CacheEntry(decoding: item.value) {
+            switch CacheEntry(decoding: item.value, shape: shape) {
             case .lease(let found)? where found == token: ownCAS = item.cas
             case .lease?, nil: othersCAS = item.cas
             case .profile(let version, _)?: cachedVersion = version
@@ -305,7 +306,7 @@ extension ProfileRepository {
             (token, readBack) = addLease(key: key)
         }
         // Neither `add` nor `cas` returns the new CAS value; read it back, and make sure the lease is ours.
-        return LeaseAttempt(readBack: readBack, token: token)
+        return LeaseAttempt(readBack: readBack, token: token, shape: configuration.entryShape)
     }
 
     /// A new lease for `key` (docs/design.md §2.1): a random token, and the entry that holds it

@@ -70,7 +70,7 @@ extension ProfileRepository {
             case .failure:
                 return .failed
             case .hit(let item):
-                guard let cachedVersion = CacheEntry(decoding: item.value)?.version else {
+                guard let cachedVersion = CacheEntry(decoding: item.value, shape: configuration.entryShape)?.version else {
                     // A lease may belong to a reader whose row predates this commit.
                     return invalidate(key)
                 }

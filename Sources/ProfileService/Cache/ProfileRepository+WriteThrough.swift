@@ -4,51 +4,73 @@ import MemcachedClient
 /// Write-through (docs/design.md §2.2): the writer brings the entry up to its new version at
 /// once, so its own next read — and everyone else's — is a hit on it.
 extension ProfileRepository {
-    /// The optimistic update, then a guarded write-through of the new version.
+    /// The update (optimistic when `expectedVersion` is given), then a guarded write-through of
+    /// the new version.
     ///
     /// The write-through's first look at the entry travels beside the `UPDATE` (see
     /// ``writing(id:_:)``), so a write costs the statement's round trip and one `cas`.
     /// A 409 refreshes the entry to the current row it reports; an update whose outcome is
     /// unknown (the connection broke around COMMIT) invalidates an older entry, since the new
-    /// version may be committed. The change feed repairs both as well; these repairs only make
-    /// it sooner. Both delete the lease the look may have put down (a refresh deletes any lease).
-    public func updateDisplayName(id: Int64, to displayName: String, expectedVersion: Int32)
-        throws(ProfileStoreError) -> ProfileUpdateOutcome
+    /// version may be committed — without an expected version, any entry. The change feed
+    /// repairs both as well; these repairs only make it sooner. Both delete the lease the look
+    /// may have put down (a refresh deletes any lease).
+    public func update(id: Int64, changes: ProfileChanges, expectedVersion: Int32?) throws(ProfileStoreError)
+        -> ProfileUpdateOutcome
     {
-        try updateDisplayName(id: id, to: displayName, expectedVersion: expectedVersion, madeTogether: nil)
+        try update(ProfileUpdate(id: id, changes: changes, expectedVersion: expectedVersion), madeTogether: nil)
     }
 
-    /// ``updateDisplayName(id:to:expectedVersion:)`` for a request whose write may have been made
-    /// with others' (``writeTogether(_:)``): what that left of it is done here.
-    public func updateDisplayName(
-        id: Int64, to displayName: String, expectedVersion: Int32, madeTogether: WrittenTogether?
-    )
-        throws(ProfileStoreError) -> ProfileUpdateOutcome
-    {
-        let write = DisplayNameWrite(id: id, displayName: displayName, expectedVersion: expectedVersion)
+    /// ``update(id:changes:expectedVersion:)`` for a request whose write may have been made with
+    /// others' (``writeTogether(_:)``): what that left of it is done here.
+    public func update(_ write: ProfileUpdate, madeTogether: WrittenTogether?) throws(ProfileStoreError) -> ProfileUpdateOutcome {
         if let together = madeTogether {
             if case .success(let profile) = together.outcome, together.writtenThrough { return .updated(profile) }
             // What the batch left of this write-through goes on alone (§9.5).
             cache.beginRequest()
             return try settle(write, together.outcome.map { .updated($0) }, look: together.look)
         }
-        let (written, look) = writing(id: id) { () throws(ProfileStoreError) in
-            try store.updateDisplayName(id: id, to: displayName, expectedVersion: expectedVersion)
+        let (written, look) = writing(id: write.id) { () throws(ProfileStoreError) in
+            try store.update(id: write.id, changes: write.changes, expectedVersion: write.expectedVersion)
         }
         return try settle(write, written, look: look)
     }
 
+    /// An optimistic change of the display name alone.
+    public func updateDisplayName(id: Int64, to displayName: String, expectedVersion: Int32)
+        throws(ProfileStoreError) -> ProfileUpdateOutcome
+    {
+        try update(ProfileUpdate(id: id, displayName: displayName, expectedVersion: expectedVersion), madeTogether: nil)
+    }
+
+    /// ``updateDisplayName(id:to:expectedVersion:)``, for a write a batch may have made.
+    public func updateDisplayName(
+        id: Int64, to displayName: String, expectedVersion: Int32, madeTogether: WrittenTogether?
+    ) throws(ProfileStoreError) -> ProfileUpdateOutcome {
+        try update(ProfileUpdate(id: id, displayName: displayName, expectedVersion: expectedVersion), madeTogether: madeTogether)
+    }
+
+    /// The display name set whatever the stored version (a patch without `If-Match`).
+    public func setDisplayName(id: Int64, to displayName: String) throws(ProfileStoreError) -> ProfileUpdateOutcome {
+        try update(id: id, changes: ProfileChanges(displayName: displayName), expectedVersion: nil)
+    }
+
     /// Brings the cache in line with what an update came to, and returns it (or throws its error).
     private func settle(
-        _ write: DisplayNameWrite, _ written: Result<ProfileUpdateOutcome, ProfileStoreError>, look: EntryLook?
+        _ write: ProfileUpdate, _ written: Result<ProfileUpdateOutcome, ProfileStoreError>, look: EntryLook?
     ) throws(ProfileStoreError) -> ProfileUpdateOutcome {
         let outcome: ProfileUpdateOutcome
         switch written {
         case .success(let updated):
             outcome = updated
         case .failure(let error):
-            if error == .unavailable, write.expectedVersion < Int32.max {
-                refresh(after: .changed(id: write.id, version: write.expectedVersion + 1, row: nil))
+            if error == .unavailable {
+                // Committed or not is unknown: the version it would have made (any, without an
+                // expected one) must not be hidden by an older entry.
+                if let expected = write.expectedVersion, expected < Int32.max {
+                    refresh(after: .changed(id: write.id, version: expected + 1, row: nil))
+                } else {
+                    refresh(after: .deleted(id: write.id))
+                }
             } else if let look {
                 releaseLease(of: look)
             }
@@ -58,29 +80,6 @@ extension ProfileRepository {
         case .updated(let profile): writeThrough(profile, look: look)
         case .versionMismatch(let current): refresh(after: .changed(id: write.id, version: current.version, row: current))
         case .notFound: refresh(after: .deleted(id: write.id))
-        }
-        return outcome
-    }
-
-    /// A display name set whatever the stored version (a patch without `If-Match`), written
-    /// through as an update is. An outcome that is unknown (the connection broke around COMMIT)
-    /// deletes the entry, since some newer version may be committed: always safe.
-    public func setDisplayName(id: Int64, to displayName: String) throws(ProfileStoreError) -> ProfileUpdateOutcome {
-        let (written, look) = writing(id: id) { () throws(ProfileStoreError) in
-            try store.setDisplayName(id: id, to: displayName)
-        }
-        let outcome: ProfileUpdateOutcome
-        switch written {
-        case .success(let updated):
-            outcome = updated
-        case .failure(let error):
-            if error == .unavailable { refresh(after: .deleted(id: id)) } else { releaseLease(of: look) }
-            throw error
-        }
-        switch outcome {
-        case .updated(let profile): writeThrough(profile, look: look)
-        case .versionMismatch(let current): refresh(after: .changed(id: id, version: current.version, row: current))
-        case .notFound: refresh(after: .deleted(id: id))
         }
         return outcome
     }
@@ -106,9 +105,11 @@ extension ProfileRepository {
         return outcome
     }
 
-    public func create(id: Int64, username: String, displayName: String) throws(ProfileStoreError) -> Profile {
+    public func create(id: Int64, username: String, displayName: String, fields: [ProfileFields.Entry] = [])
+        throws(ProfileStoreError) -> Profile
+    {
         let (written, look) = writing(id: id) { () throws(ProfileStoreError) in
-            try store.create(id: id, username: username, displayName: displayName)
+            try store.create(id: id, username: username, displayName: displayName, fields: fields)
         }
         switch written {
         case .success(let profile):
@@ -129,7 +130,7 @@ extension ProfileRepository {
 
         /// The CAS value of the writer's own lease, when the `add` found the key free.
         var ownLeaseCAS: UInt64? {
-            guard case .hit(let item) = found, CacheEntry(decoding: item.value) == .lease(token: leaseToken) else { return nil }
+            guard case .hit(let item) = found, CacheEntry.leaseToken(in: item.value) == leaseToken else { return nil }
             return item.cas
         }
     }
@@ -184,7 +185,7 @@ extension ProfileRepository {
         let key = configuration.key(for: profile.id)
         var look = look
         attempts: for _ in 0..<configuration.writeThroughAttempts {
-            let step = WriteThroughStep(writing: profile.version, found: look?.found ?? cache.get(key), ownLeaseCAS: look?.ownLeaseCAS)
+            let step = WriteThroughStep(writing: profile.version, found: look?.found ?? cache.get(key), ownLeaseCAS: look?.ownLeaseCAS, shape: configuration.entryShape)
             look = nil
             let replacingCAS: UInt64?
             let heldLeaseCAS: UInt64?
@@ -248,10 +249,11 @@ extension ProfileRepository {
         /// memcached failed: delete the key instead.
         case giveUp
 
-        init(writing version: Int32, found: MemcachedGetResult, ownLeaseCAS: UInt64?) {
+        /// - Parameter shape: the writer's entry shape: an entry of another is undecodable to it.
+        init(writing version: Int32, found: MemcachedGetResult, ownLeaseCAS: UInt64?, shape: UInt32) {
             switch found {
             case .hit(let item):
-                if let cachedVersion = CacheEntry(decoding: item.value)?.version {
+                if let cachedVersion = CacheEntry(decoding: item.value, shape: shape)?.version {
                     self = cachedVersion >= version ? .leave : .replace(cas: item.cas)
                 } else {
                     self = .repopulate(replacingCAS: item.cas, heldLeaseCAS: ownLeaseCAS)

@@ -1,13 +1,13 @@
 import Logging
 import MemcachedClient
 
-/// Writes made together (docs/design.md §9.5): the display-name updates of several requests in
+/// Writes made together (docs/design.md §9.5): the updates of several requests in
 /// one statement, their write-through's first looks in one round trip beside it, and their
 /// `cas`es in one more — each id still under the rules of a single write-through (§2.2).
 extension ProfileRepository {
     /// What a write made together came to, for the request that asked for it.
     public struct WrittenTogether {
-        let write: DisplayNameWrite
+        let write: ProfileUpdate
         let outcome: Result<Profile, ProfileStoreError>
         /// The first look at the entry, taken beside the statement; nil once the batch used it,
         /// or when the batch's round trip failed (a node troubled: what each key holds is unknown).
@@ -18,13 +18,13 @@ extension ProfileRepository {
     }
 
     /// Makes `writes` together, for each request to be answered from its own write's outcome
-    /// (``updateDisplayName(id:to:expectedVersion:madeTogether:)``).
+    /// (``update(_:madeTogether:)``).
     ///
     /// - Returns: one outcome per write, in their order: `nil` where the write was not made here
     ///   — a second write of an id already written here, or a write that changed nothing (its
     ///   row gone or changed since, or the statement refused). Its request makes it alone, which
     ///   tells a conflict from a deletion as ever.
-    public func writeTogether(_ writes: [DisplayNameWrite]) -> [WrittenTogether?] {
+    public func writeTogether(_ writes: [ProfileUpdate]) -> [WrittenTogether?] {
         var made: [Int64: WrittenTogether] = [:]
         if writes.count > 1 { made = writeTogether(distinct: writes) }
         var answered = Set<Int64>()
@@ -35,7 +35,7 @@ extension ProfileRepository {
     }
 
     /// The writes made in one statement, by id.
-    private func writeTogether(distinct requested: [DisplayNameWrite]) -> [Int64: WrittenTogether] {
+    private func writeTogether(distinct requested: [ProfileUpdate]) -> [Int64: WrittenTogether] {
         // One write per id (another for the same id goes alone, after), in id order, the order
         // the statement locks rows in (it skips rows locked elsewhere, so it never waits anyway).
         var seen = Set<Int64>()
@@ -50,7 +50,7 @@ extension ProfileRepository {
         // The looks go out before the statement and are read after it, as a single write's (§2.2).
         statistics.record(.databaseBatchWrite)
         let sent = cache.addAndGet(many: leases, flags: 0) { () -> Swift.Result<[Int64: Profile]?, ProfileStoreError> in
-            Swift.Result { () throws(ProfileStoreError) in try store.updateDisplayNames(writes) }
+            Swift.Result { () throws(ProfileStoreError) in try store.updateProfiles(writes) }
         }
         // A failed round trip says nothing of any key, not even of a healthy node's (where the
         // add may have landed): each request's write-through looks again alone.
@@ -98,7 +98,7 @@ extension ProfileRepository {
         var overOwnLeases: [Int64: UInt64] = [:]
         for (id, written) in writtenTogether {
             guard case .success(let profile) = written.outcome, let look = written.look else { continue }
-            switch WriteThroughStep(writing: profile.version, found: look.found, ownLeaseCAS: look.ownLeaseCAS) {
+            switch WriteThroughStep(writing: profile.version, found: look.found, ownLeaseCAS: look.ownLeaseCAS, shape: configuration.entryShape) {
             case .leave:
                 statistics.record(.writeThroughSkippedNewer)
                 writtenTogether[id]?.writtenThrough = true

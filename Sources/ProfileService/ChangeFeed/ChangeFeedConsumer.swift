@@ -50,12 +50,14 @@ final class ChangeFeedConsumer {
         notify = PostgresStatement(
             name: "change_feed_notify", sql: "SELECT pg_notify($1, $2)", isIdempotent: false)
         connection = PostgresConnection(
-            configuration: postgres, statements: PostgresProfileStore.statements + [notify, VersionFloor.raise],
+            configuration: postgres,
+            statements: PostgresProfileStore.statements(for: shared.configuration.profileFields) + [notify, VersionFloor.raise],
             logger: logger)
         cache = try MemcachedConnection(configuration: memcached, logger: logger)
         memcachedServers = memcached.servers
         repository = ProfileRepository(
-            store: PostgresProfileStore(connection: connection, logger: logger), cache: cache, shared: shared,
+            store: PostgresProfileStore(connection: connection, catalog: shared.configuration.profileFields, logger: logger),
+            cache: cache, shared: shared,
             logger: logger)
         self.monitor = monitor
         self.consistency = consistency
@@ -285,7 +287,8 @@ final class ChangeFeedConsumer {
     /// A batch holds at most ``ChangeFeedConfiguration/maxChangesInMemory`` changes, and a larger
     /// transaction is applied in parts as it arrives (docs/design.md §3.9).
     private func consume(_ stream: LogicalReplicationStream) throws {
-        var decoder = ProfileChangeDecoder(maximumPartChanges: configuration.maxChangesInMemory)
+        var decoder = ProfileChangeDecoder(
+            maximumPartChanges: configuration.maxChangesInMemory, profileFields: repository.configuration.profileFields)
         var ready: [CommittedTransaction] = []
         var readyChanges = 0
         openTransactionChanges = 0

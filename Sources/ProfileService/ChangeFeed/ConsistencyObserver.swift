@@ -129,7 +129,7 @@ public final class ConsistencyObserver: Sendable {
         case .failure: cached = .unreachable
         case .miss: cached = .nothing
         case .hit(let item):
-            switch CacheEntry(decoding: item.value) {
+            switch CacheEntry(decoding: item.value, shape: worker.repository.configuration.entryShape) {
             case .profile(let version, _)?: cached = .profile(version: version)
             case .absent?: cached = .absent
             case .lease?, nil: cached = .nothing

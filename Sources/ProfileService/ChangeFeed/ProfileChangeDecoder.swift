@@ -34,13 +34,18 @@ public struct ProfileChangeDecoder {
     private var open: CommittedTransaction?
     /// Changes a part holds at most (docs/design.md §3.9).
     private let maximumPartChanges: Int
+    /// The fields a decoded row carries (the instance's declarations): a column that is no
+    /// declared field is not the API's, and a declared field the row lacks leaves the row unread.
+    private let profileFields: ProfileFieldCatalog
 
     /// - Parameter maximumPartChanges: a transaction with more changes is handed out in parts of
     ///   this many as they arrive, so that memory does not grow with the transaction. That is
     ///   safe because pgoutput, without `streaming`, sends a transaction only once it has
     ///   committed: every part is committed data.
-    public init(maximumPartChanges: Int = .max) {
+    ///   - profileFields: the declared fields, as the instance serves them.
+    public init(maximumPartChanges: Int = .max, profileFields: ProfileFieldCatalog = .standard) {
         self.maximumPartChanges = max(1, maximumPartChanges)
+        self.profileFields = profileFields
     }
 
     public enum DecodingError: Error, Equatable, CustomStringConvertible {
@@ -66,7 +71,7 @@ public struct ProfileChangeDecoder {
             relations[relation.id] = relation
         case .insert(let relationID, let new), .update(let relationID, _, let new):
             guard let columns = try profileColumns(relationID) else { return nil }
-            open?.changes.append(try Self.change(from: new, columns: columns))
+            open?.changes.append(try Self.change(from: new, columns: columns, fields: profileFields))
             return partIfFull()
         case .delete(let relationID, let old):
             guard let columns = try profileColumns(relationID) else { return nil }
@@ -124,12 +129,14 @@ public struct ProfileChangeDecoder {
     /// it reads the relation's short column list instead of building a dictionary per row, and
     /// timestamps as bytes.
     static func change(
-        from values: [PgOutputValue], columns: [PgOutputRelation.Column]
+        from values: [PgOutputValue], columns: [PgOutputRelation.Column], fields: ProfileFieldCatalog = .standard
     ) throws(DecodingError) -> ProfileChange {
+        func value(_ name: String) -> PgOutputValue? {
+            guard let index = columns.firstIndex(where: { $0.name == name }), index < values.count else { return nil }
+            return values[index]
+        }
         func text(_ name: String) -> String? {
-            guard let index = columns.firstIndex(where: { $0.name == name }), index < values.count,
-                case .text(let string) = values[index]
-            else { return nil }
+            guard case .text(let string)? = value(name) else { return nil }
             return string
         }
         guard let id = text("id").flatMap({ Int64($0) }) else { throw .malformedRow("no id") }
@@ -138,7 +145,20 @@ public struct ProfileChangeDecoder {
         if let username = text("username"), let displayName = text("display_name"),
             let updatedAt = text("updated_at").flatMap(apiTimestamp)
         {
-            row = Profile(id: id, username: username, displayName: displayName, version: version, updatedAt: updatedAt)
+            // Every declared field must be there, `NULL` or text: one missing (its column not
+            // added yet, a TOASTed value the update left) leaves the row unread.
+            var entries: [ProfileFields.Entry] = []
+            entries.reserveCapacity(fields.declarations.count)
+            for declaration in fields.declarations {
+                switch value(declaration.name) {
+                case .text(let string)?: entries.append(.init(name: declaration.name, value: string))
+                case .null?: entries.append(.init(name: declaration.name, value: nil))
+                case .unchangedToast?, nil: return .changed(id: id, version: version, row: nil)
+                }
+            }
+            row = Profile(
+                id: id, username: username, displayName: displayName, fields: ProfileFields(entries), version: version,
+                updatedAt: updatedAt)
         }
         return .changed(id: id, version: version, row: row)
     }

@@ -57,10 +57,10 @@ struct ProfileWrite: Sendable {
     /// The body's write, or why it is refused; nil until parsed.
     var parsed: Result<ProfileWriteRequest, Problem>?
 
-    /// The display-name update it asks for, when it is one (a creation, or a refused body, is not).
-    var displayNameWrite: DisplayNameWrite? {
-        guard case .success(.update(let displayName, let expectedVersion))? = parsed else { return nil }
-        return DisplayNameWrite(id: id, displayName: displayName, expectedVersion: expectedVersion)
+    /// The update it asks for, when it is one (a creation, or a refused body, is not).
+    var update: ProfileUpdate? {
+        guard case .success(.update(let changes, let expectedVersion))? = parsed else { return nil }
+        return ProfileUpdate(id: id, changes: changes, expectedVersion: expectedVersion)
     }
 }
 
@@ -211,7 +211,7 @@ extension ProfileResponder {
     func parsedWrite(_ write: inout ProfileWrite, of request: HTTPRequest) -> Result<ProfileWriteRequest, Problem> {
         if let parsed = write.parsed { return parsed }
         parseCounts?.count(.body)
-        let parsed = Result { () throws(Problem) in try Self.writeRequest(of: request) }
+        let parsed = Result { () throws(Problem) in try Self.writeRequest(of: request, profileFields: profileFields) }
         write.parsed = parsed
         return parsed
     }

@@ -73,7 +73,7 @@ extension ProfileResponder {
                 // Parsed here, once: the worker that answers it uses what this found.
                 _ = parsedWrite(&write, of: member.request)
                 member.classified = ClassifiedRequest(kind: .write(write))
-                if write.displayNameWrite != nil {
+                if write.update != nil {
                     updates.append(member)
                     continue
                 }
@@ -87,7 +87,7 @@ extension ProfileResponder {
 
     /// A batch another handed on: its reads memcached had no entry for load together (every
     /// lease in one round trip, the rows in one query, every populate in one round trip, each id
-    /// under the single read's rules), its display-name updates are made together (one
+    /// under the single read's rules), its updates are made together (one
     /// statement, their write-throughs' round trips shared), and each request is answered from
     /// what was done for it — or alone, when that was nothing.
     private func answerTogether(
@@ -112,9 +112,9 @@ extension ProfileResponder {
                 if let answer = loaded[position] { batched[reads[position]] = .read(.loaded(answer)) }
             }
         }
-        let writes = batch.indices.filter { batch[$0].classified.displayNameWrite != nil }
+        let writes = batch.indices.filter { batch[$0].classified.update != nil }
         if writes.count > 1 {
-            let written = worker.repository.writeTogether(writes.map { batch[$0].classified.displayNameWrite! })  // filtered above
+            let written = worker.repository.writeTogether(writes.map { batch[$0].classified.update! })  // filtered above
             for position in writes.indices {
                 if let outcome = written[position] { batched[writes[position]] = .write(outcome) }
             }
@@ -131,9 +131,9 @@ extension ClassifiedRequest {
         if case .read(let read) = kind { read } else { nil }
     }
 
-    /// The display-name update its parsed body asks for, if one.
-    var displayNameWrite: DisplayNameWrite? {
-        if case .write(let write) = kind { write.displayNameWrite } else { nil }
+    /// The update its parsed body asks for, if one.
+    var update: ProfileUpdate? {
+        if case .write(let write) = kind { write.update } else { nil }
     }
 }
 

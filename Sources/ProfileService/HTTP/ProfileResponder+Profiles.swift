@@ -39,9 +39,9 @@ extension ProfileResponder {
         let parsed = try parsedWrite(&write, of: request).get()
         do {
             switch parsed {
-            case .update(let displayName, let expectedVersion):
-                switch try worker.repository.updateDisplayName(
-                    id: id, to: displayName, expectedVersion: expectedVersion, madeTogether: madeTogether)
+            case .update(let changes, let expectedVersion):
+                switch try worker.repository.update(
+                    ProfileUpdate(id: id, changes: changes, expectedVersion: expectedVersion), madeTogether: madeTogether)
                 {
                 case .updated(let profile):
                     liveUpdates?.publish(profile)
@@ -53,8 +53,8 @@ extension ProfileResponder {
                 case .notFound:
                     throw Problem.notFound(id)
                 }
-            case .create(let username, let displayName):
-                let profile = try worker.repository.create(id: id, username: username, displayName: displayName)
+            case .create(let username, let displayName, let fields):
+                let profile = try worker.repository.create(id: id, username: username, displayName: displayName, fields: fields)
                 liveUpdates?.publish(profile)
                 var response = Self.profileResponse(.created, profile)
                 response.headers.add(name: "Location", value: Self.profilePathPrefix + String(id))
@@ -81,19 +81,15 @@ extension ProfileResponder {
             throw Problem(.bodyTooLarge, detail: "a profile patch is at most \(ProfileWriteRequest.maximumBodyBytes) bytes")
         }
         parseCounts?.count(.body)
-        let fields: ProfilePatch
+        let changes: ProfileChanges
         do {
-            fields = try ProfilePatch.parse(body: request.body)
+            changes = try ProfilePatch.parse(body: request.body, catalog: profileFields)
         } catch {
             throw error.problem
         }
         let outcome: ProfileUpdateOutcome
         do {
-            if let expectedVersion = patch.expectedVersion {
-                outcome = try worker.repository.updateDisplayName(id: patch.id, to: fields.displayName, expectedVersion: expectedVersion)
-            } else {
-                outcome = try worker.repository.setDisplayName(id: patch.id, to: fields.displayName)
-            }
+            outcome = try worker.repository.update(id: patch.id, changes: changes, expectedVersion: patch.expectedVersion)
         } catch {
             throw Self.problem(for: error)
         }
@@ -136,7 +132,7 @@ extension ProfileResponder {
     // MARK: Input
 
     /// The write a `PUT`'s headers and body ask for (its id and authorization aside).
-    static func writeRequest(of request: HTTPRequest) throws(Problem) -> ProfileWriteRequest {
+    static func writeRequest(of request: HTTPRequest, profileFields: ProfileFieldCatalog) throws(Problem) -> ProfileWriteRequest {
         if let contentType = request.headers["Content-Type"], !isJSON(contentType) {
             throw Problem(.unsupportedMediaType, detail: "send the body as application/json")
         }
@@ -147,7 +143,7 @@ extension ProfileResponder {
             return try ProfileWriteRequest.parse(
                 body: request.body,
                 ifMatchVersion: try ifMatchVersion(request.headers["If-Match"]),
-                ifNoneMatchAny: try ifNoneMatchAny(request.headers["If-None-Match"]))
+                ifNoneMatchAny: try ifNoneMatchAny(request.headers["If-None-Match"]), catalog: profileFields)
         } catch {
             throw error.problem
         }

@@ -49,18 +49,23 @@ public struct ProfileResponder: HTTPResponder {
     let logger: Logger
     /// Counts what the request path parses, for a test (``ParseCounts``); nil in production.
     let parseCounts: ParseCounts?
+    /// The declared fields a write may set (``ProfileFieldCatalog``).
+    let profileFields: ProfileFieldCatalog
 
     /// - Parameters:
     ///   - authorization: who may read and write profiles; checked before anything else of a request.
     ///   - liveUpdates: the event streams' hub; successful writes are published to it.
     ///   - parseCounts: counts what the request path parses (tests).
+    ///   - profileFields: the declared fields; the workers' stores and cache must use the same.
     ///   - makeWorker: builds a worker's resources; called once on each worker thread.
     public init(
         lifecycle: ServiceLifecycle, authorization: ProfileAuthorization, observability: Observability = Observability(),
         liveUpdates: ProfileUpdateHub? = nil, clientIdentity: ClientIdentity = ClientIdentity(), logger: Logger,
-        parseCounts: ParseCounts? = nil, makeWorker: @escaping @Sendable (Int) throws -> ProfileWorker
+        parseCounts: ParseCounts? = nil, profileFields: ProfileFieldCatalog = .standard,
+        makeWorker: @escaping @Sendable (Int) throws -> ProfileWorker
     ) {
         self.parseCounts = parseCounts
+        self.profileFields = profileFields
         self.makeWorkerBody = makeWorker
         self.lifecycle = lifecycle
         self.observability = observability

@@ -81,7 +81,9 @@ public final class ProfileWorker {
         postgres: PostgresConfiguration, databaseHealth: PostgresServerHealth, memcached: MemcachedConfiguration,
         shared: ProfileCacheShared, logger: Logger
     ) throws -> ProfileWorker {
-        let databases = DatabasePools(postgres: postgres, connections: 1, health: databaseHealth, logger: logger)
+        let databases = DatabasePools(
+            postgres: postgres, connections: 1, health: databaseHealth, profileFields: shared.configuration.profileFields,
+            logger: logger)
         return try connecting(databases: databases, memcached: memcached, shared: shared, logger: logger) {
             databases.close()
         }
@@ -98,7 +100,7 @@ public final class ProfileWorker {
             closeDatabases()
             throw error
         }
-        let store = PostgresProfileStore(pool: databases.primary, logger: logger)
+        let store = PostgresProfileStore(pool: databases.primary, catalog: databases.profileFields, logger: logger)
         return ProfileWorker(store: store, cache: cache, shared: shared, logger: logger, standby: databases.standbys) {
             cache.close()
             closeDatabases()

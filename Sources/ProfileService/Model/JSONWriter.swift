@@ -44,6 +44,12 @@ struct JSONWriter {
         needsComma = true
     }
 
+    mutating func null() {
+        separate()
+        bytes.append(contentsOf: "null".utf8)
+        needsComma = true
+    }
+
     mutating func bool(_ value: Bool) {
         separate()
         bytes.append(contentsOf: (value ? "true" : "false").utf8)

@@ -41,6 +41,46 @@ enum ProfileValidation {
         }
     }
 
+    /// Returns a declared field's value in NFC, or the reason it is not acceptable: the display
+    /// name's care (the bound in code points as sent and as stored; no control characters,
+    /// separators or bidirectional overrides — a paragraph may hold line feeds), and for a URL an
+    /// absolute `https` URL with a host, in printable ASCII, without user information.
+    static func validField(_ raw: String, _ declaration: ProfileFieldDeclaration) throws(ProfileRequestError) -> String {
+        let name = declaration.name
+        let bound = declaration.maximumLength
+        switch declaration.kind {
+        case .httpsURL:
+            guard raw.utf8.count <= bound else { throw .invalidField(name, "must be at most \(bound) characters long") }
+            guard raw.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+                throw .invalidField(name, "must be a URL in printable ASCII without spaces (percent-encode the rest)")
+            }
+            guard let afterScheme = raw.range(of: "https://", options: [.anchored, .caseInsensitive])?.upperBound else {
+                throw .invalidField(name, "must be an https URL")
+            }
+            let authority = raw[afterScheme...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+            guard !authority.isEmpty, !authority.contains("@"), URL(string: raw)?.host?.isEmpty == false else {
+                throw .invalidField(name, "must be an https URL with a host and no user information")
+            }
+            return raw
+        case .text, .paragraph:
+            let allowsLineFeeds = declaration.kind == .paragraph
+            let check = { (value: String) throws(ProfileRequestError) in
+                if value.unicodeScalars.contains(where: { isForbiddenScalar($0) && !(allowsLineFeeds && $0 == "\n") }) {
+                    throw .invalidField(
+                        name, allowsLineFeeds ? "must not contain control characters other than line feeds" : "must not contain control characters")
+                }
+                guard value.unicodeScalars.count <= bound else {
+                    throw .invalidField(name, "must be at most \(bound) characters long, as sent and in Unicode NFC")
+                }
+            }
+            try check(raw)
+            guard !isNFCByItsCodePoints(raw) else { return raw }
+            let normalized = raw.precomposedStringWithCanonicalMapping
+            if normalized.unicodeScalars.count != raw.unicodeScalars.count { try check(normalized) }
+            return normalized
+        }
+    }
+
     static func validUsername(_ raw: String) throws(ProfileRequestError) -> String {
         guard usernameLength.contains(raw.utf8.count),
             raw.utf8.allSatisfy({ byte in

@@ -1,8 +1,25 @@
-/// The three fields a profile write may carry, as the body gave them (before validation).
+/// The members of a profile write's body, as it gave them (before validation): the profile's
+/// own three and every other one, which the declared fields decide on (``ProfileFieldCatalog``).
 struct ProfileWriteFields: Equatable {
     var displayName: String?
+    /// `"display_name": null`: refused by a write (400) and by a patch (422: it cannot be removed).
+    var removesDisplayName = false
     var username: String?
     var version: Int64?
+    /// The other members, in the body's order.
+    var others: [Member] = []
+
+    struct Member: Equatable {
+        let name: String
+        let value: MemberValue
+    }
+
+    enum MemberValue: Equatable {
+        case string(String)
+        case null
+        /// A number, a boolean, an object or an array: no field takes one.
+        case other
+    }
 }
 
 extension ProfileWriteFields {
@@ -31,7 +48,8 @@ private struct FlatObjectScanner {
     private enum Value {
         case string(String)
         case integer(Int64)
-        case other  // true, false, null, or an integer too long to read exactly
+        case null
+        case other  // true, false, or an integer too long to read exactly
     }
 
     /// The fields the service reads, by their key's bytes.
@@ -66,7 +84,16 @@ private struct FlatObjectScanner {
                 guard let value = value() else { return nil }
                 // A known field twice, or of another type, is Foundation's to answer.
                 switch (Field(key: key), value) {
-                case (nil, _): break  // a field the service ignores
+                case (nil, _):
+                    let name = String(decoding: key, as: UTF8.self)
+                    guard !fields.others.contains(where: { $0.name == name }) else { return nil }  // twice: Foundation's
+                    let member: ProfileWriteFields.MemberValue
+                    switch value {
+                    case .string(let text): member = .string(text)
+                    case .null: member = .null
+                    case .integer, .other: member = .other
+                    }
+                    fields.others.append(.init(name: name, value: member))
                 case (.displayName?, .string(let text)) where fields.displayName == nil: fields.displayName = text
                 case (.username?, .string(let text)) where fields.username == nil: fields.username = text
                 case (.version?, .integer(let number)) where fields.version == nil: fields.version = number
@@ -77,6 +104,7 @@ private struct FlatObjectScanner {
             guard take(UInt8(ascii: "}")) else { return nil }
         }
         skipWhitespace()
+        fields.others.sort { $0.name < $1.name }  // as Foundation's reading orders them
         return position == bytes.count ? fields : nil
     }
 
@@ -116,7 +144,7 @@ private struct FlatObjectScanner {
             return integer()
         case UInt8(ascii: "t"): return literal("true")
         case UInt8(ascii: "f"): return literal("false")
-        case UInt8(ascii: "n"): return literal("null")
+        case UInt8(ascii: "n"): return literal("null").map { _ in .null }
         default: return nil  // an object, an array, or not JSON
         }
     }

@@ -2,11 +2,18 @@ import Foundation
 
 /// A validated `PUT /users/profile/{id}` body: either an optimistic update or a creation.
 enum ProfileWriteRequest: Equatable {
-    case update(displayName: String, expectedVersion: Int32)
-    case create(username: String, displayName: String)
+    /// Sets the display name and each declared field the body names; the fields it leaves out
+    /// keep their values, so a client that knows only `display_name` never erases the others.
+    case update(ProfileChanges, expectedVersion: Int32)
+    case create(username: String, displayName: String, fields: [ProfileFields.Entry])
 
-    /// The largest body a profile write may have; profile documents are tiny.
-    static let maximumBodyBytes = 4 * 1024
+    /// The largest body a profile write may have: room for every declared field at its longest
+    /// (``ProfileFieldCatalog/maximumTotalLength`` code points, a few bytes each, escaped).
+    static let maximumBodyBytes = 64 * 1024
+
+    /// Members a client may send back as it read them (a `GET`'s body): the service sets them,
+    /// so their values are ignored.
+    static let readOnlyMembers: Set<String> = ["id", "updated_at"]
 
     /// The deepest nesting of objects and arrays accepted; a profile write is one flat object, and
     /// a little room is left for fields the service ignores.
@@ -22,12 +29,15 @@ enum ProfileWriteRequest: Equatable {
     ///     `{"username": …, "display_name": …}` (with `version` 0 or none) to create.
     ///   - ifMatchVersion: the version from an `If-Match: "N"` header, if any.
     ///   - ifNoneMatchAny: whether the request carried `If-None-Match: *`.
-    static func parse(body: [UInt8], ifMatchVersion: Int32?, ifNoneMatchAny: Bool) throws(ProfileRequestError)
-        -> ProfileWriteRequest
-    {
+    ///   - catalog: the declared fields the body may set.
+    static func parse(
+        body: [UInt8], ifMatchVersion: Int32?, ifNoneMatchAny: Bool, catalog: ProfileFieldCatalog
+    ) throws(ProfileRequestError) -> ProfileWriteRequest {
         let fields = try decodeFields(body)
+        if fields.removesDisplayName { throw .malformed(field: "display_name", "display_name has the wrong type or value") }
         guard let rawDisplayName = fields.displayName else { throw .missingField("display_name") }
         let displayName = try ProfileValidation.validDisplayName(rawDisplayName)
+        let declared = try declaredFields(of: fields, catalog: catalog)
 
         if let rawUsername = fields.username {
             guard fields.version == nil || fields.version == 0 else {
@@ -38,7 +48,7 @@ enum ProfileWriteRequest: Equatable {
                 throw .preconditionFailed(
                     field: "If-Match", "If-Match expects an existing version, but a body with a username creates the profile")
             }
-            return .create(username: username, displayName: displayName)
+            return .create(username: username, displayName: displayName, fields: declared)
         }
         let bodyVersion: Int32?
         switch fields.version {
@@ -56,10 +66,30 @@ enum ProfileWriteRequest: Equatable {
             throw .preconditionFailed(
                 field: "If-Match", "If-Match \"\(header)\" and version \(body) cannot both be the current version")
         case (let version?, _), (nil, let version?):
-            return .update(displayName: displayName, expectedVersion: version)
+            return .update(ProfileChanges(displayName: displayName, fields: declared), expectedVersion: version)
         case (nil, nil):
             throw .preconditionRequired("send the version you read, as \"version\" or If-Match: \"N\"")
         }
+    }
+
+    /// The declared fields a body sets, validated, in the body's order (`null`: unset). A member
+    /// that is no field is refused, naming it, rather than dropped: a client that sends a field
+    /// must learn that it was not stored.
+    static func declaredFields(of fields: ProfileWriteFields, catalog: ProfileFieldCatalog, ignoring: Set<String> = readOnlyMembers)
+        throws(ProfileRequestError) -> [ProfileFields.Entry]
+    {
+        var declared: [ProfileFields.Entry] = []
+        for member in fields.others where !ignoring.contains(member.name) {
+            guard let declaration = catalog.declaration(named: member.name) else {
+                throw .invalidField(String(member.name.prefix(64)), "is not a field of a profile")
+            }
+            switch member.value {
+            case .string(let raw): declared.append(.init(name: member.name, value: try ProfileValidation.validField(raw, declaration)))
+            case .null: declared.append(.init(name: member.name, value: nil))
+            case .other: throw .malformed(field: member.name, "\(member.name) must be a string, or null to unset it")
+            }
+        }
+        return declared
     }
 
     /// What one pass over the JSON outside its strings finds, before Foundation parses it.
@@ -92,7 +122,7 @@ enum ProfileWriteRequest: Equatable {
         }
     }
 
-    private static func decodeFields(_ body: [UInt8]) throws(ProfileRequestError) -> ProfileWriteFields {
+    static func decodeFields(_ body: [UInt8]) throws(ProfileRequestError) -> ProfileWriteFields {
         guard !body.isEmpty else { throw .malformed(field: nil, "the request needs a JSON object body") }
         guard body.count <= maximumBodyBytes else {
             throw .malformed(field: nil, "the body is larger than \(maximumBodyBytes) bytes")
@@ -106,6 +136,8 @@ enum ProfileWriteRequest: Equatable {
         }
         do {
             return try JSONDecoder().decode(ProfileWriteFields.self, from: Data(body))
+        } catch let error as ProfileRequestError {
+            throw error
         } catch let DecodingError.typeMismatch(_, context), let DecodingError.dataCorrupted(context),
             let DecodingError.valueNotFound(_, context)
         {
@@ -121,29 +153,46 @@ enum ProfileWriteRequest: Equatable {
 
 /// Foundation's reading of a body, for what ``ProfileWriteFields/init(scanningFlatObject:)`` leaves to it.
 extension ProfileWriteFields: Decodable {
-    enum CodingKeys: String, CodingKey {
-        case displayName = "display_name", username, version
+    struct MemberKey: CodingKey {
+        let stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
     }
 
-    /// A field that is present must have a value of its type: `null` is refused (decoding a
-    /// non-optional throws `valueNotFound`), never read as an absent field.
+    /// A profile member that is present must have a value of its type: `null` is refused
+    /// (decoding a non-optional throws `valueNotFound`), never read as an absent field.
     init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: CodingKeys.self)
-        if container.contains(.displayName) {
-            displayName = try container.decode(String.self, forKey: .displayName)
-        }
-        if container.contains(.username) {
-            username = try container.decode(String.self, forKey: .username)
-        }
-        // Decoded as a number first so that 1.5 is reported against "version", not as bad JSON.
-        if container.contains(.version) {
-            let number = try container.decode(Double.self, forKey: .version)
-            guard number.rounded() == number, abs(number) < 1e15 else {
-                throw DecodingError.typeMismatch(
-                    Int64.self,
-                    .init(codingPath: [CodingKeys.version], debugDescription: "version must be an integer"))
+        let container = try decoder.container(keyedBy: MemberKey.self)
+        for key in container.allKeys.sorted(by: { $0.stringValue < $1.stringValue }) {
+            switch key.stringValue {
+            case "display_name":
+                if try container.decodeNil(forKey: key) {
+                    removesDisplayName = true
+                } else {
+                    displayName = try container.decode(String.self, forKey: key)
+                }
+            case "username":
+                username = try container.decode(String.self, forKey: key)
+            case "version":
+                // Decoded as a number first so that 1.5 is reported against "version", not as bad JSON.
+                let number = try container.decode(Double.self, forKey: key)
+                guard number.rounded() == number, abs(number) < 1e15 else {
+                    throw DecodingError.typeMismatch(
+                        Int64.self, .init(codingPath: [key], debugDescription: "version must be an integer"))
+                }
+                version = Int64(number)
+            default:
+                let value: MemberValue
+                if try container.decodeNil(forKey: key) {
+                    value = .null
+                } else if let text = try? container.decode(String.self, forKey: key) {
+                    value = .string(text)
+                } else {
+                    value = .other
+                }
+                others.append(Member(name: key.stringValue, value: value))
             }
-            version = Int64(number)
         }
     }
 }

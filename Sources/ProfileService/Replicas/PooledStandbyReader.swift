@@ -14,12 +14,12 @@ public final class PooledStandbyReader: StandbyReader, Sendable {
     private let readers: BorrowPool<PostgresStandbyReader>
 
     /// - Parameter size: Readers at most, so connections to each standby at most.
-    public init(replicas: ReadReplicas, size: Int, logger: Logger) {
+    public init(replicas: ReadReplicas, size: Int, profileFields: ProfileFieldCatalog = .standard, logger: Logger) {
         self.replicas = replicas
         let made = Counter()
         readers = BorrowPool(
             capacity: size,
-            make: { PostgresStandbyReader(replicas: replicas, first: made.next(), logger: logger) },
+            make: { PostgresStandbyReader(replicas: replicas, first: made.next(), profileFields: profileFields, logger: logger) },
             handOff: { $0.releaseOwnerThread() })
     }
 

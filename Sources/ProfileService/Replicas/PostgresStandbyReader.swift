@@ -35,16 +35,17 @@ public final class PostgresStandbyReader: StandbyReader {
     private var next: Int
 
     /// - Parameter first: the standby this worker tries first (say, the worker's index).
-    public init(replicas: ReadReplicas, first: Int, logger: Logger) {
+    ///   - profileFields: the declared fields the sessions' statements are written for.
+    public init(replicas: ReadReplicas, first: Int, profileFields: ProfileFieldCatalog = .standard, logger: Logger) {
         self.replicas = replicas
         sessions = replicas.standbys.map { standby in
             var logger = logger
             logger[metadataKey: "replica"] = "\(standby.name)"
             let connection = PostgresConnection(
                 configuration: standby.configuration,
-                statements: PostgresProfileStore.readStatements + [Self.identity, Self.replayPosition],
+                statements: PostgresProfileStore.readStatements(for: profileFields) + [Self.identity, Self.replayPosition],
                 health: standby.health, logger: logger)
-            return Session(standby: standby, connection: connection, store: PostgresProfileStore(connection: connection, logger: logger))
+            return Session(standby: standby, connection: connection, store: PostgresProfileStore(connection: connection, catalog: profileFields, logger: logger))
         }
         next = sessions.isEmpty ? 0 : first % sessions.count
     }

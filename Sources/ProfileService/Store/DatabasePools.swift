@@ -8,6 +8,8 @@ public import PostgresClient
 public final class DatabasePools: Sendable {
     public let primary: PostgresConnectionPool
     public let standbys: PooledStandbyReader?
+    /// The declared fields the connections' statements are written for.
+    public let profileFields: ProfileFieldCatalog
 
     /// - Parameters:
     ///   - connections: Connections at most to the primary, and to each standby.
@@ -15,12 +17,15 @@ public final class DatabasePools: Sendable {
     ///   - replicas: Standbys for the rows of misses (docs/design.md §8), if any.
     public init(
         postgres: PostgresConfiguration, connections: Int, health: PostgresServerHealth, replicas: ReadReplicas? = nil,
-        logger: Logger
+        profileFields: ProfileFieldCatalog = .standard, logger: Logger
     ) {
+        self.profileFields = profileFields
         primary = PostgresConnectionPool(
-            size: connections, configuration: postgres, statements: PostgresProfileStore.statements, health: health,
-            logger: logger)
-        standbys = replicas.flatMap { $0.standbys.isEmpty ? nil : PooledStandbyReader(replicas: $0, size: connections, logger: logger) }
+            size: connections, configuration: postgres, statements: PostgresProfileStore.statements(for: profileFields),
+            health: health, logger: logger)
+        standbys = replicas.flatMap {
+            $0.standbys.isEmpty ? nil : PooledStandbyReader(replicas: $0, size: connections, profileFields: profileFields, logger: logger)
+        }
     }
 
     /// Closes the idle connections; call it once the workers are done.

@@ -11,27 +11,26 @@ public protocol ProfileStore {
     /// The version a deleted profile had last (its tombstone, migrations/0003), or `nil` when
     /// the id was never deleted: the place of a deletion among the id's versions (§4).
     func deletedVersion(id: Int64) throws(ProfileStoreError) -> Int32?
-    /// Sets the display name if the stored version is `expectedVersion`, bumping the version.
-    func updateDisplayName(id: Int64, to displayName: String, expectedVersion: Int32) throws(ProfileStoreError)
-        -> ProfileUpdateOutcome
-    /// Sets the display name whatever the stored version, bumping the version (a patch without
-    /// `If-Match`): `.updated`, or `.notFound`.
-    func setDisplayName(id: Int64, to displayName: String) throws(ProfileStoreError) -> ProfileUpdateOutcome
-    /// Sets the display names of several profiles in one statement and one transaction (the
-    /// writes a batch makes together, docs/design.md §9.5): each row changes only if its stored
-    /// version is the one its write expects, exactly as ``updateDisplayName(id:to:expectedVersion:)``.
+    /// Makes `changes` (the display name and the declared fields they name; the rest stays) and
+    /// bumps the version — only if the stored version is `expectedVersion`, or whatever it is
+    /// when that is nil (a patch without `If-Match`).
+    func update(id: Int64, changes: ProfileChanges, expectedVersion: Int32?) throws(ProfileStoreError) -> ProfileUpdateOutcome
+    /// Makes several updates in one statement and one transaction (the writes a batch makes
+    /// together, docs/design.md §9.5): each row changes only under the condition its update
+    /// states, exactly as ``update(id:changes:expectedVersion:)``.
     ///
-    /// - Returns: the updated profiles by id — a write whose id is not among them changed nothing
-    ///   (its row is gone or was changed since) — or `nil` when the statement failed and changed
-    ///   nothing (a deadlock, say): make each write alone.
+    /// - Returns: the updated profiles by id — an update whose id is not among them changed
+    ///   nothing (its row is gone or was changed since) — or `nil` when the statement failed and
+    ///   changed nothing (a deadlock, say): make each update alone.
     /// - Throws: ``ProfileStoreError/unavailable`` when the database cannot answer, or the
     ///   connection broke and the writes may or may not have committed.
-    func updateDisplayNames(_ writes: [DisplayNameWrite]) throws(ProfileStoreError) -> [Int64: Profile]?
+    func updateProfiles(_ updates: [ProfileUpdate]) throws(ProfileStoreError) -> [Int64: Profile]?
     /// Deletes the profile if its stored version is `expectedVersion` (any version when nil). The
     /// row goes; its tombstone keeps only the id and the last version (migrations/0003).
     func delete(id: Int64, expectedVersion: Int32?) throws(ProfileStoreError) -> ProfileDeleteOutcome
-    /// Inserts a new profile at version 1.
-    func create(id: Int64, username: String, displayName: String) throws(ProfileStoreError) -> Profile
+    /// Inserts a new profile at version 1 (or above the id's tombstone), with the fields given set.
+    func create(id: Int64, username: String, displayName: String, fields: [ProfileFields.Entry]) throws(ProfileStoreError)
+        -> Profile
     /// Whether the store answers now (readiness).
     func isHealthy() -> Bool
     /// How far the primary's write-ahead log is flushed now (`pg_current_wal_flush_lsn()`). A
@@ -50,21 +49,44 @@ extension ProfileStore {
     }
 
     /// No statement for several writes: each is made alone (test doubles).
-    public func updateDisplayNames(_ writes: [DisplayNameWrite]) throws(ProfileStoreError) -> [Int64: Profile]? {
+    public func updateProfiles(_ updates: [ProfileUpdate]) throws(ProfileStoreError) -> [Int64: Profile]? {
         nil
+    }
+
+    /// Sets the display name if the stored version is `expectedVersion`, bumping the version.
+    public func updateDisplayName(id: Int64, to displayName: String, expectedVersion: Int32)
+        throws(ProfileStoreError) -> ProfileUpdateOutcome
+    {
+        try update(id: id, changes: ProfileChanges(displayName: displayName), expectedVersion: expectedVersion)
+    }
+
+    /// Sets the display name whatever the stored version, bumping the version.
+    public func setDisplayName(id: Int64, to displayName: String) throws(ProfileStoreError) -> ProfileUpdateOutcome {
+        try update(id: id, changes: ProfileChanges(displayName: displayName), expectedVersion: nil)
+    }
+
+    /// Inserts a new profile with no declared field set.
+    public func create(id: Int64, username: String, displayName: String) throws(ProfileStoreError) -> Profile {
+        try create(id: id, username: username, displayName: displayName, fields: [])
     }
 }
 
-/// One optimistic change of a display name: the row of `id`, if it is still at `expectedVersion`.
-public struct DisplayNameWrite: Sendable, Hashable {
+/// One change of a profile: the row of `id`, with `changes` made, if it is still at
+/// `expectedVersion` (whatever its version when nil: a patch without `If-Match`).
+public struct ProfileUpdate: Sendable, Hashable {
     public let id: Int64
-    public let displayName: String
-    public let expectedVersion: Int32
+    public let changes: ProfileChanges
+    public let expectedVersion: Int32?
 
-    public init(id: Int64, displayName: String, expectedVersion: Int32) {
+    public init(id: Int64, changes: ProfileChanges, expectedVersion: Int32?) {
         self.id = id
-        self.displayName = displayName
+        self.changes = changes
         self.expectedVersion = expectedVersion
+    }
+
+    /// An optimistic change of the display name alone.
+    public init(id: Int64, displayName: String, expectedVersion: Int32) {
+        self.init(id: id, changes: ProfileChanges(displayName: displayName), expectedVersion: expectedVersion)
     }
 }
 

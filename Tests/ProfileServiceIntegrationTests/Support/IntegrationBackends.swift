@@ -22,7 +22,7 @@ final class IntegrationBackends: RepositoryBackends {
         try TestEnvironment.requireMemcached()
         connection = PostgresConnection(
             configuration: try PostgresConfiguration(url: TestEnvironment.databaseURL),
-            statements: PostgresProfileStore.statements, logger: Self.logger)
+            statements: PostgresProfileStore.statements(for: .standard), logger: Self.logger)
         try connection.connect()
         cache = try MemcachedConnection(
             configuration: try MemcachedConfiguration(servers: TestEnvironment.memcachedServerList),
@@ -45,7 +45,7 @@ final class IntegrationBackends: RepositoryBackends {
     /// The version of the profile entry cached for `id`, `nil` when there is none.
     func cachedVersion(_ id: Int64, shared: ProfileCacheShared) -> Int32? {
         guard case .hit(let item) = cache.get(shared.configuration.key(for: id)),
-            case .profile(let version, _)? = CacheEntry(decoding: item.value)
+            case .profile(let version, _)? = CacheEntry(decoding: item.value, shape: ProfileFieldCatalog.standard.shape)
         else { return nil }
         return version
     }

@@ -1,0 +1,120 @@
+/// The fields a profile carries beside its name: what the operator declared in the
+/// `profile_fields` table (migrations/0005_profile_fields.sql), read once at start.
+///
+/// Adding a field is a migration that adds the column and declares it; no code changes
+/// (docs/design.md §11). Every part of the service — the statements, the body parser, the JSON
+/// writer, the change feed's decoder, the cache entry — takes its fields from here.
+public struct ProfileFieldCatalog: Sendable, Hashable {
+    public let declarations: [ProfileFieldDeclaration]
+    /// The shape of a profile's JSON under these declarations (``ProfileFields/shape``): cache
+    /// entries carry it, so an instance never serves an entry written under other declarations
+    /// (a rolling restart after a field was added, docs/design.md §11.3).
+    public let shape: UInt32
+
+    /// The declarations' lengths together, in code points: a whole profile stays a few tens of
+    /// kilobytes at most, well inside a memcached item and a request body.
+    public static let maximumTotalLength = 8_000
+
+    /// The names a field cannot take: the profile's own members and PostgreSQL's system columns.
+    static let reservedNames: Set<String> = [
+        "id", "username", "display_name", "version", "created_at", "updated_at",
+        "tableoid", "xmin", "xmax", "cmin", "cmax", "ctid",
+    ]
+
+    /// The fields the migrations declare out of the box.
+    public static let standard = try! ProfileFieldCatalog([  // valid by construction; a test holds it
+        ProfileFieldDeclaration(name: "bio", kind: .paragraph, maximumLength: 500),
+        ProfileFieldDeclaration(name: "avatar_url", kind: .httpsURL, maximumLength: 2_048),
+        ProfileFieldDeclaration(name: "location", kind: .text, maximumLength: 100),
+        ProfileFieldDeclaration(name: "website", kind: .httpsURL, maximumLength: 2_048),
+    ])
+
+    /// No fields beyond the name: a database the fields' migration has not reached.
+    public static let none = try! ProfileFieldCatalog([])
+
+    public init(_ declarations: [ProfileFieldDeclaration]) throws(ProfileFieldCatalogError) {
+        var names = Set<String>()
+        for declaration in declarations {
+            guard Self.isValidName(declaration.name) else { throw .invalidName(declaration.name) }
+            guard !Self.reservedNames.contains(declaration.name) else { throw .reservedName(declaration.name) }
+            guard names.insert(declaration.name).inserted else { throw .duplicateName(declaration.name) }
+            guard (1...Self.maximumTotalLength).contains(declaration.maximumLength) else {
+                throw .invalidLength(declaration.name, declaration.maximumLength)
+            }
+        }
+        let total = declarations.reduce(0) { $0 + $1.maximumLength }
+        guard total <= Self.maximumTotalLength else { throw .tooLong(total) }
+        self.declarations = declarations
+        self.shape = ProfileFields.shape(ofNames: declarations.map(\.name))
+    }
+
+    public func declaration(named name: String) -> ProfileFieldDeclaration? {
+        declarations.first { $0.name == name }
+    }
+
+    /// A profile's fields, every one unset.
+    public var unsetFields: ProfileFields {
+        ProfileFields(declarations.map { ProfileFields.Entry(name: $0.name, value: nil) })
+    }
+
+    /// `^[a-z][a-z0-9_]{0,62}$`: a PostgreSQL identifier that needs no quoting and a JSON member
+    /// that needs no escaping.
+    static func isValidName(_ name: String) -> Bool {
+        let bytes = Array(name.utf8)
+        guard (1...63).contains(bytes.count), (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(bytes[0]) else { return false }
+        return bytes.allSatisfy { byte in
+            (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+                || byte == UInt8(ascii: "_")
+        }
+    }
+}
+
+/// One declared field: its name (the column's and the JSON member's), its kind and its bound.
+public struct ProfileFieldDeclaration: Sendable, Hashable {
+    public enum Kind: String, Sendable, CaseIterable {
+        /// One line of text: the display name's rules (no control characters), any length up to the bound.
+        case text
+        /// Text that may hold line breaks (`\n`), such as a bio.
+        case paragraph
+        /// An absolute `https` URL with a host, in printable ASCII (clients percent-encode the rest).
+        case httpsURL = "https_url"
+    }
+
+    public let name: String
+    public let kind: Kind
+    /// The longest value, in Unicode code points, as sent and in the NFC form that is stored.
+    public let maximumLength: Int
+
+    public init(name: String, kind: Kind, maximumLength: Int) {
+        self.name = name
+        self.kind = kind
+        self.maximumLength = maximumLength
+    }
+}
+
+public enum ProfileFieldCatalogError: Error, Sendable, Equatable, CustomStringConvertible {
+    case invalidName(String)
+    case reservedName(String)
+    case duplicateName(String)
+    case invalidLength(String, Int)
+    case tooLong(Int)
+    case unknownKind(field: String, kind: String)
+    /// A declared field whose column `user_profiles` lacks, or has with another type than `text`.
+    case missingColumn(String)
+
+    public var description: String {
+        switch self {
+        case .invalidName(let name): "profile field \"\(name)\": a name is 1-63 of a-z, 0-9 and _, starting with a letter"
+        case .reservedName(let name): "profile field \"\(name)\": the name belongs to the profile itself"
+        case .duplicateName(let name): "profile field \"\(name)\" is declared twice"
+        case .invalidLength(let name, let length):
+            "profile field \"\(name)\": max_length \(length) is outside 1-\(ProfileFieldCatalog.maximumTotalLength)"
+        case .tooLong(let total):
+            "the declared profile fields add up to \(total) code points; together they may have at most \(ProfileFieldCatalog.maximumTotalLength)"
+        case .unknownKind(let field, let kind):
+            "profile field \"\(field)\": kind \"\(kind)\" is none of \(ProfileFieldDeclaration.Kind.allCases.map(\.rawValue).joined(separator: ", "))"
+        case .missingColumn(let name):
+            "profile field \"\(name)\" is declared but user_profiles has no text column of that name: add it in the same migration"
+        }
+    }
+}

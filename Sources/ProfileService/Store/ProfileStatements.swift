@@ -1,0 +1,106 @@
+import PostgresClient
+
+/// The statements of ``PostgresProfileStore``, written for the declared fields: each lists the
+/// fields' columns by name (a declared name needs no quoting, ``ProfileFieldCatalog``), and a
+/// write receives the fields it sets as one JSON object, so one statement serves every
+/// combination of fields (docs/design.md §11.2).
+struct ProfileStatements {
+    let catalog: ProfileFieldCatalog
+    let select: PostgresStatement
+    let selectMany: PostgresStatement
+    let update: PostgresStatement
+    let updateMany: PostgresStatement
+    let insert: PostgresStatement
+    let delete: PostgresStatement
+    let deletedVersion: PostgresStatement
+    let walPosition: PostgresStatement
+
+    var all: [PostgresStatement] { [select, selectMany, update, updateMany, insert, delete, deletedVersion, walPosition] }
+
+    init(_ catalog: ProfileFieldCatalog) {
+        self.catalog = catalog
+        let names = catalog.declarations.map(\.name)
+        let columns = Self.columns(names, of: "")
+        select = PostgresStatement(
+            name: "profile_select", sql: "SELECT \(columns) FROM user_profiles WHERE id = $1", isIdempotent: true)
+        // Several rows at once; `$1` is a bigint array in text form (`{1,2,3}`).
+        selectMany = PostgresStatement(
+            name: "profile_select_many", sql: "SELECT \(columns) FROM user_profiles WHERE id = ANY($1::bigint[])",
+            isIdempotent: true)
+        // The update: only at the expected version when `$2` is not null (a patch without
+        // `If-Match` has none); the display name when `$3` is not null; the fields `$4` names.
+        update = PostgresStatement(
+            name: "profile_update",
+            sql: """
+                UPDATE user_profiles SET display_name = coalesce($3, display_name)\(Self.assignments(names, from: "$4::jsonb", of: "")),
+                    version = version + 1, updated_at = now()
+                WHERE id = $1 AND ($2::integer IS NULL OR version = $2) RETURNING \(columns)
+                """,
+            isIdempotent: false)
+        // Several updates in one statement, so one transaction; `$1` to `$4` are arrays in text
+        // form of the ids, expected versions, names and fields. A row another transaction holds
+        // locked (an operator's open `UPDATE`, another statement of this kind) is skipped, not
+        // waited for: it is left out of the answer and its write goes alone, so one locked row
+        // never holds a whole group, and two such statements never wait on each other.
+        updateMany = PostgresStatement(
+            name: "profile_update_many",
+            sql: """
+                WITH w AS (SELECT * FROM unnest($1::bigint[], $2::integer[], $3::text[], $4::jsonb[]) AS w(id, version, display_name, fields)),
+                locked AS (
+                    SELECT p.id FROM user_profiles AS p JOIN w ON p.id = w.id
+                    ORDER BY p.id FOR UPDATE OF p SKIP LOCKED)
+                UPDATE user_profiles AS p SET display_name = coalesce(w.display_name, p.display_name)\(Self.assignments(names, from: "w.fields", of: "p.")),
+                    version = p.version + 1, updated_at = now()
+                FROM w WHERE p.id = w.id AND (w.version IS NULL OR p.version = w.version) AND p.id IN (SELECT id FROM locked)
+                RETURNING \(Self.columns(names, of: "p."))
+                """,
+            isIdempotent: false)
+        insert = PostgresStatement(
+            name: "profile_insert",
+            sql: """
+                INSERT INTO user_profiles (id, username, display_name, version, created_at, updated_at\(names.map { ", " + $0 }.joined()))
+                VALUES ($1, $2, $3, 1, now(), now()\(names.map { ", $4::jsonb ->> '\($0)'" }.joined())) RETURNING \(columns)
+                """,
+            isIdempotent: false)
+        delete = PostgresStatement(
+            name: "profile_delete",
+            sql: "DELETE FROM user_profiles WHERE id = $1 AND ($2::integer IS NULL OR version = $2) RETURNING version",
+            isIdempotent: false)
+        // A deleted row's last version, which the tombstone keeps (migrations/0003_version_rules.sql).
+        deletedVersion = PostgresStatement(
+            name: "profile_deleted_version", sql: "SELECT version FROM user_profile_tombstones WHERE id = $1",
+            isIdempotent: true)
+        // The flushed position, not the insert position: records that no commit has flushed yet
+        // (pruning by reads, say) sit in a partial WAL page until the next commit, and a standby
+        // cannot replay what it has not been sent (docs/design.md §8).
+        walPosition = PostgresStatement(
+            name: "wal_flush_position", sql: "SELECT pg_current_wal_flush_lsn()::text AS position", isIdempotent: true)
+    }
+
+    /// A profile's columns, `updated_at` as RFC 3339 in UTC.
+    private static func columns(_ fields: [String], of table: String) -> String {
+        "\(table)id, \(table)username, \(table)display_name\(fields.map { ", \(table)\($0)" }.joined()), \(table)version, "
+            + "to_char(\(table)updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') AS updated_at"
+    }
+
+    /// `, bio = CASE WHEN changes ? 'bio' THEN changes ->> 'bio' ELSE bio END` for each field: a
+    /// field the object names is set (`null` unsets it), every other one stays.
+    private static func assignments(_ fields: [String], from changes: String, of table: String) -> String {
+        fields.map { ", \($0) = CASE WHEN \(changes) ? '\($0)' THEN \(changes) ->> '\($0)' ELSE \(table)\($0) END" }.joined()
+    }
+
+    func decode(_ row: PostgresRow) throws -> Profile {
+        var fields: [ProfileFields.Entry] = []
+        fields.reserveCapacity(catalog.declarations.count)
+        for declaration in catalog.declarations {
+            fields.append(.init(name: declaration.name, value: try row.decodeIfPresent(declaration.name, as: String.self)))
+        }
+        return Profile(
+            id: try row.decode("id"),
+            username: try row.decode("username"),
+            displayName: try row.decode("display_name"),
+            fields: ProfileFields(fields),
+            version: try row.decode("version"),
+            updatedAt: try row.decode("updated_at"))
+    }
+}

@@ -1,0 +1,125 @@
+import Foundation
+import Testing
+
+@testable import ProfileService
+
+/// The declared fields: their declarations, the rules of each kind, and how PUT and PATCH bodies
+/// set and unset them (pure logic; PostgreSQL and the HTTP path are in the integration and
+/// end-to-end tests).
+@Suite struct ProfileFieldsTests {
+    private func put(_ json: String, catalog: ProfileFieldCatalog = .standard) throws(ProfileRequestError) -> ProfileWriteRequest {
+        try ProfileWriteRequest.parse(body: Array(json.utf8), ifMatchVersion: nil, ifNoneMatchAny: false, catalog: catalog)
+    }
+
+    private func patch(_ json: String, catalog: ProfileFieldCatalog = .standard) throws(ProfileRequestError) -> ProfileChanges {
+        try ProfilePatch.parse(body: Array(json.utf8), catalog: catalog)
+    }
+
+    private func refusal(_ body: () throws -> Any) -> ProfileRequestError? {
+        do {
+            _ = try body()
+            return nil
+        } catch {
+            return error as? ProfileRequestError
+        }
+    }
+
+    @Test func theStandardFieldsAreDeclaredInOrder() {
+        #expect(ProfileFieldCatalog.standard.declarations.map(\.name) == ["bio", "avatar_url", "location", "website"])
+        #expect(ProfileFieldCatalog.standard.unsetFields.entries.allSatisfy { $0.value == nil })
+    }
+
+    @Test func declarationsTheServiceCannotServeAreRefused() {
+        let text = ProfileFieldDeclaration.Kind.text
+        #expect(throws: ProfileFieldCatalogError.invalidName("Bio")) { try ProfileFieldCatalog([.init(name: "Bio", kind: text, maximumLength: 10)]) }
+        #expect(throws: ProfileFieldCatalogError.invalidName("bio-text")) {
+            try ProfileFieldCatalog([.init(name: "bio-text", kind: text, maximumLength: 10)])
+        }
+        #expect(throws: ProfileFieldCatalogError.reservedName("version")) {
+            try ProfileFieldCatalog([.init(name: "version", kind: text, maximumLength: 10)])
+        }
+        #expect(throws: ProfileFieldCatalogError.duplicateName("bio")) {
+            try ProfileFieldCatalog([.init(name: "bio", kind: text, maximumLength: 10), .init(name: "bio", kind: text, maximumLength: 10)])
+        }
+        #expect(throws: ProfileFieldCatalogError.invalidLength("bio", 0)) { try ProfileFieldCatalog([.init(name: "bio", kind: text, maximumLength: 0)]) }
+        #expect(throws: ProfileFieldCatalogError.tooLong(8_001)) {
+            try ProfileFieldCatalog([.init(name: "a", kind: text, maximumLength: 8_000), .init(name: "b", kind: text, maximumLength: 1)])
+        }
+    }
+
+    @Test func aPutSetsTheFieldsItNamesAndLeavesTheRest() throws {
+        let request = try put(#"{"display_name":"Ada","bio":"Poetical science.\nAnalyst.","website":null,"version":3}"#)
+        #expect(
+            request
+                == .update(
+                    ProfileChanges(
+                        displayName: "Ada", fields: [.init(name: "bio", value: "Poetical science.\nAnalyst."), .init(name: "website", value: nil)]),
+                    expectedVersion: 3))
+        // A client that knows only the name sends only the name: no field changes.
+        #expect(try put(#"{"display_name":"Ada","version":3}"#) == .update(ProfileChanges(displayName: "Ada"), expectedVersion: 3))
+        // What a GET answered may come back as it was: the service's own members are ignored.
+        #expect(
+            try put(#"{"id":7,"display_name":"Ada","updated_at":"2026-11-28T10:00:00.000000Z","version":3}"#)
+                == .update(ProfileChanges(displayName: "Ada"), expectedVersion: 3))
+    }
+
+    @Test func aMemberThatIsNoFieldIsRefusedNamingIt() {
+        #expect(refusal { try put(#"{"display_name":"Ada","pronouns":"she/her","version":3}"#) }
+            == .invalidField("pronouns", "is not a field of a profile"))
+        #expect(refusal { try patch(#"{"pronouns":"she/her"}"#) } == .invalidField("pronouns", "is not a field of a profile"))
+        #expect(refusal { try patch(#"{"bio":7}"#) } == .malformed(field: "bio", "bio must be a string, or null to unset it"))
+        // Declared, it is taken.
+        let withPronouns = try! ProfileFieldCatalog(
+            ProfileFieldCatalog.standard.declarations + [.init(name: "pronouns", kind: .text, maximumLength: 40)])
+        #expect((try? patch(#"{"pronouns":"she/her"}"#, catalog: withPronouns)) == ProfileChanges(fields: [.init(name: "pronouns", value: "she/her")]))
+    }
+
+    @Test func eachKindHasItsRules() {
+        // A paragraph takes line feeds; one line does not; neither takes other controls.
+        #expect(refusal { try patch(#"{"location":"Lisbon\nPortugal"}"#) } == .invalidField("location", "must not contain control characters"))
+        #expect(refusal { try patch(#"{"bio":"tab\there"}"#) }
+            == .invalidField("bio", "must not contain control characters other than line feeds"))
+        #expect(refusal { try patch(#"{"bio":"right-to-left \u202E override"}"#) }
+            == .invalidField("bio", "must not contain control characters other than line feeds"))
+        // The bound counts code points, as sent and in NFC.
+        let bio500 = String(repeating: "é", count: 500)
+        #expect((try? patch(#"{"bio":"\#(bio500)"}"#)) != nil)
+        #expect(refusal { try patch(#"{"bio":"\#(bio500)x"}"#) }
+            == .invalidField("bio", "must be at most 500 characters long, as sent and in Unicode NFC"))
+        #expect((try? patch(#"{"bio":"Rene\u0301e"}"#)) == ProfileChanges(fields: [.init(name: "bio", value: "Ren\u{E9}e")]), "stored in NFC")
+        // URLs: https, a host, no user information, printable ASCII.
+        #expect((try? patch(#"{"avatar_url":"https://cdn.example.com/a/1.png?s=64"}"#)) != nil)
+        for bad in ["http://example.com/a.png", "https://", "https:///path", "https://user:pw@example.com/", "https://exa mple.com/",
+            "javascript:alert(1)", "https://example.com/ä", "ftp://example.com"]
+        {
+            guard case .invalidField("avatar_url", _)? = refusal({ try patch(#"{"avatar_url":"\#(bad)"}"#) }) else {
+                Issue.record("expected \(bad) to be refused")
+                continue
+            }
+        }
+        #expect(refusal { try patch(#"{"website":"https://example.com/\#(String(repeating: "a", count: 2_040))"}"#) }
+            == .invalidField("website", "must be at most 2048 characters long"))
+    }
+
+    @Test func aPatchUnsetsWithNullAndNeedsSomethingToChange() {
+        #expect((try? patch(#"{"website":null}"#)) == ProfileChanges(fields: [.init(name: "website", value: nil)]))
+        #expect(refusal { try patch("{}") } == .missingField("display_name or a profile field"))
+        #expect(refusal { try patch(#"{"display_name":null}"#) } == .invalidField("display_name", "cannot be removed"))
+        #expect(refusal { try put(#"{"display_name":null,"version":1}"#) }
+            == .malformed(field: "display_name", "display_name has the wrong type or value"))
+    }
+
+    @Test func theProfileJSONCarriesEveryDeclaredFieldInOrderUnsetAsNull() throws {
+        var fields = ProfileFieldCatalog.standard.unsetFields
+        fields.apply([.init(name: "bio", value: "Hi \"there\""), .init(name: "location", value: "Lisbon")])
+        let profile = Profile(id: 1, username: "ada", displayName: "Ada", fields: fields, version: 2, updatedAt: "2026-11-28T10:00:00.000000Z")
+        let text = String(decoding: profile.jsonBytes, as: UTF8.self)
+        #expect(
+            text
+                == #"{"id":1,"username":"ada","display_name":"Ada","bio":"Hi \"there\"","avatar_url":null,"location":"Lisbon","website":null,"version":2,"updated_at":"2026-11-28T10:00:00.000000Z"}"#
+        )
+        let changes = ProfileChanges(displayName: nil, fields: [.init(name: "bio", value: "x"), .init(name: "website", value: nil)])
+        #expect(changes.fieldsJSON == #"{"bio":"x","website":null}"#)
+        #expect(changes.applied(to: profile).fields["bio"] == "x" && changes.applied(to: profile).displayName == "Ada")
+    }
+}
