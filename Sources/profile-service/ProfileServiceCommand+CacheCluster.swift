@@ -114,7 +114,7 @@ extension ProfileServiceCommand {
 }
 
 /// Runs `body` on a connection to PostgreSQL itself (`--database-direct-url`, else `--database-url`).
-private func withDirectConnection<T>(
+func withDirectConnection<T>(
     _ database: DatabaseOptions, _ body: (PostgresConnection) throws -> T
 ) throws -> T {
     let connection = PostgresConnection(

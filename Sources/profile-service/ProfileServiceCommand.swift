@@ -12,7 +12,7 @@ struct ProfileServiceCommand: ParsableCommand {
             command line wins. Invalid configuration exits with status 2 before anything binds.
             """,
         version: version,
-        subcommands: [Serve.self, Migrate.self, CacheClusterCommand.self, Token.self, APIContract.self]
+        subcommands: [Serve.self, Migrate.self, CacheClusterCommand.self, Token.self, OpenAPI.self, APIContract.self]
     )
 
     /// The release this build is (`--version`, `profile_service_build_info`).

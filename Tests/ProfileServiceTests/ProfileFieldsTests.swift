@@ -103,7 +103,8 @@ import Testing
 
     @Test func aPatchUnsetsWithNullAndNeedsSomethingToChange() {
         #expect((try? patch(#"{"website":null}"#)) == ProfileChanges(fields: [.init(name: "website", value: nil)]))
-        #expect(refusal { try patch("{}") } == .missingField("display_name or a profile field"))
+        #expect(refusal { try patch("{}") } == .nothingToChange("a patch sets display_name or a profile field, and this one names neither"))
+        #expect(refusal { try patch("{}", catalog: .none) } == .missingField("display_name"))
         #expect(refusal { try patch(#"{"display_name":null}"#) } == .invalidField("display_name", "cannot be removed"))
         #expect(refusal { try put(#"{"display_name":null,"version":1}"#) }
             == .malformed(field: "display_name", "display_name has the wrong type or value"))

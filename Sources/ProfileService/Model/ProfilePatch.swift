@@ -19,7 +19,8 @@ enum ProfilePatch {
             displayName: try fields.displayName.map { (raw) throws(ProfileRequestError) in try ProfileValidation.validDisplayName(raw) },
             fields: try ProfileWriteRequest.declaredFields(of: fields, catalog: catalog, ignoring: []))
         guard !changes.isEmpty else {
-            throw .missingField(catalog.declarations.isEmpty ? "display_name" : "display_name or a profile field")
+            throw catalog.declarations.isEmpty
+                ? .missingField("display_name") : .nothingToChange("a patch sets display_name or a profile field, and this one names neither")
         }
         return changes
     }

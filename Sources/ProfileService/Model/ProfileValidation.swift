@@ -51,15 +51,9 @@ enum ProfileValidation {
         switch declaration.kind {
         case .httpsURL:
             guard raw.utf8.count <= bound else { throw .invalidField(name, "must be at most \(bound) characters long") }
-            guard raw.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
-                throw .invalidField(name, "must be a URL in printable ASCII without spaces (percent-encode the rest)")
-            }
-            guard let afterScheme = raw.range(of: "https://", options: [.anchored, .caseInsensitive])?.upperBound else {
-                throw .invalidField(name, "must be an https URL")
-            }
-            let authority = raw[afterScheme...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-            guard !authority.isEmpty, !authority.contains("@"), URL(string: raw)?.host?.isEmpty == false else {
-                throw .invalidField(name, "must be an https URL with a host and no user information")
+            guard isHTTPSURL(raw) else {
+                throw .invalidField(
+                    name, "must be an https URL: https://, a host of letters, digits, '.' and '-', an optional port, then printable ASCII")
             }
             return raw
         case .text, .paragraph:
@@ -79,6 +73,32 @@ enum ProfileValidation {
             if normalized.unicodeScalars.count != raw.unicodeScalars.count { try check(normalized) }
             return normalized
         }
+    }
+
+    /// `^https://[A-Za-z0-9.-]+(:[0-9]{1,5})?([/?#][\x21-\x7E]*)?$`, the pattern `openapi.yaml`
+    /// states: no user information (`https://bank.com@evil.example`), no spaces, no other scheme.
+    static func isHTTPSURL(_ value: String) -> Bool {
+        let bytes = Array(value.utf8)
+        let scheme = Array("https://".utf8)
+        guard bytes.starts(with: scheme) else { return false }
+        var index = scheme.count
+        let hostStart = index
+        while index < bytes.count, isHostByte(bytes[index]) { index += 1 }
+        guard index > hostStart else { return false }
+        if index < bytes.count, bytes[index] == UInt8(ascii: ":") {
+            index += 1
+            let portStart = index
+            while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
+            guard (1...5).contains(index - portStart) else { return false }
+        }
+        guard index < bytes.count else { return true }
+        guard [UInt8(ascii: "/"), UInt8(ascii: "?"), UInt8(ascii: "#")].contains(bytes[index]) else { return false }
+        return bytes[index...].allSatisfy { (0x21...0x7E).contains($0) }
+    }
+
+    private static func isHostByte(_ byte: UInt8) -> Bool {
+        (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+            || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "-")
     }
 
     static func validUsername(_ raw: String) throws(ProfileRequestError) -> String {

@@ -1,0 +1,62 @@
+/// `openapi.yaml` for these declarations: every block between the `# declared fields: begin` and
+/// `# declared fields: end` comments (the properties of `Profile`, `UpdateRequest`,
+/// `CreateRequest` and `ProfilePatch`) written again from the catalog, so an operator's field is
+/// described exactly as the service validates it (`profile-service openapi`).
+extension ProfileFieldCatalog {
+    static let openAPIBegin = "# declared fields: begin"
+    static let openAPIEnd = "# declared fields: end"
+
+    public enum OpenAPIError: Error, Equatable, CustomStringConvertible {
+        /// The document has no block to fill, or a block without its end.
+        case noDeclaredFieldsBlock
+
+        public var description: String {
+            "the document has no \"\(ProfileFieldCatalog.openAPIBegin)\" … \"\(ProfileFieldCatalog.openAPIEnd)\" block (is it the service's openapi.yaml?)"
+        }
+    }
+
+    /// `document` with each declared-fields block replaced by these fields, indented as the block was.
+    public func openAPI(rewriting document: String) throws(OpenAPIError) -> String {
+        var output: [Substring] = []
+        var replaced = 0
+        var inBlock = false
+        for line in document.split(separator: "\n", omittingEmptySubsequences: false) {
+            let content = line.drop { $0 == " " }
+            if inBlock {
+                if content.hasPrefix(Self.openAPIEnd) {
+                    output.append(line)
+                    inBlock = false
+                }
+                continue
+            }
+            output.append(line)
+            if content.hasPrefix(Self.openAPIBegin) {
+                let indent = String(repeating: " ", count: line.count - content.count)
+                output.append(contentsOf: declarations.map { Substring(indent + $0.openAPIProperty) })
+                inBlock = true
+                replaced += 1
+            }
+        }
+        guard replaced > 0, !inBlock else { throw .noDeclaredFieldsBlock }
+        return output.joined(separator: "\n")
+    }
+}
+
+extension ProfileFieldDeclaration {
+    /// The field's schema on one line: `null` when unset, and the bound and pattern the service checks.
+    var openAPIProperty: String {
+        let (pattern, what): (String, String)
+        switch kind {
+        case .text:
+            pattern = #"^[^\x00-\x1F\x7F-\x9F\u2028\u2029\u202A-\u202E\u2066-\u2069]*(?![\s\S])"#
+            what = "one line of text, at most \(maximumLength) code points (NFC)"
+        case .paragraph:
+            pattern = #"^[^\x00-\x09\x0B-\x1F\x7F-\x9F\u2028\u2029\u202A-\u202E\u2066-\u2069]*(?![\s\S])"#
+            what = "text with line feeds, at most \(maximumLength) code points (NFC)"
+        case .httpsURL:
+            pattern = #"^https://[A-Za-z0-9.-]+(:[0-9]{1,5})?([/?#][\x21-\x7E]*)?(?![\s\S])"#
+            what = "an https URL, at most \(maximumLength) characters"
+        }
+        return "\(name): {type: [string, 'null'], maxLength: \(maximumLength), pattern: '\(pattern)', description: '\(what); null when unset'}"
+    }
+}

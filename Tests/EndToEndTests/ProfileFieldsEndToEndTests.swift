@@ -1,0 +1,199 @@
+import Foundation
+import Synchronization
+import Testing
+import TestSupport
+
+/// The declared profile fields through the built binary: two devices patching different fields,
+/// and an operator adding a field with one migration.
+@Suite(.serialized, .requires(.postgres, .memcached)) struct ProfileFieldsEndToEndTests {
+    private static let patchHeaders = ["Content-Type": "application/merge-patch+json"]
+
+    private func patch(_ instance: ServiceProcess, _ id: Int64, _ body: String, ifMatch: Int? = nil) throws -> Curl.Response {
+        var headers = ServiceProcess.bearer(String(id)).merging(Self.patchHeaders) { $1 }
+        if let ifMatch { headers["If-Match"] = "\"\(ifMatch)\"" }
+        return try Curl.request("\(instance.baseURL)/users/profile/\(id)", method: "PATCH", headers: headers, body: body)
+    }
+
+    /// Two devices of one user, each editing its own field through its own instance, at once and
+    /// without versions: every patch lands (no 409), each device reads its own write from the
+    /// version it was answered, and the profile ends with both devices' last values.
+    @Test func twoDevicesPatchingDifferentFieldsBothLandAndEachReadsItsOwnWrite() throws {
+        let instances = [try ServiceProcess(), try ServiceProcess()]
+        defer { for instance in instances { _ = instance.terminate() } }
+        let id = LiveUpdatesEndToEndTests.newID()
+        try instances[0].createProfile(id, usernamePrefix: "fields")
+        let rounds = 25
+        let fields = ["bio", "location"]
+        let failures = Mutex<[String]>([])
+        let devices = (0..<2).map { device in
+            TestThread {
+                let field = fields[device]
+                for round in 0..<rounds {
+                    let value = "\(field) from device \(device), edit \(round)"
+                    guard let patched = try? patch(instances[device], id, #"{"\#(field)":"\#(value)"}"#) else {
+                        failures.withLock { $0.append("device \(device) round \(round): no answer") }
+                        continue
+                    }
+                    guard patched.status == 200, let version = patched.json?["version"] as? Int else {
+                        failures.withLock { $0.append("device \(device) round \(round): \(patched.status) \(patched.body)") }
+                        continue
+                    }
+                    if patched.json?[field] as? String != value {
+                        failures.withLock { $0.append("device \(device) round \(round): the answer lacks its own field") }
+                    }
+                    // Read-your-writes for this field, through either instance.
+                    let read = try? Curl.request("\(instances[(device + round) % 2].baseURL)/users/profile/\(id)?min_version=\(version)")
+                    let readVersion = read?.json?["version"] as? Int ?? 0
+                    if readVersion < version || (readVersion == version && read?.json?[field] as? String != value) {
+                        failures.withLock { $0.append("device \(device) round \(round): wrote v\(version), read v\(readVersion)") }
+                    }
+                }
+            }
+        }
+        for device in devices { device.join() }
+        #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0 })")
+        let final = try Curl.request("\(instances[1].baseURL)/users/profile/\(id)?min_version=\(1 + 2 * rounds)")
+        #expect(final.json?["version"] as? Int == 1 + 2 * rounds, "every patch landed on a version of its own")
+        #expect(final.json?["bio"] as? String == "bio from device 0, edit \(rounds - 1)")
+        #expect(final.json?["location"] as? String == "location from device 1, edit \(rounds - 1)")
+        #expect(final.json?["display_name"] as? String == "First", "neither device touched the name")
+    }
+
+    /// With `If-Match`, patches are optimistic as `PUT` is: of two made from the same version, one
+    /// lands and the other is 409 with the current profile, whatever fields they name.
+    @Test func patchesWithIfMatchConflictAsPutsDo() throws {
+        let service = try ServiceProcess()
+        defer { _ = service.terminate() }
+        let id = LiveUpdatesEndToEndTests.newID()
+        try service.createProfile(id, usernamePrefix: "ifmatch")
+        let first = try patch(service, id, #"{"bio":"first"}"#, ifMatch: 1)
+        #expect(first.status == 200 && first.json?["version"] as? Int == 2)
+        let second = try patch(service, id, #"{"location":"second"}"#, ifMatch: 1)
+        #expect(second.status == 409, "\(second.body)")
+        let current = second.json?["current"] as? [String: Any]
+        #expect(current?["version"] as? Int == 2 && current?["bio"] as? String == "first")
+        // A PUT that names only the name keeps the fields (a client that knows no fields).
+        let put = try Curl.request(
+            "\(service.baseURL)/users/profile/\(id)", method: "PUT", headers: ServiceProcess.writeHeaders(for: id),
+            body: #"{"display_name":"Renamed","version":2}"#)
+        #expect(put.status == 200 && put.json?["bio"] as? String == "first" && put.json?["display_name"] as? String == "Renamed")
+    }
+
+    /// An operator adds a field: one migration (the column and its declaration), then the
+    /// instances start. It is served by GET, lists and streams, accepted by PUT and PATCH,
+    /// validated, repaired in the cache after an `UPDATE` at a psql prompt, and described by
+    /// `profile-service openapi`. Its own database, cache cluster and memcached node: the field
+    /// must not reach the other tests' profiles.
+    @Test func aFieldAddedByAMigrationIsServedValidatedAndRepaired() throws {
+        let database = try FieldsDatabase()
+        defer { database.drop() }
+        try database.migrate(adding: """
+            ALTER TABLE user_profiles ADD COLUMN pronouns TEXT;
+            INSERT INTO profile_fields (name, kind, max_length, position) VALUES ('pronouns', 'text', 40, 5);
+            """)
+        let node = try MemcachedNodes(count: 1)
+        defer { node.stop() }
+        let service = try ServiceProcess(
+            arguments: ServiceProcess.jwtArguments + [
+                "--database-url", database.url, "--memcached", node.serverList, "--cache-cluster", database.cluster,
+            ])
+        defer {
+            _ = service.terminate()
+            database.dropSlots()
+        }
+        #expect(service.log(waitingUntil: { $0.contains("pronouns") }).contains(#"profile fields"#))
+        let id = LiveUpdatesEndToEndTests.newID()
+        let url = "\(service.baseURL)/users/profile/\(id)"
+        let created = try Curl.request(
+            url, method: "PUT", headers: ServiceProcess.writeHeaders(for: id).merging(["If-None-Match": "*"]) { $1 },
+            body: #"{"username":"pro\#(id % 100_000_000)","display_name":"Sam","pronouns":"they/them","bio":"Hi"}"#)
+        #expect(created.status == 201, "\(created.body)")
+        #expect(created.json?["pronouns"] as? String == "they/them" && created.json?["bio"] as? String == "Hi")
+        // Served by GET (a hit: written through), and by a list.
+        let read = try Curl.request(url)
+        #expect(read.json?["pronouns"] as? String == "they/them")
+        let list = try Curl.request("\(service.baseURL)/users/profiles?ids=\(id)")
+        let listed = (list.json?["profiles"] as? [[String: Any]])?.first
+        #expect(listed?["pronouns"] as? String == "they/them", "\(list.body)")
+        // Validated with its declaration's bound, and unset by null.
+        let tooLong = try patch(service, id, #"{"pronouns":"\#(String(repeating: "x", count: 41))"}"#)
+        #expect(tooLong.status == 422 && tooLong.json?["field"] as? String == "pronouns", "\(tooLong.body)")
+        let patched = try patch(service, id, #"{"pronouns":"she/her"}"#)
+        #expect(patched.status == 200 && patched.json?["pronouns"] as? String == "she/her" && patched.json?["version"] as? Int == 2)
+        let unset = try Curl.request(
+            url, method: "PUT", headers: ServiceProcess.writeHeaders(for: id), body: #"{"display_name":"Sam","pronouns":null,"version":2}"#)
+        #expect(unset.status == 200 && unset.json?["pronouns"] is NSNull, "\(unset.body)")
+        // An operator's UPDATE at a psql prompt: the change feed repairs the cached entry.
+        let stream = try LiveUpdatesEndToEndTests.openStream(port: service.port, path: "/users/profile/\(id)/events")
+        _ = try stream.nextEvent(within: .seconds(5))  // the current profile
+        let sql = try TestProcess.run(
+            URL(fileURLWithPath: "/usr/bin/psql"), [database.url, "-qtAc", "UPDATE user_profiles SET pronouns = 'xe/xem' WHERE id = \(id)"])
+        #expect(sql.status == 0, "\(sql.standardError)")
+        let event = try stream.nextEvent(within: .seconds(10))
+        #expect(event?.data.contains(#""pronouns":"xe/xem""#) == true, "the stream carries the field: \(String(describing: event))")
+        var repaired: [String: Any]?
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
+            let hit = try Curl.request(url)
+            if hit.json?["pronouns"] as? String == "xe/xem" {
+                repaired = hit.json
+                #expect(hit.headers["x-cache"] == "hit", "repaired in the cache, not read past it")
+                break
+            }
+            usleep(50_000)
+        }
+        #expect(repaired?["version"] as? Int == 4, "the psql UPDATE is version 4 (the version rules)")
+        // Described as the service validates it.
+        let openapi = try ServiceProcess.run(["openapi", "--database-url", database.url, "--spec", TestEnvironment.repositoryRoot.appendingPathComponent("openapi.yaml").path])
+        #expect(openapi.status == 0, "\(openapi.standardError)")
+        #expect(openapi.standardOutput.contains("pronouns: {type: [string, 'null'], maxLength: 40,"))
+        #expect(openapi.standardOutput.components(separatedBy: "pronouns: {").count - 1 == 4, "Profile, UpdateRequest, ProfilePatch, CreateRequest")
+    }
+}
+
+/// A database of a test's own, migrated with the project's migrations and one more.
+private struct FieldsDatabase {
+    let name = "profiles_fields_\(UInt32.random(in: 0...UInt32.max))"
+    let cluster = "fields\(UInt32.random(in: 0...UInt32.max))"
+
+    var url: String {
+        var components = URLComponents(string: TestEnvironment.databaseURL)!
+        components.path = "/" + name
+        return components.string!
+    }
+
+    private func psql(_ databaseURL: String, _ sql: String) throws -> TestProcess.Finished {
+        try TestProcess.run(URL(fileURLWithPath: "/usr/bin/psql"), [databaseURL, "-qtAc", sql])
+    }
+
+    init() throws {
+        let created = try psql(TestEnvironment.databaseURL, "CREATE DATABASE \(name)")
+        guard created.status == 0 else { throw TestEnvironment.MissingServer(description: created.standardError) }
+    }
+
+    /// Applies the project's migrations and then `sql` as the next one.
+    func migrate(adding sql: String) throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("migrations-\(name)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let migrations = TestEnvironment.repositoryRoot.appendingPathComponent("migrations").path
+        for file in try FileManager.default.contentsOfDirectory(atPath: migrations) {
+            try FileManager.default.copyItem(atPath: migrations + "/" + file, toPath: folder.appendingPathComponent(file).path)
+        }
+        try sql.write(to: folder.appendingPathComponent("9001_pronouns.sql"), atomically: true, encoding: .utf8)
+        let result = try ServiceProcess.run(["migrate", "--database-url", url, "--migrations-directory", folder.path])
+        #expect(result.status == 0, "\(result.standardError)")
+    }
+
+    /// The slot a service made in this database (a slot outlives its consumer).
+    func dropSlots() {
+        _ = try? psql(
+            TestEnvironment.databaseURL,
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = '\(name)' AND NOT active")
+    }
+
+    func drop() {
+        dropSlots()
+        _ = try? psql(TestEnvironment.databaseURL, "DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
+    }
+}
