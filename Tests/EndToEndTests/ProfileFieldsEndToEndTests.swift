@@ -151,6 +151,73 @@ import TestSupport
     }
 }
 
+extension ProfileFieldsEndToEndTests {
+    /// A rolling restart that adds a field: instance A started before the migration that declares
+    /// `pronouns`, B after it, side by side on one database and one memcached node. Each serves
+    /// its own shape only (A never answers `pronouns`, B always does, whoever wrote the cache
+    /// entry last); A's writes, which know only the name, never erase B's field; a reader with a
+    /// floor gets at least its version through either; no floorless reader of either goes back.
+    @Test func oldAndNewInstancesSideBySideServeTheirOwnFieldsAndNoVersionGoesBack() throws {
+        let database = try FieldsDatabase()
+        defer { database.drop() }
+        try database.migrate()
+        let node = try MemcachedNodes(count: 1)
+        defer { node.stop() }
+        let arguments = ServiceProcess.jwtArguments + [
+            "--database-url", database.url, "--memcached", node.serverList, "--cache-cluster", database.cluster,
+        ]
+        let old = try ServiceProcess(arguments: arguments)
+        defer { _ = old.terminate() }
+        try database.migrate(adding: """
+            ALTER TABLE user_profiles ADD COLUMN pronouns TEXT;
+            INSERT INTO profile_fields (name, kind, max_length, position) VALUES ('pronouns', 'text', 40, 5);
+            """)
+        let new = try ServiceProcess(arguments: arguments)
+        defer {
+            _ = new.terminate()
+            _ = old.terminate()
+            database.dropSlots()
+        }
+        let id = LiveUpdatesEndToEndTests.newID()
+        try old.createProfile(id, usernamePrefix: "roll")
+        var version = 1
+        var lastSeen = [0, 0]
+        var problems: [String] = []
+        for round in 0..<20 {
+            // The old instance renames (a client that knows no fields); the new one sets the field.
+            let renamed = try Curl.request(
+                "\(old.baseURL)/users/profile/\(id)", method: "PUT", headers: ServiceProcess.writeHeaders(for: id),
+                body: #"{"display_name":"Name \#(round)","version":\#(version)}"#)
+            guard renamed.status == 200, renamed.json?["pronouns"] == nil else {
+                problems.append("round \(round): old PUT \(renamed.status) \(renamed.body)")
+                break
+            }
+            version += 1
+            let patched = try patch(new, id, #"{"pronouns":"p\#(round)"}"#)
+            guard patched.status == 200, patched.json?["display_name"] as? String == "Name \(round)" else {
+                problems.append("round \(round): new PATCH \(patched.status) \(patched.body)")
+                break
+            }
+            version += 1
+            for (index, instance) in [old, new].enumerated() {
+                let floored = try Curl.request("\(instance.baseURL)/users/profile/\(id)?min_version=\(version)")
+                let plain = try Curl.request("\(instance.baseURL)/users/profile/\(id)")
+                for read in [floored, plain] {
+                    let hasField = read.json?.keys.contains("pronouns") ?? false
+                    if hasField != (index == 1) { problems.append("round \(round): instance \(index) answered \(read.body)") }
+                }
+                if floored.json?["version"] as? Int ?? 0 < version { problems.append("round \(round): floor \(version) not met") }
+                if index == 1, floored.json?["pronouns"] as? String != "p\(round)" { problems.append("round \(round): field lost") }
+                let seen = plain.json?["version"] as? Int ?? 0
+                if seen < lastSeen[index] { problems.append("round \(round): instance \(index) went back to v\(seen)") }
+                lastSeen[index] = max(lastSeen[index], seen)
+            }
+        }
+        #expect(problems.isEmpty, "\(problems)")
+        #expect(version == 41)
+    }
+}
+
 /// A database of a test's own, migrated with the project's migrations and one more.
 private struct FieldsDatabase {
     let name = "profiles_fields_\(UInt32.random(in: 0...UInt32.max))"
@@ -171,8 +238,8 @@ private struct FieldsDatabase {
         guard created.status == 0 else { throw TestEnvironment.MissingServer(description: created.standardError) }
     }
 
-    /// Applies the project's migrations and then `sql` as the next one.
-    func migrate(adding sql: String) throws {
+    /// Applies the project's migrations and then `sql`, if any, as the next one.
+    func migrate(adding sql: String? = nil) throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("migrations-\(name)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
@@ -180,7 +247,7 @@ private struct FieldsDatabase {
         for file in try FileManager.default.contentsOfDirectory(atPath: migrations) {
             try FileManager.default.copyItem(atPath: migrations + "/" + file, toPath: folder.appendingPathComponent(file).path)
         }
-        try sql.write(to: folder.appendingPathComponent("9001_pronouns.sql"), atomically: true, encoding: .utf8)
+        if let sql { try sql.write(to: folder.appendingPathComponent("9001_pronouns.sql"), atomically: true, encoding: .utf8) }
         let result = try ServiceProcess.run(["migrate", "--database-url", url, "--migrations-directory", folder.path])
         #expect(result.status == 0, "\(result.standardError)")
     }
