@@ -7,7 +7,8 @@ import Foundation
 /// absent, 304 for a matching `If-None-Match`), `PUT` with optimistic locking (`version`; 409 with
 /// the current profile when stale, 201 for a creation with `If-None-Match: *`), `DELETE` (204;
 /// with `If-Match`, 409 when stale; a profile created again continues its versions), `PATCH` of
-/// `display_name` (with `If-Match`, 409 when stale), and
+/// `display_name` and the declared fields (with `If-Match`, 409 when stale; `null` unsets a
+/// field; a member that is no field is 422), and
 /// `GET /users/profiles?ids=…`. It opens no event streams: give the client no event transport.
 ///
 /// ```swift
@@ -22,9 +23,31 @@ public final class InMemoryProfileService: HTTPTransport {
     /// The last version of each deleted id, which a profile created again continues above.
     private let deletedVersions = LockedValue<[Int64: Int32]>([:])
     private let requests = LockedValue<[TransportRequest]>([])
+    /// The fields it declares beside the name.
+    public let fieldNames: Set<String>
 
-    public init(profiles: [Profile] = []) {
+    /// - Parameter fieldNames: the declared fields; the service's standard ones by default.
+    public init(profiles: [Profile] = [], fieldNames: Set<String> = ["bio", "avatar_url", "location", "website"]) {
         stored = LockedValue(Dictionary(profiles.map { ($0.id, $0) }) { _, last in last })
+        self.fieldNames = fieldNames
+    }
+
+    /// The declared fields a body sets (`nil`: unset), or the refusal of the member that is no field.
+    private func fieldChanges(_ body: [String: Any], besides own: Set<String>) -> (changes: [String: String?], refusal: TransportResponse?) {
+        var changes: [String: String?] = [:]
+        for (name, value) in body.sorted(by: { $0.key < $1.key }) where !own.contains(name) {
+            guard fieldNames.contains(name) else { return ([:], Self.problem(422, "invalid-field", field: name)) }
+            switch value {
+            case is NSNull: changes[name] = .some(nil)
+            case let text as String: changes[name] = text
+            default: return ([:], Self.problem(400, "malformed-request", field: name))
+            }
+        }
+        return (changes, nil)
+    }
+
+    private static func apply(_ changes: [String: String?], to profile: inout Profile) {
+        for (name, value) in changes { profile.fields[name] = value }
     }
 
     /// The profiles it holds, by id.
@@ -75,6 +98,8 @@ public final class InMemoryProfileService: HTTPTransport {
         guard let displayName = fields["display_name"] as? String, !displayName.isEmpty else {
             return Self.problem(422, "invalid-field", field: "display_name")
         }
+        let (changes, refusal) = fieldChanges(fields, besides: ["display_name", "username", "version", "id", "updated_at"])
+        if let refusal { return refusal }
         let now = ISO8601DateFormatter().string(from: Date())
         return stored.withLock { stored in
             let current = stored[id]
@@ -84,7 +109,8 @@ public final class InMemoryProfileService: HTTPTransport {
                     return Self.problem(422, "missing-field", field: "username")
                 }
                 let version = (deletedVersions.withLock { $0[id] } ?? 0) + 1
-                let created = Profile(id: id, username: username, displayName: displayName, version: version, updatedAt: now)
+                var created = Profile(id: id, username: username, displayName: displayName, version: version, updatedAt: now)
+                Self.apply(changes, to: &created)
                 stored[id] = created
                 return Self.json(created, status: 201)
             }
@@ -93,6 +119,7 @@ public final class InMemoryProfileService: HTTPTransport {
             guard version == Int(current.version) else { return Self.problem(409, "version-conflict", current: current) }
             var written = current
             written.displayName = displayName
+            Self.apply(changes, to: &written)
             written.version += 1
             written.updatedAt = now
             stored[id] = written
@@ -104,18 +131,20 @@ public final class InMemoryProfileService: HTTPTransport {
         guard let body = request.body,
             let fields = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any]
         else { return Self.problem(400, "malformed-request") }
-        if let other = fields.keys.sorted().first(where: { $0 != "display_name" }) {
-            return Self.problem(422, "invalid-field", field: other)
-        }
-        guard let displayName = fields["display_name"] as? String, !displayName.isEmpty else {
+        let (changes, refusal) = fieldChanges(fields, besides: ["display_name"])
+        if let refusal { return refusal }
+        let displayName = fields["display_name"]
+        if displayName != nil, (displayName as? String)?.isEmpty != false {
             return Self.problem(422, "invalid-field", field: "display_name")
         }
+        guard displayName != nil || !changes.isEmpty else { return Self.problem(422, "missing-field") }
         return stored.withLock { stored in
             guard var written = stored[id] else { return Self.problem(404, "profile-not-found") }
             if let tag = request.headers["If-Match"], tag != "\"\(written.version)\"" {
                 return Self.problem(409, "version-conflict", current: written)
             }
-            written.displayName = displayName
+            if let displayName = displayName as? String { written.displayName = displayName }
+            Self.apply(changes, to: &written)
             written.version += 1
             written.updatedAt = ISO8601DateFormatter().string(from: Date())
             stored[id] = written

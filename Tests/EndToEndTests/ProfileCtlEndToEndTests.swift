@@ -62,7 +62,17 @@ import TestSupport
         let arguments = ["delete", String(id), "--url", service.baseURL, "--token", token]
         let patched = try TestProcess.run(profilectl, ["patch", String(id), "--display-name", "Patched"] + arguments.dropFirst(2))
         #expect(patched.status == 0 && patched.standardOutput.contains(#""version":2"#), "\(patched.standardError)")
-        let stale = try TestProcess.run(profilectl, arguments + ["--version", "1"])
+        // Fields, as a script pipes them into jq: one JSON object on standard output.
+        let fields = try TestProcess.run(
+            profilectl, ["patch", String(id), "--set", "bio=Line one=still one", "--set", "website=https://example.com", "--unset", "location"]
+                + arguments.dropFirst(2))
+        let object = try JSONSerialization.jsonObject(with: Data(fields.standardOutput.utf8)) as? [String: Any]
+        #expect(fields.status == 0 && object?["bio"] as? String == "Line one=still one" && object?["version"] as? Int == 3,
+            "\(fields.standardOutput) \(fields.standardError)")
+        #expect(object?["website"] as? String == "https://example.com" && object?["display_name"] as? String == "Patched")
+        let undeclared = try TestProcess.run(profilectl, ["patch", String(id), "--set", "pronouns=they"] + arguments.dropFirst(2))
+        #expect(undeclared.status == 1 && undeclared.standardError.contains("pronouns"), "\(undeclared.standardError)")
+        let stale = try TestProcess.run(profilectl, arguments + ["--version", "2"])
         #expect(stale.status == 1 && stale.standardError.contains("conflict"), "\(stale.standardError)")
         let deleted = try TestProcess.run(profilectl, arguments)
         #expect(deleted.status == 0, "\(deleted.standardError)")

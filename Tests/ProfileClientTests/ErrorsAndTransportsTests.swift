@@ -125,6 +125,35 @@ import TestSupport
         #expect(try await client.patchDisplayName(id: Self.id, to: "Named", expectedVersion: 5).version == 6)
     }
 
+    /// Profile fields through the client: decoded from every member that is not the profile's
+    /// own, set and unset by a patch that leaves the rest, refused by name when undeclared.
+    @Test func fieldsAreReadAndSetWithoutTouchingTheOthers() async throws {
+        var ada = FakeTransport.profile(Self.id, "Ada", version: 4)
+        ada.fields = ["bio": "Analyst", "location": "London"]
+        let service = InMemoryProfileService(profiles: [ada])
+        let client = ProfileClient(
+            configuration: ProfileClientConfiguration(baseURL: URL(string: "http://preview.invalid")!), transport: service,
+            eventTransport: nil)
+        let json = #"{"id":7,"username":"ada","display_name":"Ada","bio":"Hi","avatar_url":null,"version":2,"updated_at":"t"}"#
+        let decoded = try JSONDecoder().decode(Profile.self, from: Data(json.utf8))
+        #expect(decoded.fields == ["bio": "Hi"], "an unset field is absent")
+        #expect(try JSONDecoder().decode(Profile.self, from: JSONEncoder().encode(decoded)) == decoded)
+
+        let patched = try await client.setFields(["bio": "Poetical science", "location": nil], id: Self.id)
+        #expect(patched.version == 5 && patched.fields == ["bio": "Poetical science"] && patched.displayName == "Ada")
+        let request = try #require(service.receivedRequests.last)
+        #expect(request.method == "PATCH" && request.headers["Content-Type"] == "application/merge-patch+json")
+        let body = try #require(request.body.flatMap { try JSONSerialization.jsonObject(with: $0) as? [String: Any] })
+        #expect(body["bio"] as? String == "Poetical science" && body["location"] is NSNull && body.count == 2)
+        #expect(try await client.fetch(id: Self.id).fields == ["bio": "Poetical science"], "the client reads its own write")
+        await #expect(throws: ProfileClientError.self) { try await client.setFields(["pronouns": "she/her"], id: Self.id) }
+        await #expect(throws: ProfileClientError.conflict(current: service.profiles[Self.id]!)) {
+            try await client.setFields(["bio": "Stale"], id: Self.id, expectedVersion: 4)
+        }
+        let both = try await client.patch(id: Self.id, displayName: "Ada L", fields: ["website": "https://example.com/ada"])
+        #expect(both.displayName == "Ada L" && both.fields == ["bio": "Poetical science", "website": "https://example.com/ada"])
+    }
+
     /// Deleting through the client: a stale `expectedVersion` is a conflict that teaches the
     /// client the current profile; the deletion shows `deleted` at once; a second is `notFound`;
     /// created again, the profile continues its versions.
