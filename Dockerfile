@@ -35,6 +35,7 @@ RUN export DEBIAN_FRONTEND=noninteractive \
 WORKDIR /app
 COPY --from=build /out/profile-service /usr/local/bin/profile-service
 COPY migrations/ /app/migrations/
+COPY openapi.yaml /app/openapi.yaml
 ENV PROFILE_HOST=0.0.0.0 \
     PROFILE_PORT=8080 \
     PROFILE_MIGRATIONS_DIR=/app/migrations \

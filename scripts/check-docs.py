@@ -57,7 +57,7 @@ HISTORY_PATTERNS = [
     (r"\buntil (?:now|recently)\b|\bfor now\b", "what earlier work changed"),
 ]
 COMMAND_FILES = ["README.md", "CONTRIBUTING.md"] + [f"docs/{n}" for n in ("getting-started.md", "api.md", "client.md", "configuration.md", "deployment.md", "operations.md", "performance.md", "read-replicas.md", "security.md", "testing.md", "change-feed.md")]
-SUBCOMMANDS = ("serve", "migrate", "cache-cluster list", "cache-cluster drop", "token")
+SUBCOMMANDS = ("serve", "migrate", "cache-cluster list", "cache-cluster drop", "token", "openapi")
 
 
 def read(path):

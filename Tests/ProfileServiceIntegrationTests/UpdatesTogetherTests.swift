@@ -29,6 +29,33 @@ import TestSupport
         }
     }
 
+    /// Patches and updates in one statement: a patch (no expected version) applies at whatever
+    /// version is stored and leaves the name when it names none; each sets only the fields it
+    /// names (`null` unsets); field values arrive exactly as sent, quotes and backslashes too.
+    @Test func patchesAndFieldsAreMadeTogetherWithUpdates() throws {
+        let moved = try backends.seed()
+        _ = try backends.store.updateDisplayName(id: moved.id, to: "Moved on", expectedVersion: 1)
+        let other = try backends.seed()
+        let created = try backends.store.create(
+            id: other.id + 1_000_000, username: "tog\(other.id % 10_000_000)", displayName: "Fields",
+            fields: [.init(name: "location", value: "Lisbon"), .init(name: "website", value: "https://example.com")])
+        let bio = #"a "quoted" bio\with a backslash, {braces} and NULL"#
+        let updated = try #require(
+            try backends.store.updateProfiles([
+                ProfileUpdate(id: moved.id, changes: ProfileChanges(fields: [.init(name: "bio", value: bio)]), expectedVersion: nil),
+                ProfileUpdate(id: other.id, displayName: "Named", expectedVersion: 1),
+                ProfileUpdate(
+                    id: created.id, changes: ProfileChanges(fields: [.init(name: "website", value: nil), .init(name: "bio", value: "x")]),
+                    expectedVersion: 1),
+            ]))
+        #expect(updated[moved.id]?.version == 3 && updated[moved.id]?.displayName == "Moved on", "a patch at whatever version")
+        #expect(updated[moved.id]?.fields["bio"] == bio)
+        #expect(updated[other.id]?.displayName == "Named" && updated[other.id]?.fields["bio"] == nil)
+        let fields = try #require(updated[created.id]?.fields)
+        #expect(fields["location"] == "Lisbon" && fields["website"] == nil && fields["bio"] == "x")
+        #expect(try backends.store.profile(id: moved.id) == updated[moved.id])
+    }
+
     /// Only rows at their expected version change, all in one transaction (one `now()`); the
     /// others are left out of the answer and unchanged.
     @Test func onlyRowsAtTheirExpectedVersionChangeInOneTransaction() throws {

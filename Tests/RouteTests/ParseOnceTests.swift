@@ -83,11 +83,36 @@ import Testing
                 #expect(response.status == 200, "\(response.bodyText)")
             }
         }
-        let writes = profiles.count
+        // Patches without If-Match, pipelined: made together as the updates are (one statement).
+        func patch(_ profile: Profile, bio: String) -> String {
+            let body = #"{"bio":"\#(bio)"}"#
+            return "PATCH /users/profile/\(profile.id) HTTP/1.1\r\nHost: t\r\nContent-Type: application/merge-patch+json\r\n"
+                + "Authorization: Bearer \(minter.token(subject: String(profile.id)))\r\n"
+                + "Content-Length: \(body.utf8.count)\r\n\r\n\(body)"
+        }
+        // Whether a lane batch holds two of them depends on timing: a few rounds at most.
+        let statementsBefore = shared.statistics.count(.databaseBatchWrite)
+        var patchRounds = 0
+        while patchRounds < 5, shared.statistics.count(.databaseBatchWrite) == statementsBefore {
+            patchRounds += 1
+            for (index, client) in clients.enumerated() {
+                let mine = profiles.enumerated().filter { $0.offset % clients.count == index }.map(\.element)
+                try client.send(mine.map { patch($0, bio: "Bio \($0.id)") }.joined())
+            }
+            for (index, client) in clients.enumerated() {
+                for _ in 0..<(sent[index] / 2) {
+                    let response = try client.readResponse()
+                    #expect(response.status == 200, "\(response.bodyText)")
+                    #expect(response.bodyText.contains(#""bio":"Bio "#) && response.bodyText.contains(#""version":\#(2 + patchRounds)"#))
+                }
+            }
+        }
+        #expect(shared.statistics.count(.databaseBatchWrite) > statementsBefore, "patches were made together")
+        let writes = (1 + patchRounds) * profiles.count
 
         #expect(counts.paths == reads + writes, "one path parse per request")
         #expect(counts.floors == reads, "one floor parse per read")
-        #expect(counts.bodies == writes, "one body parse per write")
+        #expect(counts.bodies == writes, "one body parse per write or patch")
         #expect(counts.tokens == reads + writes, "one token verification per request")
         #expect(shared.statistics.count(.hit) > 0 && shared.statistics.count(.miss) > 0, "hits and misses both ran")
     }

@@ -15,7 +15,7 @@ public struct ClassifiedRequest: Sendable {
         /// `PUT` of a profile, its token verified.
         indirect case write(ProfileWrite)
         /// `PATCH` of a profile, its token verified and its `If-Match` read.
-        case patch(ProfilePatchHead)
+        indirect case patch(ProfilePatchHead)
         /// `DELETE` of a profile, its token verified and its `If-Match` read.
         case delete(ProfileDeletion)
         /// Any other route, answered by it as it stands: lists, event streams, health,
@@ -64,11 +64,24 @@ struct ProfileWrite: Sendable {
     }
 }
 
-/// A profile patch, as its head asks it; its body is parsed by the route.
+/// A profile patch, as its head asks it; its body once parsed.
 struct ProfilePatchHead: Sendable {
     let id: Int64
     /// `If-Match`'s version: patched only at that version; nil: whatever the version.
     let expectedVersion: Int32?
+    /// The body's changes, or why it is refused; nil until parsed.
+    var parsed: Result<ProfileChanges, Problem>?
+
+    init(id: Int64, expectedVersion: Int32?) {
+        self.id = id
+        self.expectedVersion = expectedVersion
+    }
+
+    /// The update it asks for, once its body parsed.
+    var update: ProfileUpdate? {
+        guard case .success(let changes)? = parsed else { return nil }
+        return ProfileUpdate(id: id, changes: changes, expectedVersion: expectedVersion)
+    }
 }
 
 /// A profile deletion, as its head asks it.
@@ -114,15 +127,15 @@ public final class ParseCounts: Sendable {
 
 extension ProfileResponder {
     /// Classifies a request on its event loop (``HTTPServer/HTTPResponder/classify(head:bodyFollows:)``).
-    /// Reads and writes of profiles go to the batch lane. A write whose token may not make it is
+    /// Reads, writes and patches of profiles go to the batch lane. A write whose token may not make it is
     /// refused on its head when a body follows — no `100 Continue`, no body read or buffered —
     /// and counted in `profile_service_http_requests_refused_before_body_total`.
     public func classify(head: HTTPRequest, bodyFollows: Bool) -> RequestClassification<ClassifiedRequest> {
         let kind = classify(head)
         switch kind {
-        case .read, .write:
+        case .read, .write, .patch:
             return .accept(ClassifiedRequest(kind: kind), toBatchLane: true)
-        case .patch, .delete:
+        case .delete:
             return .accept(ClassifiedRequest(kind: kind), toBatchLane: false)
         case .unauthorizedWrite(let problem) where bodyFollows:
             observability.metrics.recordRefusedBeforeBody()
@@ -205,6 +218,15 @@ extension ProfileResponder {
     func readFloor(of request: HTTPRequest) throws(Problem) -> Int32? {
         parseCounts?.count(.floor)
         return try Self.readFloor(of: request)
+    }
+
+    /// Parses a patch's body, once: what the batch that grouped it parsed, else now.
+    func parsedPatch(_ patch: inout ProfilePatchHead, of request: HTTPRequest) -> Result<ProfileChanges, Problem> {
+        if let parsed = patch.parsed { return parsed }
+        parseCounts?.count(.body)
+        let parsed = Result { () throws(Problem) in try Self.patchChanges(of: request, profileFields: profileFields) }
+        patch.parsed = parsed
+        return parsed
     }
 
     /// Parses a write's body, once: what the batch that grouped it parsed, else now.

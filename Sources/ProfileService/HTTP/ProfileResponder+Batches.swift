@@ -69,16 +69,23 @@ extension ProfileResponder {
         var handedOn: [[BatchedRequest<ClassifiedRequest>]] = []
         var updates: [BatchedRequest<ClassifiedRequest>] = []
         for var member in left {
-            if case .write(var write) = member.classified.kind {
-                // Parsed here, once: the worker that answers it uses what this found.
+            // Parsed here, once: the worker that answers it uses what this found. Updates and
+            // patches alike are made together (docs/design.md §11.2).
+            switch member.classified.kind {
+            case .write(var write):
                 _ = parsedWrite(&write, of: member.request)
                 member.classified = ClassifiedRequest(kind: .write(write))
-                if write.update != nil {
-                    updates.append(member)
-                    continue
-                }
+            case .patch(var patch):
+                _ = parsedPatch(&patch, of: member.request)
+                member.classified = ClassifiedRequest(kind: .patch(patch))
+            default:
+                break
             }
-            handedOn.append([member])
+            if member.classified.update != nil {
+                updates.append(member)
+            } else {
+                handedOn.append([member])
+            }
         }
         // The misses load together, the updates are made together: one group each.
         for group in [missing, updates] where !group.isEmpty { handedOn.append(group) }
@@ -131,9 +138,13 @@ extension ClassifiedRequest {
         if case .read(let read) = kind { read } else { nil }
     }
 
-    /// The update its parsed body asks for, if one.
+    /// The update its parsed body asks for (a `PUT` that updates, or a `PATCH`), if one.
     var update: ProfileUpdate? {
-        if case .write(let write) = kind { write.update } else { nil }
+        switch kind {
+        case .write(let write): write.update
+        case .patch(let patch): patch.update
+        default: nil
+        }
     }
 }
 

@@ -73,23 +73,14 @@ extension ProfileResponder {
     /// left. With `If-Match: "N"` only at version N (409 otherwise, as `PUT`); without, whatever
     /// the version — two patches never conflict, the later one's fields win — and the answer is
     /// the whole new profile, so the writer reads its own write from its version as after `PUT`.
-    func patchProfile(_ patch: ProfilePatchHead, _ request: HTTPRequest, worker: ProfileWorker) throws(Problem) -> HTTPResponse {
-        if let contentType = request.headers["Content-Type"], !Self.isJSON(contentType) {
-            throw Problem(.unsupportedMediaType, detail: "send the body as application/merge-patch+json")
-        }
-        if request.body.count > ProfileWriteRequest.maximumBodyBytes {
-            throw Problem(.bodyTooLarge, detail: "a profile patch is at most \(ProfileWriteRequest.maximumBodyBytes) bytes")
-        }
-        parseCounts?.count(.body)
-        let changes: ProfileChanges
-        do {
-            changes = try ProfilePatch.parse(body: request.body, catalog: profileFields)
-        } catch {
-            throw error.problem
-        }
+    func patchProfile(
+        _ patch: inout ProfilePatchHead, _ request: HTTPRequest, worker: ProfileWorker, madeTogether: ProfileRepository.WrittenTogether?
+    ) throws(Problem) -> HTTPResponse {
+        let changes = try parsedPatch(&patch, of: request).get()
         let outcome: ProfileUpdateOutcome
         do {
-            outcome = try worker.repository.update(id: patch.id, changes: changes, expectedVersion: patch.expectedVersion)
+            outcome = try worker.repository.update(
+                ProfileUpdate(id: patch.id, changes: changes, expectedVersion: patch.expectedVersion), madeTogether: madeTogether)
         } catch {
             throw Self.problem(for: error)
         }
@@ -103,6 +94,21 @@ extension ProfileResponder {
                 field: "version", current: current)
         case .notFound:
             throw Problem.notFound(patch.id)
+        }
+    }
+
+    /// The changes a `PATCH`'s headers and body ask for (its id, `If-Match` and authorization aside).
+    static func patchChanges(of request: HTTPRequest, profileFields: ProfileFieldCatalog) throws(Problem) -> ProfileChanges {
+        if let contentType = request.headers["Content-Type"], !isJSON(contentType) {
+            throw Problem(.unsupportedMediaType, detail: "send the body as application/merge-patch+json")
+        }
+        if request.body.count > ProfileWriteRequest.maximumBodyBytes {
+            throw Problem(.bodyTooLarge, detail: "a profile patch is at most \(ProfileWriteRequest.maximumBodyBytes) bytes")
+        }
+        do {
+            return try ProfilePatch.parse(body: request.body, catalog: profileFields)
+        } catch {
+            throw error.problem
         }
     }
 

@@ -126,8 +126,9 @@ public struct ProfileResponder: HTTPResponder {
         case .write(var write):
             let together: ProfileRepository.WrittenTogether? = if case .write(let written)? = batched { written } else { nil }
             return (handle { () throws(Problem) in try putProfile(&write, request, worker: worker, madeTogether: together) }, .profile)
-        case .patch(let patch):
-            return (handle { () throws(Problem) in try patchProfile(patch, request, worker: worker) }, .profile)
+        case .patch(var patch):
+            let together: ProfileRepository.WrittenTogether? = if case .write(let written)? = batched { written } else { nil }
+            return (handle { () throws(Problem) in try patchProfile(&patch, request, worker: worker, madeTogether: together) }, .profile)
         case .delete(let deletion):
             return (handle { () throws(Problem) in try deleteProfile(deletion, worker: worker) }, .profile)
         case .route(let route):
