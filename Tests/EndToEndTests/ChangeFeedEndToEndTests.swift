@@ -15,14 +15,22 @@ import TestSupport
         let port = Atomic<Int>(0)
     }
 
-    /// What the writers saw: the highest version acknowledged (200) per id.
+    /// What the writers saw: the highest version acknowledged (200, 201) per id, and the highest
+    /// version deleted (204) per id.
     private final class Acknowledged: Sendable {
         let versions = Mutex<[Int64: Int32]>([:])
+        let deleted = Mutex<[Int64: Int32]>([:])
         let answers = Atomic<Int>(0)
+        let deletions = Atomic<Int>(0)
 
         func record(_ id: Int64, _ version: Int32) {
             answers.add(1, ordering: .relaxed)
             versions.withLock { $0[id] = max($0[id] ?? 0, version) }
+        }
+
+        func recordDeletion(_ id: Int64, _ version: Int32) {
+            deletions.add(1, ordering: .relaxed)
+            deleted.withLock { $0[id] = max($0[id] ?? 0, version) }
         }
     }
 
@@ -53,6 +61,25 @@ import TestSupport
         guard (try? client.send(request)) != nil, let response = try? client.readResponse() else { return nil }
         let json = (try? JSONSerialization.jsonObject(with: Data(response.body))) as? [String: Any]
         return (response.status, (json?["version"] as? Int).map { Int32($0) })
+    }
+
+    /// One request of a deleter on a keep-alive connection: `DELETE` at `version`, or (`version`
+    /// nil) the creation of the id again; the status and the answer's version, `nil` when the
+    /// connection failed.
+    private func deleteOrCreate(_ client: HTTPTestClient, id: Int64, version: Int32?, token: String, round: Int) -> (Int, Int32?)? {
+        let request: String
+        if let version {
+            request = "DELETE /users/profile/\(id) HTTP/1.1\r\nHost: t\r\nIf-Match: \"\(version)\"\r\nAuthorization: Bearer \(token)\r\n\r\n"
+        } else {
+            let body = #"{"username":"again\#(round)_\#(id % 1_000_000)","display_name":"Again"}"#
+            request =
+                "PUT /users/profile/\(id) HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nIf-None-Match: *\r\n"
+                + "Authorization: Bearer \(token)\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
+        }
+        guard (try? client.send(request)) != nil, let response = try? client.readResponse() else { return nil }
+        let json = (try? JSONSerialization.jsonObject(with: Data(response.body))) as? [String: Any]
+        let version = (json?["version"] as? Int) ?? ((json?["current"] as? [String: Any])?["version"] as? Int)
+        return (response.status, version.map { Int32($0) })
     }
 
     /// Measures COMMIT → memcached holding the new version, for updates made in SQL (no
@@ -123,7 +150,8 @@ import TestSupport
         return feed?["state"] as? String
     }
 
-    /// Two instances; writers PUT through both; 20 times, every 150–400 ms, the instance consuming the feed is
+    /// Two instances; writers PUT through both and two deleters delete and create again among
+    /// their ids; 20 times, every 150–400 ms, the instance consuming the feed is
     /// SIGKILLed (so every kill is also a takeover) and started again. A probe commits in SQL
     /// throughout and measures COMMIT → cache.
     @Test func instancesKilledAgainAndAgainUnderLoadLeaveNoProfileStaleAndLoseNoAcknowledgedWrite() throws {
@@ -189,6 +217,46 @@ import TestSupport
                 }
             }
         }
+        // Two deleters among the writers' first 60 ids: a deletion (at the version it knows), then
+        // the id created again, so kills also land between a DELETE's COMMIT and its repair.
+        let deleters = (0..<2).map { index in
+            TestThread {
+                let target = targets[index % 2]
+                var known: [Int64: Int32] = [:]
+                var client: HTTPTestClient?
+                var round = 0
+                while !stop.load(ordering: .relaxed) {
+                    if client == nil { client = try? HTTPTestClient(port: target.port.load(ordering: .relaxed)) }
+                    guard let connected = client else {
+                        usleep(10_000)
+                        continue
+                    }
+                    round += 1
+                    let id = Int64.random(in: ids.lowerBound...(ids.lowerBound + 59))
+                    let expected = known[id] ?? 1
+                    switch deleteOrCreate(connected, id: id, version: expected, token: token, round: round) {
+                    case (204, _)?:
+                        acknowledged.recordDeletion(id, expected)
+                        if case (201, let version?)? = deleteOrCreate(connected, id: id, version: nil, token: token, round: round) {
+                            acknowledged.record(id, version)
+                            known[id] = version
+                        }
+                    case (409, let current?)?:
+                        known[id] = current
+                    case (404, _)?:
+                        if case (201, let version?)? = deleteOrCreate(connected, id: id, version: nil, token: token, round: round) {
+                            acknowledged.record(id, version)
+                            known[id] = version
+                        }
+                    case nil:
+                        client = nil  // killed mid-request
+                    default:
+                        break
+                    }
+                    usleep(5_000)
+                }
+            }
+        }
         let probe = ConvergenceProbe()
         let prober = TestThread { probe.run(ids: probeIDs) }
 
@@ -218,7 +286,7 @@ import TestSupport
         let loadSeconds = Int(Date().timeIntervalSince(started).rounded())
         stop.store(true, ordering: .relaxed)
         probe.stop.store(true, ordering: .relaxed)
-        for writer in writers { writer.join() }
+        for writer in writers + deleters { writer.join() }
         prober.join()
 
         // 5 s after the load stops, both instances serve every profile at its row's version.
@@ -237,9 +305,12 @@ import TestSupport
                 }
             }
         }
+        // A version acknowledged and then deleted is not lost: the row is gone on purpose.
+        let deletedVersions = acknowledged.deleted.withLock { $0 }
         let lost = acknowledged.versions.withLock { versions in
-            versions.filter { id, version in (rows[id] ?? 0) < version }
+            versions.filter { id, version in max(rows[id] ?? 0, deletedVersions[id] ?? 0) < version }
         }
+        #expect(acknowledged.deletions.load(ordering: .relaxed) > 0, "deletions ran beside the writes")
         let steady = probe.summary(whileKilling: false)
         let convergence = probe.summary(whileKilling: true)
         // What the observers counted: the victims' (read before each kill) and the survivors'.
@@ -251,7 +322,8 @@ import TestSupport
         func ms(_ seconds: Double) -> String { "\(Int((seconds * 1000).rounded())) ms" }
         print(
             "soak: \(kills) SIGKILLs (\(takeovers) of the active consumer) in \(loadSeconds) s, "
-                + "\(acknowledged.answers.load(ordering: .relaxed)) acknowledged PUTs; \(stale.count) stale answers 5 s after "
+                + "\(acknowledged.answers.load(ordering: .relaxed)) acknowledged PUTs and "
+                + "\(acknowledged.deletions.load(ordering: .relaxed)) deletions; \(stale.count) stale answers 5 s after "
                 + "the load stopped; \(lost.count) acknowledged writes lost; SQL COMMIT → cache under load: p50 "
                 + "\(ms(steady.p50)), p99 \(ms(steady.p99)) (n=\(steady.count)); under load and kills: "
                 + "p50 \(ms(convergence.p50)), p99 \(ms(convergence.p99)), max \(ms(convergence.max)) (n=\(convergence.count))")
