@@ -123,50 +123,72 @@ public final class ConsistencyObserver: Sendable {
         }
     }
 
+    /// Checks one sampled change. A suspect entry is confirmed against PostgreSQL, and a
+    /// violation stands only if memcached still holds the very entry it saw (the same CAS value:
+    /// memcached gives every store a new one) after the row was read: the entry was then there
+    /// all along, the row's read included, so it was stale at that instant. An entry replaced
+    /// between the two reads — a write committed and written through meanwhile, a profile created
+    /// again after its deletion and then changed — proves nothing, and is checked again from the
+    /// new entry, twice at most.
     private func check(_ sample: Sample, _ worker: ProfileWorker) {
-        let cached: ConsistencyVerdict.Cached
-        switch worker.cacheLookup(id: sample.id) {
-        case .failure: cached = .unreachable
-        case .miss: cached = .nothing
-        case .hit(let item):
-            switch CacheEntry(decoding: item.value, shape: worker.repository.configuration.entryShape) {
-            case .profile(let version, _)?: cached = .profile(version: version)
-            case .absent?: cached = .absent
-            case .lease?, nil: cached = .nothing
+        var lookup = worker.cacheLookup(id: sample.id)
+        for _ in 0..<3 {
+            let cached: ConsistencyVerdict.Cached
+            var seenCAS: UInt64 = 0
+            switch lookup {
+            case .failure: cached = .unreachable
+            case .miss: cached = .nothing
+            case .hit(let item):
+                seenCAS = item.cas
+                switch CacheEntry(decoding: item.value, shape: worker.repository.configuration.entryShape) {
+                case .profile(let version, _)?: cached = .profile(version: version)
+                case .absent?: cached = .absent
+                case .lease?, nil: cached = .nothing
+                }
             }
-        }
-        if let outcome = ConsistencyVerdict.judge(change: sample.version, cached: cached) {
-            record(outcome)
+            if let outcome = ConsistencyVerdict.judge(change: sample.version, cached: cached) {
+                record(outcome)
+                return
+            }
+            let cachedVersion: Int32
+            switch cached {
+            case .profile(let version): cachedVersion = version
+            case .absent: cachedVersion = 0
+            case .unreachable, .nothing: return
+            }
+            let row: Profile?
+            do {
+                row = try worker.store.profile(id: sample.id)
+            } catch {
+                record(.inconclusive)
+                return
+            }
+            let outcome = ConsistencyVerdict.confirm(
+                cachedVersion: cachedVersion, stored: row.map { .row(version: $0.version) } ?? .absent)
+            guard outcome == .violation else {
+                record(outcome)
+                return
+            }
+            let again = worker.cacheLookup(id: sample.id)
+            guard case .hit(let item) = again, item.cas == seenCAS else {
+                lookup = again
+                continue
+            }
+            record(.violation)
+            logger.warning(
+                "consistency violation: memcached held an older version than PostgreSQL; repaired",
+                metadata: [
+                    "id": "\(sample.id)", "cached_version": "\(cachedVersion)", "row_version": "\(row?.version ?? 0)",
+                    "change_version": "\(sample.version)",
+                ])
+            if let row {
+                worker.repository.refresh(after: .changed(id: row.id, version: row.version, row: row))
+            } else {
+                worker.repository.refresh(after: .deleted(id: sample.id))
+            }
             return
         }
-        let cachedVersion: Int32
-        switch cached {
-        case .profile(let version): cachedVersion = version
-        case .absent: cachedVersion = 0
-        case .unreachable, .nothing: return
-        }
-        let row: Profile?
-        do {
-            row = try worker.store.profile(id: sample.id)
-        } catch {
-            record(.inconclusive)
-            return
-        }
-        let outcome = ConsistencyVerdict.confirm(
-            cachedVersion: cachedVersion, stored: row.map { .row(version: $0.version) } ?? .absent)
-        record(outcome)
-        guard outcome == .violation else { return }
-        logger.warning(
-            "consistency violation: memcached held an older version than PostgreSQL; repaired",
-            metadata: [
-                "id": "\(sample.id)", "cached_version": "\(cachedVersion)", "row_version": "\(row?.version ?? 0)",
-                "change_version": "\(sample.version)",
-            ])
-        if let row {
-            worker.repository.refresh(after: .changed(id: row.id, version: row.version, row: row))
-        } else {
-            worker.repository.refresh(after: .deleted(id: sample.id))
-        }
+        record(.inconclusive)
     }
 
     private func record(_ outcome: ConsistencyVerdict.Outcome) {

@@ -73,6 +73,7 @@ extension ProfileResponder {
     /// left. With `If-Match: "N"` only at version N (409 otherwise, as `PUT`); without, whatever
     /// the version — two patches never conflict, the later one's fields win — and the answer is
     /// the whole new profile, so the writer reads its own write from its version as after `PUT`.
+    /// `madeTogether` is what its batch made of it with other writes (docs/design.md §11.2).
     func patchProfile(
         _ patch: inout ProfilePatchHead, _ request: HTTPRequest, worker: ProfileWorker, madeTogether: ProfileRepository.WrittenTogether?
     ) throws(Problem) -> HTTPResponse {
