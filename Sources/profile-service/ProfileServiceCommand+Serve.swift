@@ -217,9 +217,17 @@ extension ProfileServiceCommand {
 
         /// The declared profile fields (docs/design.md §11), read once before anything starts:
         /// they shape every statement, body and cache entry. While PostgreSQL cannot be reached
-        /// the service waits for it (logging), since it cannot know what a profile is without it.
+        /// the instance waits for it, logging, and answers on its port meanwhile — `/healthz` 200,
+        /// `/readyz` 503 with libpq's reason, anything else 503 (``StartingResponder``) — since it
+        /// cannot serve a profile before it knows what a profile is.
         func declaredProfileFields(_ postgres: PostgresConfiguration, logger: Logger) throws -> ProfileFieldCatalog {
-            var waiting = false
+            var waiting: (server: HTTPServer<StartingResponder>, responder: StartingResponder)?
+            defer {
+                if let waiting {
+                    waiting.server.shutdown()
+                    waiting.server.waitUntilStopped()
+                }
+            }
             while true {
                 let connection = PostgresConnection(configuration: postgres, statements: [], logger: logger)
                 defer { connection.close() }
@@ -237,10 +245,23 @@ extension ProfileServiceCommand {
                 } catch let error as ProfileFieldCatalogError {
                     throw RuntimeFailure(description: "cannot serve the declared profile fields: \(error)")
                 } catch {
-                    if !waiting {
-                        logger.warning("waiting for PostgreSQL to read the declared profile fields", metadata: ["error": "\(error)"])
-                        waiting = true
+                    let reason = (error as? PostgresError)?.message ?? "\(error)"
+                    if waiting == nil {
+                        logger.warning("waiting for PostgreSQL to read the declared profile fields", metadata: ["error": "\(reason)"])
+                        let responder = StartingResponder()
+                        var configuration = serverConfiguration()
+                        configuration.workerCount = 1
+                        configuration.batchWorkerCount = 0
+                        configuration.drainTimeout = .seconds(1)
+                        let server = HTTPServer(configuration: configuration, responder: responder, logger: logger)
+                        do {
+                            _ = try server.start()
+                        } catch {
+                            throw RuntimeFailure(description: "cannot start the server on \(host):\(port): \(error)")
+                        }
+                        waiting = (server, responder)
                     }
+                    waiting?.responder.waiting(because: reason)
                     usleep(1_000_000)
                 }
             }
