@@ -40,19 +40,8 @@ extension ProfileResponder {
         do {
             switch parsed {
             case .update(let changes, let expectedVersion):
-                switch try worker.repository.update(
-                    ProfileUpdate(id: id, changes: changes, expectedVersion: expectedVersion), madeTogether: madeTogether)
-                {
-                case .updated(let profile):
-                    liveUpdates?.publish(profile)
-                    return Self.profileResponse(.ok, profile)
-                case .versionMismatch(let current):
-                    throw Problem(
-                        .versionConflict, detail: "the profile is at version \(current.version), not \(expectedVersion)",
-                        field: "version", current: current)
-                case .notFound:
-                    throw Problem.notFound(id)
-                }
+                let update = ProfileUpdate(id: id, changes: changes, expectedVersion: expectedVersion)
+                return try answer(try worker.repository.update(update, madeTogether: madeTogether), of: update)
             case .create(let username, let displayName, let fields):
                 let profile = try worker.repository.create(id: id, username: username, displayName: displayName, fields: fields)
                 liveUpdates?.publish(profile)
@@ -78,24 +67,35 @@ extension ProfileResponder {
         _ patch: inout ProfilePatchHead, _ request: HTTPRequest, worker: ProfileWorker, madeTogether: ProfileRepository.WrittenTogether?
     ) throws(Problem) -> HTTPResponse {
         let changes = try parsedPatch(&patch, of: request).get()
+        let update = ProfileUpdate(id: patch.id, changes: changes, expectedVersion: patch.expectedVersion)
         let outcome: ProfileUpdateOutcome
         do {
-            outcome = try worker.repository.update(
-                ProfileUpdate(id: patch.id, changes: changes, expectedVersion: patch.expectedVersion), madeTogether: madeTogether)
+            outcome = try worker.repository.update(update, madeTogether: madeTogether)
         } catch {
             throw Self.problem(for: error)
         }
+        return try answer(outcome, of: update)
+    }
+
+    /// The answer to an update (`PUT` or `PATCH`): the new profile, published to its streams, or
+    /// the 409 or 404 it came to.
+    private func answer(_ outcome: ProfileUpdateOutcome, of update: ProfileUpdate) throws(Problem) -> HTTPResponse {
         switch outcome {
         case .updated(let profile):
             liveUpdates?.publish(profile)
             return Self.profileResponse(.ok, profile)
         case .versionMismatch(let current):
-            throw Problem(
-                .versionConflict, detail: "the profile is at version \(current.version), not \(patch.expectedVersion ?? 0)",
-                field: "version", current: current)
+            throw Self.versionConflict(current: current, expected: update.expectedVersion)
         case .notFound:
-            throw Problem.notFound(patch.id)
+            throw Problem.notFound(update.id)
         }
+    }
+
+    /// 409 with the current profile: the change expected another version.
+    static func versionConflict(current: Profile, expected: Int32?) -> Problem {
+        Problem(
+            .versionConflict, detail: "the profile is at version \(current.version), not \(expected ?? 0)", field: "version",
+            current: current)
     }
 
     /// The changes a `PATCH`'s headers and body ask for (its id, `If-Match` and authorization aside).
@@ -128,9 +128,7 @@ extension ProfileResponder {
             logger.info("profile deleted", metadata: ["id": "\(deletion.id)", "version": "\(version)"])
             return HTTPResponse(status: .noContent, headers: ["Cache-Control": "no-cache"])
         case .versionMismatch(let current):
-            throw Problem(
-                .versionConflict, detail: "the profile is at version \(current.version), not \(deletion.expectedVersion ?? 0)",
-                field: "version", current: current)
+            throw Self.versionConflict(current: current, expected: deletion.expectedVersion)
         case .notFound:
             throw Problem.notFound(deletion.id)
         }
