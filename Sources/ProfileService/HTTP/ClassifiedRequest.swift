@@ -222,19 +222,22 @@ extension ProfileResponder {
 
     /// Parses a patch's body, once: what the batch that grouped it parsed, else now.
     func parsedPatch(_ patch: inout ProfilePatchHead, of request: HTTPRequest) -> Result<ProfileChanges, Problem> {
-        if let parsed = patch.parsed { return parsed }
-        parseCounts?.count(.body)
-        let parsed = Result { () throws(Problem) in try Self.patchChanges(of: request, profileFields: profileFields) }
-        patch.parsed = parsed
-        return parsed
+        parsedOnce(&patch.parsed) { () throws(Problem) in try Self.patchChanges(of: request, profileFields: profileFields) }
     }
 
     /// Parses a write's body, once: what the batch that grouped it parsed, else now.
     func parsedWrite(_ write: inout ProfileWrite, of request: HTTPRequest) -> Result<ProfileWriteRequest, Problem> {
-        if let parsed = write.parsed { return parsed }
+        parsedOnce(&write.parsed) { () throws(Problem) in try Self.writeRequest(of: request, profileFields: profileFields) }
+    }
+
+    /// What `stored` holds, else what `parse` finds, counted and kept in `stored`.
+    private func parsedOnce<Parsed>(
+        _ stored: inout Result<Parsed, Problem>?, _ parse: () throws(Problem) -> Parsed
+    ) -> Result<Parsed, Problem> {
+        if let stored { return stored }
         parseCounts?.count(.body)
-        let parsed = Result { () throws(Problem) in try Self.writeRequest(of: request, profileFields: profileFields) }
-        write.parsed = parsed
+        let parsed = Result { () throws(Problem) in try parse() }
+        stored = parsed
         return parsed
     }
 }

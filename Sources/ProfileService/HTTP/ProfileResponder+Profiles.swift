@@ -100,12 +100,7 @@ extension ProfileResponder {
 
     /// The changes a `PATCH`'s headers and body ask for (its id, `If-Match` and authorization aside).
     static func patchChanges(of request: HTTPRequest, profileFields: ProfileFieldCatalog) throws(Problem) -> ProfileChanges {
-        if let contentType = request.headers["Content-Type"], !isJSON(contentType) {
-            throw Problem(.unsupportedMediaType, detail: "send the body as application/merge-patch+json")
-        }
-        if request.body.count > ProfileWriteRequest.maximumBodyBytes {
-            throw Problem(.bodyTooLarge, detail: "a profile patch is at most \(ProfileWriteRequest.maximumBodyBytes) bytes")
-        }
+        try acceptBody(of: request, as: "a profile patch", mediaType: "application/merge-patch+json")
         do {
             return try ProfilePatch.parse(body: request.body, catalog: profileFields)
         } catch {
@@ -138,12 +133,7 @@ extension ProfileResponder {
 
     /// The write a `PUT`'s headers and body ask for (its id and authorization aside).
     static func writeRequest(of request: HTTPRequest, profileFields: ProfileFieldCatalog) throws(Problem) -> ProfileWriteRequest {
-        if let contentType = request.headers["Content-Type"], !isJSON(contentType) {
-            throw Problem(.unsupportedMediaType, detail: "send the body as application/json")
-        }
-        if request.body.count > ProfileWriteRequest.maximumBodyBytes {
-            throw Problem(.bodyTooLarge, detail: "a profile write is at most \(ProfileWriteRequest.maximumBodyBytes) bytes")
-        }
+        try acceptBody(of: request, as: "a profile write", mediaType: "application/json")
         do {
             return try ProfileWriteRequest.parse(
                 body: request.body,
@@ -151,6 +141,16 @@ extension ProfileResponder {
                 ifNoneMatchAny: try ifNoneMatchAny(request.headers["If-None-Match"]), catalog: profileFields)
         } catch {
             throw error.problem
+        }
+    }
+
+    /// A JSON body (415 otherwise, naming `mediaType`) within the size of a profile write (413).
+    private static func acceptBody(of request: HTTPRequest, as what: String, mediaType: String) throws(Problem) {
+        if let contentType = request.headers["Content-Type"], !isJSON(contentType) {
+            throw Problem(.unsupportedMediaType, detail: "send the body as \(mediaType)")
+        }
+        if request.body.count > ProfileWriteRequest.maximumBodyBytes {
+            throw Problem(.bodyTooLarge, detail: "\(what) is at most \(ProfileWriteRequest.maximumBodyBytes) bytes")
         }
     }
 

@@ -13,12 +13,18 @@ enum ProfileValidation {
     /// as sent and for the value stored, its NFC form: normalization can lengthen a string (U+FB2C
     /// is three code points in NFC), and the bound is a promise about what readers get.
     static func validDisplayName(_ raw: String) throws(ProfileRequestError) -> String {
-        try checkDisplayName(raw)
+        try inNFC(raw, checking: checkDisplayName)
+    }
+
+    /// `raw` in NFC, after `check` held for it as sent and (when normalizing changed its length)
+    /// for its NFC form.
+    private static func inNFC(_ raw: String, checking check: (String) throws(ProfileRequestError) -> Void)
+        throws(ProfileRequestError) -> String
+    {
+        try check(raw)
         guard !isNFCByItsCodePoints(raw) else { return raw }
         let normalized = raw.precomposedStringWithCanonicalMapping
-        if normalized.unicodeScalars.count != raw.unicodeScalars.count {
-            try checkDisplayName(normalized)
-        }
+        if normalized.unicodeScalars.count != raw.unicodeScalars.count { try check(normalized) }
         return normalized
     }
 
@@ -58,7 +64,7 @@ enum ProfileValidation {
             return raw
         case .text, .paragraph:
             let allowsLineFeeds = declaration.kind == .paragraph
-            let check = { (value: String) throws(ProfileRequestError) in
+            return try inNFC(raw) { (value: String) throws(ProfileRequestError) in
                 if value.unicodeScalars.contains(where: { isForbiddenScalar($0) && !(allowsLineFeeds && $0 == "\n") }) {
                     throw .invalidField(
                         name, allowsLineFeeds ? "must not contain control characters other than line feeds" : "must not contain control characters")
@@ -67,11 +73,6 @@ enum ProfileValidation {
                     throw .invalidField(name, "must be at most \(bound) characters long, as sent and in Unicode NFC")
                 }
             }
-            try check(raw)
-            guard !isNFCByItsCodePoints(raw) else { return raw }
-            let normalized = raw.precomposedStringWithCanonicalMapping
-            if normalized.unicodeScalars.count != raw.unicodeScalars.count { try check(normalized) }
-            return normalized
         }
     }
 
