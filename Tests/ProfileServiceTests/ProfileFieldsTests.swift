@@ -47,6 +47,52 @@ import Testing
         }
     }
 
+    @Test func moreFieldsThanTheBoundAreRefused() {
+        let many = (0...ProfileFieldCatalog.maximumFieldCount).map {
+            ProfileFieldDeclaration(name: "f\($0)", kind: .text, maximumLength: 1)
+        }
+        #expect(throws: ProfileFieldCatalogError.tooMany(ProfileFieldCatalog.maximumFieldCount + 1)) { try ProfileFieldCatalog(many) }
+        #expect((try? ProfileFieldCatalog(Array(many.dropLast()))) != nil)
+    }
+
+    /// `value` with every character written as a JSON escape, the longest way to write it: a
+    /// code point outside the Basic Multilingual Plane as its two surrogates (12 bytes).
+    private func escaped(_ value: String) -> String {
+        value.utf16.map { String(format: "\\u%04x", $0) }.joined()
+    }
+
+    /// The longest profile the declarations allow, written the longest way a client may write it
+    /// (Python's `json.dumps` escapes every emoji so), fits the body limit — for the standard
+    /// fields and for one field holding the whole bound.
+    @Test(arguments: [
+        ProfileFieldCatalog.standard,
+        try! ProfileFieldCatalog([.init(name: "about", kind: .paragraph, maximumLength: ProfileFieldCatalog.maximumTotalLength)]),
+    ])
+    func theLongestProfileInItsLongestEncodingFitsTheBodyLimit(catalog: ProfileFieldCatalog) throws {
+        var members = [
+            "\"\(escaped("display_name"))\": \"\(escaped(String(repeating: "😀", count: 64)))\"",
+            "\"\(escaped("version"))\": 12",
+            "\"\(escaped("id"))\": 9223372036854775807",
+            "\"\(escaped("updated_at"))\": \"\(escaped("2026-11-28T10:00:00.123456Z"))\"",
+        ]
+        for declaration in catalog.declarations {
+            let value = declaration.kind == .httpsURL
+                ? "https://example.com/" + String(repeating: "a", count: declaration.maximumLength - 20)
+                : String(repeating: "😀", count: declaration.maximumLength)
+            members.append("\"\(escaped(declaration.name))\": \"\(escaped(value))\"")
+        }
+        let body = "{\n  " + members.joined(separator: ",\n  ") + "\n}\n"
+        #expect(body.utf8.count > 64 * 1024 || catalog == .standard)
+        #expect(body.utf8.count <= catalog.maximumWriteBodyBytes, "\(body.utf8.count) > \(catalog.maximumWriteBodyBytes)")
+        #expect(catalog.maximumWriteBodyBytes <= ProfileFieldCatalog.largestWriteBodyBytes)
+        let request = try ProfileWriteRequest.parse(body: Array(body.utf8), ifMatchVersion: nil, ifNoneMatchAny: false, catalog: catalog)
+        guard case .update(let changes, 12) = request else {
+            Issue.record("expected an update at version 12, got \(request)")
+            return
+        }
+        #expect(changes.fields.count == catalog.declarations.count)
+    }
+
     @Test func aPutSetsTheFieldsItNamesAndLeavesTheRest() throws {
         let request = try put(#"{"display_name":"Ada","bio":"Poetical science.\nAnalyst.","website":null,"version":3}"#)
         #expect(
@@ -101,10 +147,11 @@ import Testing
             == .invalidField("website", "must be at most 2048 characters long"))
     }
 
-    @Test func aPatchUnsetsWithNullAndNeedsSomethingToChange() {
+    @Test func aPatchUnsetsWithNullAndAnEmptyPatchChangesNothing() {
         #expect((try? patch(#"{"website":null}"#)) == ProfileChanges(fields: [.init(name: "website", value: nil)]))
-        #expect(refusal { try patch("{}") } == .nothingToChange("a patch sets display_name or a profile field, and this one names neither"))
-        #expect(refusal { try patch("{}", catalog: .none) } == .missingField("display_name"))
+        // RFC 7396: `{}` is a patch that leaves the profile as it is, not an error.
+        #expect((try? patch("{}"))?.isEmpty == true)
+        #expect((try? patch(" { } ", catalog: .none))?.isEmpty == true)
         #expect(refusal { try patch(#"{"display_name":null}"#) } == .invalidField("display_name", "cannot be removed"))
         #expect(refusal { try put(#"{"display_name":null,"version":1}"#) }
             == .malformed(field: "display_name", "display_name has the wrong type or value"))

@@ -23,7 +23,7 @@ import Testing
             == ProfileWriteFields(
                 displayName: "Ada",
                 others: [
-                    .init(name: "n", value: .other), .init(name: "no", value: .other), .init(name: "none", value: .null),
+                    .init(name: "n", value: .integer(-12)), .init(name: "no", value: .other), .init(name: "none", value: .null),
                     .init(name: "note", value: .string("hi")), .init(name: "ok", value: .other),
                 ]), "every other member, for the declared fields to decide on")
         #expect(scanned("{}") == ProfileWriteFields())

@@ -66,6 +66,29 @@ import Testing
         #expect(service.get(id).json?["version"] as? Int == 1)
     }
 
+    /// A body's `id` (sent back as a GET gave it) must be the path's: a client that PUTs one
+    /// profile to another's path has a bug, and nothing is written.
+    @Test func aPutWhoseIDIsNotThePathsIs422() {
+        let id = InProcessService.newID()
+        service.create(id)
+        let owner = service.token(for: id)
+        for other in ["\(id + 1)", "\"\(id)\"", "null", "\(id).5"] {
+            let response = service.put(id, #"{"id":\#(other),"display_name":"Other","version":1}"#, token: owner)
+            #expect(response.status == .unprocessableContent, "\(other): \(response.bodyText)")
+            #expect(response.json?["field"] as? String == "id", "\(other)")
+        }
+        #expect(service.get(id).json?["version"] as? Int == 1)
+        let same = service.put(id, #"{"id":\#(id),"display_name":"Same","version":1}"#, token: owner)
+        #expect(same.status == .ok, "\(same.bodyText)")
+        // Ids past 15 digits are read exactly, whichever parser reads the body.
+        let large: Int64 = 9_223_372_036_854_775_807
+        service.create(large)
+        let exact = service.put(large, #"{"id":9223372036854775807,"display_name":"Large","version":1}"#, token: service.token(for: large))
+        #expect(exact.status == .ok, "\(exact.bodyText)")
+        let offByOne = service.put(large, #"{"id":9223372036854775806,"display_name":"Large","version":2}"#, token: service.token(for: large))
+        #expect(offByOne.status == .unprocessableContent)
+    }
+
     @Test func aReadWithAFloorIsNeverOlderThanTheFloor() {
         let id = InProcessService.newID()
         service.create(id)

@@ -77,9 +77,9 @@ struct ProfilePatchHead: Sendable {
         self.expectedVersion = expectedVersion
     }
 
-    /// The update it asks for, once its body parsed.
+    /// The update it asks for, once its body parsed (`{}` asks for none).
     var update: ProfileUpdate? {
-        guard case .success(let changes)? = parsed else { return nil }
+        guard case .success(let changes)? = parsed, !changes.isEmpty else { return nil }
         return ProfileUpdate(id: id, changes: changes, expectedVersion: expectedVersion)
     }
 }
@@ -227,7 +227,8 @@ extension ProfileResponder {
 
     /// Parses a write's body, once: what the batch that grouped it parsed, else now.
     func parsedWrite(_ write: inout ProfileWrite, of request: HTTPRequest) -> Result<ProfileWriteRequest, Problem> {
-        parsedOnce(&write.parsed) { () throws(Problem) in try Self.writeRequest(of: request, profileFields: profileFields) }
+        let id = write.id
+        return parsedOnce(&write.parsed) { () throws(Problem) in try Self.writeRequest(of: request, id: id, profileFields: profileFields) }
     }
 
     /// What `stored` holds, else what `parse` finds, counted and kept in `stored`.

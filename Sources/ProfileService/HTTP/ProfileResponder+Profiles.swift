@@ -67,6 +67,7 @@ extension ProfileResponder {
         _ patch: inout ProfilePatchHead, _ request: HTTPRequest, worker: ProfileWorker, madeTogether: ProfileRepository.WrittenTogether?
     ) throws(Problem) -> HTTPResponse {
         let changes = try parsedPatch(&patch, of: request).get()
+        if changes.isEmpty { return try unchanged(patch, worker: worker) }
         let update = ProfileUpdate(id: patch.id, changes: changes, expectedVersion: patch.expectedVersion)
         let outcome: ProfileUpdateOutcome
         do {
@@ -75,6 +76,24 @@ extension ProfileResponder {
             throw Self.problem(for: error)
         }
         return try answer(outcome, of: update)
+    }
+
+    /// A patch that changes nothing (`{}`, RFC 7396): the profile as PostgreSQL has it, no new
+    /// version — or the 409 of its `If-Match`, or 404. Read from the row, not the cache, as the
+    /// answer to a write is: the patcher reads its own writes from it.
+    private func unchanged(_ patch: ProfilePatchHead, worker: ProfileWorker) throws(Problem) -> HTTPResponse {
+        let row: Profile?
+        do {
+            row = try worker.store.profile(id: patch.id)
+        } catch {
+            throw Self.problem(for: error)
+        }
+        worker.repository.settle(answering: row, id: patch.id)
+        guard let row else { throw Problem.notFound(patch.id) }
+        if let expected = patch.expectedVersion, expected != row.version {
+            throw Self.versionConflict(current: row, expected: expected)
+        }
+        return Self.profileResponse(.ok, row)
     }
 
     /// The answer to an update (`PUT` or `PATCH`): the new profile, published to its streams, or
@@ -100,7 +119,7 @@ extension ProfileResponder {
 
     /// The changes a `PATCH`'s headers and body ask for (its id, `If-Match` and authorization aside).
     static func patchChanges(of request: HTTPRequest, profileFields: ProfileFieldCatalog) throws(Problem) -> ProfileChanges {
-        try acceptBody(of: request, as: "a profile patch", mediaType: "application/merge-patch+json")
+        try acceptBody(of: request, as: "a profile patch", mediaType: "application/merge-patch+json", profileFields: profileFields)
         do {
             return try ProfilePatch.parse(body: request.body, catalog: profileFields)
         } catch {
@@ -131,26 +150,31 @@ extension ProfileResponder {
 
     // MARK: Input
 
-    /// The write a `PUT`'s headers and body ask for (its id and authorization aside).
-    static func writeRequest(of request: HTTPRequest, profileFields: ProfileFieldCatalog) throws(Problem) -> ProfileWriteRequest {
-        try acceptBody(of: request, as: "a profile write", mediaType: "application/json")
+    /// The write a `PUT` of profile `id` asks for by its headers and body (authorization aside).
+    static func writeRequest(of request: HTTPRequest, id: Int64, profileFields: ProfileFieldCatalog) throws(Problem)
+        -> ProfileWriteRequest
+    {
+        try acceptBody(of: request, as: "a profile write", mediaType: "application/json", profileFields: profileFields)
         do {
             return try ProfileWriteRequest.parse(
                 body: request.body,
                 ifMatchVersion: try ifMatchVersion(request.headers["If-Match"]),
-                ifNoneMatchAny: try ifNoneMatchAny(request.headers["If-None-Match"]), catalog: profileFields)
+                ifNoneMatchAny: try ifNoneMatchAny(request.headers["If-None-Match"]), catalog: profileFields, id: id)
         } catch {
             throw error.problem
         }
     }
 
-    /// A JSON body (415 otherwise, naming `mediaType`) within the size of a profile write (413).
-    private static func acceptBody(of request: HTTPRequest, as what: String, mediaType: String) throws(Problem) {
+    /// A JSON body (415 otherwise, naming `mediaType`) within the size of a profile write under
+    /// the declared fields (413).
+    private static func acceptBody(
+        of request: HTTPRequest, as what: String, mediaType: String, profileFields: ProfileFieldCatalog
+    ) throws(Problem) {
         if let contentType = request.headers["Content-Type"], !isJSON(contentType) {
             throw Problem(.unsupportedMediaType, detail: "send the body as \(mediaType)")
         }
-        if request.body.count > ProfileWriteRequest.maximumBodyBytes {
-            throw Problem(.bodyTooLarge, detail: "\(what) is at most \(ProfileWriteRequest.maximumBodyBytes) bytes")
+        if request.body.count > profileFields.maximumWriteBodyBytes {
+            throw Problem(.bodyTooLarge, detail: "\(what) is at most \(profileFields.maximumWriteBodyBytes) bytes")
         }
     }
 
@@ -233,9 +257,13 @@ extension ProfileResponder {
         }
     }
 
+    /// `application/json` or a `+json` type that is a JSON object of the profile's members: not
+    /// `application/json-patch+json`, whose document is a list of operations (RFC 6902) that a
+    /// merge patch would misread.
     static func isJSON(_ contentType: String) -> Bool {
         if contentType == "application/json" { return true }  // what clients send, without the parsing
         let mediaType = contentType.split(separator: ";", maxSplits: 1).first.map { $0.trimmed.lowercased() } ?? ""
+        guard mediaType != "application/json-patch+json" else { return false }
         return mediaType == "application/json" || (mediaType.hasPrefix("application/") && mediaType.hasSuffix("+json"))
     }
 

@@ -14,9 +14,10 @@ public struct ProfileResponder: HTTPResponder {
 
     public static let profilePathPrefix = Route.profilePathPrefix
     static let eventsSuffix = Route.eventsSuffix
-    /// The largest body any route takes (a profile write): the server's body limit, so a larger
-    /// one is refused with 413 on its head, unread.
-    public static let maximumRequestBodyBytes = ProfileWriteRequest.maximumBodyBytes
+    /// The largest body any route takes (a profile write under any declared fields): the
+    /// server's body limit, so a larger one is refused with 413 on its head, unread. A write
+    /// larger than its own declarations allow is refused by the route, 413 too.
+    public static let maximumRequestBodyBytes = ProfileFieldCatalog.largestWriteBodyBytes
 
     /// How requests are observed.
     public struct Observability: Sendable {

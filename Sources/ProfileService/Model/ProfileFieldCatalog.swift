@@ -15,6 +15,9 @@ public struct ProfileFieldCatalog: Sendable, Hashable {
     /// kilobytes at most, well inside a memcached item and a request body.
     public static let maximumTotalLength = 8_000
 
+    /// At most this many fields: with the total length, it bounds a write's body (``maximumWriteBodyBytes``).
+    public static let maximumFieldCount = 64
+
     /// The names a field cannot take: the profile's own members and PostgreSQL's system columns.
     static let reservedNames: Set<String> = [
         "id", "username", "display_name", "version", "created_at", "updated_at",
@@ -42,10 +45,47 @@ public struct ProfileFieldCatalog: Sendable, Hashable {
                 throw .invalidLength(declaration.name, declaration.maximumLength)
             }
         }
+        guard declarations.count <= Self.maximumFieldCount else { throw .tooMany(declarations.count) }
         let total = declarations.reduce(0) { $0 + $1.maximumLength }
         guard total <= Self.maximumTotalLength else { throw .tooLong(total) }
         self.declarations = declarations
         self.shape = ProfileFields.shape(ofNames: declarations.map(\.name))
+        self.maximumWriteBodyBytes = Self.writeBodyBytes(declarations)
+    }
+
+    /// The largest body a write (`PUT`, `PATCH`) may have under these declarations: room for the
+    /// longest valid profile in the longest JSON a client may write for it (docs/design.md §11.2).
+    public let maximumWriteBodyBytes: Int
+
+    /// The largest ``maximumWriteBodyBytes`` of any catalog: the HTTP layer's bound, which holds
+    /// before the declarations are read and whatever they are.
+    public static let largestWriteBodyBytes = writeBodyBytes(
+        (0..<maximumFieldCount).map { index in
+            ProfileFieldDeclaration(
+                name: String(repeating: "f", count: 63), kind: .text,
+                maximumLength: index == 0 ? maximumTotalLength - (maximumFieldCount - 1) : 1)
+        })
+
+    /// Every member at its longest, every character written as a JSON escape — 6 bytes
+    /// (`\u0062`) for a character of the Basic Multilingual Plane, 12 (`\ud83d\ude00`, one
+    /// code point) for any other — with `id` and `updated_at` sent back as a `GET` gave them,
+    /// and room for white space between the tokens.
+    private static func writeBodyBytes(_ declarations: [ProfileFieldDeclaration]) -> Int {
+        let escaped = 6, codePoint = 12
+        // `"name":` and `,` around a value, every character of the name escaped.
+        func member(_ name: Int, value: Int) -> Int { 2 + name * escaped + 2 + value }
+        func string(codePoints: Int) -> Int { 2 + codePoints * codePoint }
+        var bytes = 2  // { }
+        bytes += member("display_name".utf8.count, value: string(codePoints: ProfileValidation.displayNameLength.upperBound))
+        bytes += member("username".utf8.count, value: 2 + ProfileValidation.usernameLength.upperBound * escaped)
+        bytes += member("version".utf8.count, value: 24)  // an integer, or one written with a fraction or an exponent
+        bytes += member("id".utf8.count, value: 20)
+        bytes += member("updated_at".utf8.count, value: 2 + 32 * escaped)
+        for declaration in declarations {
+            bytes += member(declaration.name.utf8.count, value: string(codePoints: declaration.maximumLength))
+        }
+        let whiteSpace = 4 * 1024
+        return bytes + whiteSpace
     }
 
     public func declaration(named name: String) -> ProfileFieldDeclaration? {
@@ -57,8 +97,9 @@ public struct ProfileFieldCatalog: Sendable, Hashable {
         ProfileFields(declarations.map { ProfileFields.Entry(name: $0.name, value: nil) })
     }
 
-    /// `^[a-z][a-z0-9_]{0,62}$`: a PostgreSQL identifier that needs no quoting and a JSON member
-    /// that needs no escaping.
+    /// `^[a-z][a-z0-9_]{0,62}$`: a PostgreSQL identifier whose quoted form names the same column
+    /// as its bare one (the statements quote it all the same: `user`, `order` and `end` are
+    /// fields like any other), and a JSON member that needs no escaping.
     static func isValidName(_ name: String) -> Bool {
         let bytes = Array(name.utf8)
         guard (1...63).contains(bytes.count), (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(bytes[0]) else { return false }
@@ -98,6 +139,7 @@ public enum ProfileFieldCatalogError: Error, Sendable, Equatable, CustomStringCo
     case duplicateName(String)
     case invalidLength(String, Int)
     case tooLong(Int)
+    case tooMany(Int)
     case unknownKind(field: String, kind: String)
     /// A declared field whose column `user_profiles` lacks, or has with another type than `text`.
     case missingColumn(String)
@@ -111,6 +153,8 @@ public enum ProfileFieldCatalogError: Error, Sendable, Equatable, CustomStringCo
             "profile field \"\(name)\": max_length \(length) is outside 1-\(ProfileFieldCatalog.maximumTotalLength)"
         case .tooLong(let total):
             "the declared profile fields add up to \(total) code points; together they may have at most \(ProfileFieldCatalog.maximumTotalLength)"
+        case .tooMany(let count):
+            "\(count) profile fields are declared; at most \(ProfileFieldCatalog.maximumFieldCount) may be"
         case .unknownKind(let field, let kind):
             "profile field \"\(field)\": kind \"\(kind)\" is none of \(ProfileFieldDeclaration.Kind.allCases.map(\.rawValue).joined(separator: ", "))"
         case .missingColumn(let name):

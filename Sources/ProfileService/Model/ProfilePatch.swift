@@ -6,22 +6,17 @@
 /// `If-Match`). A member the profile does not have is refused (422, naming it) rather than
 /// ignored: a client that sends a field must learn that it was not stored. `null` removes a
 /// member in a merge patch: it unsets a declared field, and the display name cannot be removed
-/// (422).
+/// (422). `{}` changes nothing: the answer is the profile as it is, at its version.
 enum ProfilePatch {
     static func parse(body: [UInt8], catalog: ProfileFieldCatalog) throws(ProfileRequestError) -> ProfileChanges {
-        let fields = try ProfileWriteRequest.decodeFields(body)
+        let fields = try ProfileWriteRequest.decodeFields(body, catalog: catalog)
         if fields.removesDisplayName { throw .invalidField("display_name", "cannot be removed") }
         if fields.username != nil { throw .invalidField("username", "cannot be changed") }
         if fields.version != nil {
             throw .invalidField("version", "is not patched: send the version the patch expects as If-Match")
         }
-        let changes = ProfileChanges(
+        return ProfileChanges(
             displayName: try fields.displayName.map { (raw) throws(ProfileRequestError) in try ProfileValidation.validDisplayName(raw) },
             fields: try ProfileWriteRequest.declaredFields(of: fields, catalog: catalog, ignoring: []))
-        guard !changes.isEmpty else {
-            throw catalog.declarations.isEmpty
-                ? .missingField("display_name") : .nothingToChange("a patch sets display_name or a profile field, and this one names neither")
-        }
-        return changes
     }
 }

@@ -6,8 +6,6 @@ public enum ProfileRequestError: Error, Sendable, Equatable {
     case malformed(field: String?, String)
     /// A required field is absent (422).
     case missingField(String)
-    /// A patch that names nothing to change (422).
-    case nothingToChange(String)
     /// A field is present but breaks a rule (422).
     case invalidField(String, String)
     /// The request's preconditions cannot all hold, whatever the stored profile (412);
@@ -22,8 +20,6 @@ public enum ProfileRequestError: Error, Sendable, Equatable {
             Problem(.malformedRequest, detail: detail, field: field)
         case .missingField(let field):
             Problem(.missingField, detail: "\(field) is required", field: field)
-        case .nothingToChange(let detail):
-            Problem(.missingField, detail: detail)
         case .invalidField(let field, let rule):
             Problem(.invalidField, detail: "\(field) \(rule)", field: field)
         case .preconditionFailed(let field, let detail):

@@ -17,7 +17,9 @@ struct ProfileWriteFields: Equatable {
     enum MemberValue: Equatable {
         case string(String)
         case null
-        /// A number, a boolean, an object or an array: no field takes one.
+        /// An integer (an `id` sent back as it was read); no field takes one.
+        case integer(Int64)
+        /// Another number, a boolean, an object or an array: no field takes one.
         case other
     }
 }
@@ -49,7 +51,9 @@ private struct FlatObjectScanner {
         case string(String)
         case integer(Int64)
         case null
-        case other  // true, false, or an integer too long to read exactly
+        /// More than 15 digits, which a Double may not hold exactly.
+        case longInteger
+        case other  // true or false
     }
 
     /// The fields the service reads, by their key's bytes.
@@ -71,6 +75,9 @@ private struct FlatObjectScanner {
 
     mutating func scan() -> ProfileWriteFields? {
         var fields = ProfileWriteFields()
+        // The other members' names so far: a name given twice is found in constant time, so a
+        // body of thousands of members costs time linear in its size (a hostile body too).
+        var otherNames = Set<String>()
         skipWhitespace()
         guard take(UInt8(ascii: "{")) else { return nil }
         skipWhitespace()
@@ -86,12 +93,14 @@ private struct FlatObjectScanner {
                 switch (Field(key: key), value) {
                 case (nil, _):
                     let name = String(decoding: key, as: UTF8.self)
-                    guard !fields.others.contains(where: { $0.name == name }) else { return nil }  // twice: Foundation's
+                    guard otherNames.insert(name).inserted else { return nil }  // twice: Foundation's
                     let member: ProfileWriteFields.MemberValue
                     switch value {
                     case .string(let text): member = .string(text)
                     case .null: member = .null
-                    case .integer, .other: member = .other
+                    case .integer(let number): member = .integer(number)
+                    case .longInteger: return nil  // Foundation's, which reads it exactly
+                    case .other: member = .other
                     }
                     fields.others.append(.init(name: name, value: member))
                 case (.displayName?, .string(let text)) where fields.displayName == nil: fields.displayName = text
@@ -167,7 +176,7 @@ private struct FlatObjectScanner {
             default: break
             }
         }
-        guard digits <= 15 else { return .other }
+        guard digits <= 15 else { return .longInteger }
         return .integer(negative ? -magnitude : magnitude)
     }
 

@@ -7,10 +7,6 @@ enum ProfileWriteRequest: Equatable {
     case update(ProfileChanges, expectedVersion: Int32)
     case create(username: String, displayName: String, fields: [ProfileFields.Entry])
 
-    /// The largest body a profile write may have: room for every declared field at its longest
-    /// (``ProfileFieldCatalog/maximumTotalLength`` code points, a few bytes each, escaped).
-    static let maximumBodyBytes = 64 * 1024
-
     /// Members a client may send back as it read them (a `GET`'s body): the service sets them,
     /// so their values are ignored.
     static let readOnlyMembers: Set<String> = ["id", "updated_at"]
@@ -30,10 +26,15 @@ enum ProfileWriteRequest: Equatable {
     ///   - ifMatchVersion: the version from an `If-Match: "N"` header, if any.
     ///   - ifNoneMatchAny: whether the request carried `If-None-Match: *`.
     ///   - catalog: the declared fields the body may set.
+    ///   - id: the path's id: an `id` the body sends back must be it (a client that sends one
+    ///     profile to another's path has a bug that must not write).
     static func parse(
-        body: [UInt8], ifMatchVersion: Int32?, ifNoneMatchAny: Bool, catalog: ProfileFieldCatalog
+        body: [UInt8], ifMatchVersion: Int32?, ifNoneMatchAny: Bool, catalog: ProfileFieldCatalog, id: Int64? = nil
     ) throws(ProfileRequestError) -> ProfileWriteRequest {
-        let fields = try decodeFields(body)
+        let fields = try decodeFields(body, catalog: catalog)
+        if let id, let sent = fields.others.first(where: { $0.name == "id" }), sent.value != .integer(id) {
+            throw .invalidField("id", "must be the id of the path, \(id), or absent")
+        }
         if fields.removesDisplayName { throw .malformed(field: "display_name", "display_name has the wrong type or value") }
         guard let rawDisplayName = fields.displayName else { throw .missingField("display_name") }
         let displayName = try ProfileValidation.validDisplayName(rawDisplayName)
@@ -86,7 +87,7 @@ enum ProfileWriteRequest: Equatable {
             switch member.value {
             case .string(let raw): declared.append(.init(name: member.name, value: try ProfileValidation.validField(raw, declaration)))
             case .null: declared.append(.init(name: member.name, value: nil))
-            case .other: throw .malformed(field: member.name, "\(member.name) must be a string, or null to unset it")
+            case .integer, .other: throw .malformed(field: member.name, "\(member.name) must be a string, or null to unset it")
             }
         }
         return declared
@@ -122,10 +123,11 @@ enum ProfileWriteRequest: Equatable {
         }
     }
 
-    static func decodeFields(_ body: [UInt8]) throws(ProfileRequestError) -> ProfileWriteFields {
+    /// The members of a write's body (`PUT` or `PATCH`), within `catalog`'s body size.
+    static func decodeFields(_ body: [UInt8], catalog: ProfileFieldCatalog) throws(ProfileRequestError) -> ProfileWriteFields {
         guard !body.isEmpty else { throw .malformed(field: nil, "the request needs a JSON object body") }
-        guard body.count <= maximumBodyBytes else {
-            throw .malformed(field: nil, "the body is larger than \(maximumBodyBytes) bytes")
+        guard body.count <= catalog.maximumWriteBodyBytes else {
+            throw .malformed(field: nil, "the body is larger than \(catalog.maximumWriteBodyBytes) bytes")
         }
         if let fields = ProfileWriteFields(scanningFlatObject: body) { return fields }
         // Bounds the parser's work on hostile input such as `[[[[…]]]]`, and refuses trailing commas.
@@ -188,6 +190,8 @@ extension ProfileWriteFields: Decodable {
                     value = .null
                 } else if let text = try? container.decode(String.self, forKey: key) {
                     value = .string(text)
+                } else if let number = try? container.decode(Int64.self, forKey: key) {
+                    value = .integer(number)
                 } else {
                     value = .other
                 }
