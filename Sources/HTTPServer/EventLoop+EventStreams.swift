@@ -62,13 +62,11 @@ extension EventLoop {
             // An event published while the worker read the first state (the topic was retained first).
             if let latest = streams.latestEvent(topic: subscription.topic), latest.rank > place.position {
                 place.position = latest.rank
-                if latest.closesStreams && stream.endsWithTopic {
-                    // What the stream follows was deleted meanwhile: the head goes out, then the end.
-                    ended = true
-                } else {
-                    connection.output.append(contentsOf: latest.bytes)
-                    sent += 1
-                }
+                // What the stream follows was deleted meanwhile: the head goes out, the topic's
+                // last event (`deleted`), then the end.
+                if latest.closesStreams && stream.endsWithTopic { ended = true }
+                connection.output.append(contentsOf: latest.bytes)
+                sent += 1
             }
             state.places[subscription.topic] = place
         }
@@ -84,7 +82,7 @@ extension EventLoop {
     }
 
     /// Writes the published events to the streams of their topics, skipping streams already at or
-    /// past an event's place; the end of a topic closes its streams of one topic.
+    /// past an event's place; the end of a topic is the last event of its streams of one topic.
     func deliverStreamEvents(now: ContinuousClock.Instant) {
         guard let streams = core.eventStreams else { return }
         streams.takeEvents(loop: peer.index, into: &streamEvents)
@@ -96,10 +94,10 @@ extension EventLoop {
             for connection in list where connection.isOpen {
                 guard let position = connection.stream?.places[event.topic]?.position, position < rank else { continue }
                 connection.stream?.places[event.topic]?.position = rank
-                if event.closesStreams && connection.stream?.endsWithTopic == true {
-                    close(connection)
-                } else if send(event.bytes, onStream: connection, now: now) {
+                if send(event.bytes, onStream: connection, now: now) {
                     sent += 1
+                    // The end of the topic: a stream of it alone has its last event, and ends.
+                    if event.closesStreams && connection.stream?.endsWithTopic == true { close(connection) }
                 }
             }
         }

@@ -241,9 +241,9 @@ public final class EventStreams: Sendable {
         }
     }
 
-    /// Ends `topic` (what it follows is gone, say a deleted profile): its streams of one topic are
-    /// closed — clients reconnect and learn why from the answer —, and streams of several get
-    /// `bytes` and go on. Callable from any thread.
+    /// Ends `topic` (what it follows is gone, say a deleted profile): every stream of it gets
+    /// `bytes` (the event that says so); streams of that topic alone then end, streams of several
+    /// go on. Callable from any thread.
     ///
     /// `position` is the last one the topic had (a deleted profile's last version): an event
     /// published later at or below it is dropped, one above it (the profile created again) goes

@@ -29,6 +29,9 @@ import TestSupport
         #expect(deleted.status == 204, "\(deleted.body)")
         #expect(try Curl.request(url(writer)).status == 404, "the deleter reads its own deletion")
         #expect(try Curl.request(url(reader)).status == 404, "and so does everyone after it")
+        // The other instance's stream says so, with the last version, and ends.
+        let last = try stream.nextEvent(within: .seconds(3))
+        #expect(last?.event == "deleted" && last?.data == #"{"id":\#(id),"version":1}"#, "\(String(describing: last))")
         #expect(stream.waitForClose(within: .seconds(3)), "the other instance's stream ends")
 
         // No node holds the profile: each key is absent or a record of the absence.

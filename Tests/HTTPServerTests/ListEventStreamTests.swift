@@ -111,7 +111,9 @@ import TestSupport
         }
     }
 
-    @Test func aTopicsEndClosesItsStreamOfOneAndIsAnEventOnTheListsStream() throws {
+    /// The end of a topic is its last event on every stream: a profile's own stream hears
+    /// `deleted` and ends (its client need not reconnect to learn it from a 404), a list's goes on.
+    @Test func aTopicsEndIsTheLastEventOfItsStreamOfOneAndAnEventOnTheListsStream() throws {
         try withServer { port, streams in
             let list = try EventStreamTestClient(port: port, path: "/?7,8")
             let single = try EventStreamTestClient(port: port, path: "/one?7")
@@ -119,6 +121,8 @@ import TestSupport
             #expect(try single.head().status == 200)
             #expect(eventually { streams.statistics.subscriptions == 3 })
             streams.closeStreams(topic: 7, position: 2, bytes: Self.event("deleted", "7"))
+            let last = try single.nextEvent(within: .seconds(5))
+            #expect(last?.event == "deleted" && last?.data == "7")
             #expect(single.waitForClose(within: .seconds(5)), "a profile's stream ends with its profile")
             let events = try list.drainEvents(quietFor: .milliseconds(300))
             #expect(events.map(\.event) == ["deleted"])

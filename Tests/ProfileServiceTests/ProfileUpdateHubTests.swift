@@ -136,7 +136,7 @@ import TestSupport
         var events: [EventStreams.Event] = []
         streams.takeEvents(loop: 0, into: &events)
         #expect(events.map(\.closesStreams) == [true])
-        #expect(String(decoding: events.first?.bytes ?? [], as: UTF8.self) == "event: deleted\ndata: {\"id\":\(profile.id)}\n\n")
+        #expect(String(decoding: events.first?.bytes ?? [], as: UTF8.self) == "event: deleted\ndata: {\"id\":\(profile.id),\"version\":2}\n\n")
 
         // The fetch of version 2 that a notification started before the delete, finishing now:
         #expect(!streams.publish(topic: profile.id, position: 2, bytes: []), "a deleted version does not come back")

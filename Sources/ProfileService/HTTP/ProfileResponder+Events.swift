@@ -79,7 +79,7 @@ extension ProfileResponder {
             }
             for (member, answer) in zip(slice, answers) {
                 guard let answer else {
-                    body += ProfileEvent.deleted(id: member.id)
+                    body += ProfileEvent.deleted(id: member.id, version: 0)  // its last version is not read here
                     subscriptions.append(.init(topic: member.id, position: 0))
                     continue
                 }

@@ -21,16 +21,17 @@ enum ProfileEvent {
         return bytes
     }
 
-    /// The `deleted` event of a list's stream: the member `id` does not exist (any more). The
-    /// stream goes on; if the id is created again, its `profile` events follow.
+    /// The `deleted` event: profile `id` does not exist (any more); `version` is the last one it
+    /// had (0: none the service knows of). A profile's own stream ends after it; a list's stream
+    /// goes on, and if the id is created again, its `profile` events follow.
     ///
     /// ```
     /// event: deleted
-    /// data: {"id":42}
+    /// data: {"id":42,"version":7}
     ///
     /// ```
-    static func deleted(id: Int64) -> [UInt8] {
-        Array("event: deleted\ndata: {\"id\":\(id)}\n\n".utf8)
+    static func deleted(id: Int64, version: Int32) -> [UInt8] {
+        Array("event: deleted\ndata: {\"id\":\(id),\"version\":\(version)}\n\n".utf8)
     }
 
     /// The reconnection delay hint a stream starts with.

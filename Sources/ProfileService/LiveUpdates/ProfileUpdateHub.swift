@@ -107,8 +107,8 @@ public final class ProfileUpdateHub: Sendable {
 
     /// Profile `id` reached `version` somewhere. Fetches and sends it to the id's streams unless
     /// nobody here follows the id or a version as new was sent already. Version 0 (deleted) is
-    /// confirmed in PostgreSQL, then ends the id's streams of one profile (their clients reconnect
-    /// and get 404) and is a `deleted` event on the lists' streams, placed at the deleted row's
+    /// confirmed in PostgreSQL, then is a `deleted` event on every stream of the id — the last one
+    /// of the profile's own streams, which then end — placed at the deleted row's
     /// last version: an older fetch still under way cannot bring the profile back, a new
     /// profile with that id can.
     public func publish(id: Int64, version: Int32) {
@@ -193,7 +193,8 @@ public final class ProfileUpdateHub: Sendable {
                 if found == nil {
                     // Deleted (or never there): its streams learn it at the row's last version.
                     let lastVersion = try worker.store.deletedVersion(id: id) ?? 0
-                    streams.closeStreams(topic: id, position: Int64(lastVersion), bytes: ProfileEvent.deleted(id: id))
+                    streams.closeStreams(
+                        topic: id, position: Int64(lastVersion), bytes: ProfileEvent.deleted(id: id, version: lastVersion))
                 }
             } else {
                 found = try worker.repository.read(id: id, minVersion: minVersion > 0 ? minVersion : nil)
