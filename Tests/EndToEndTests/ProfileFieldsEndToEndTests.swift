@@ -146,8 +146,69 @@ import TestSupport
         // Described as the service validates it.
         let openapi = try ServiceProcess.run(["openapi", "--database-url", database.url, "--spec", TestEnvironment.repositoryRoot.appendingPathComponent("openapi.yaml").path])
         #expect(openapi.status == 0, "\(openapi.standardError)")
-        #expect(openapi.standardOutput.contains("pronouns: {type: [string, 'null'], maxLength: 40,"))
-        #expect(openapi.standardOutput.components(separatedBy: "pronouns: {").count - 1 == 4, "Profile, UpdateRequest, ProfilePatch, CreateRequest")
+        #expect(openapi.standardOutput.contains("'pronouns': {type: [string, 'null'], maxLength: 40,"))
+        #expect(openapi.standardOutput.components(separatedBy: "'pronouns': {").count - 1 == 4, "Profile, UpdateRequest, ProfilePatch, CreateRequest")
+    }
+
+    /// Fields named as SQL keywords and functions (`user` is the role's name to PostgreSQL,
+    /// `order` a reserved word): columns like any other — unset as `null`, set by PATCH, repaired
+    /// from a psql UPDATE — and never the database role in an answer.
+    @Test func fieldsNamedAfterSQLKeywordsAreFieldsLikeAnyOther() throws {
+        let database = try FieldsDatabase()
+        defer { database.drop() }
+        try database.migrate(adding: """
+            ALTER TABLE user_profiles ADD COLUMN "user" TEXT, ADD COLUMN "order" TEXT;
+            INSERT INTO profile_fields (name, kind, max_length, position) VALUES ('user', 'text', 40, 5), ('order', 'text', 40, 6);
+            """)
+        let node = try MemcachedNodes(count: 1)
+        defer { node.stop() }
+        let service = try ServiceProcess(
+            arguments: ServiceProcess.jwtArguments + [
+                "--database-url", database.url, "--memcached", node.serverList, "--cache-cluster", database.cluster,
+            ])
+        defer {
+            _ = service.terminate()
+            database.dropSlots()
+        }
+        let role = try TestProcess.run(URL(fileURLWithPath: "/usr/bin/psql"), [database.url, "-qtAc", "SELECT current_user"])
+            .standardOutput.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(!role.isEmpty)
+        let id = LiveUpdatesEndToEndTests.newID()
+        let url = "\(service.baseURL)/users/profile/\(id)"
+        let created = try Curl.request(
+            url, method: "PUT", headers: ServiceProcess.writeHeaders(for: id).merging(["If-None-Match": "*"]) { $1 },
+            body: #"{"username":"kw\#(id % 100_000_000)","display_name":"Keywords"}"#)
+        #expect(created.status == 201, "\(created.body)")
+        #expect(created.json?["user"] is NSNull && created.json?["order"] is NSNull, "\(created.body)")
+        let read = try Curl.request(url)
+        #expect(read.status == 200 && read.json?["user"] is NSNull && read.json?["order"] is NSNull, "\(read.body)")
+        let patched = try patch(service, id, #"{"user":"ada","order":"first"}"#)
+        #expect(patched.status == 200, "\(patched.body)")
+        #expect(patched.json?["user"] as? String == "ada" && patched.json?["order"] as? String == "first" && patched.json?["version"] as? Int == 2)
+        let put = try Curl.request(
+            url, method: "PUT", headers: ServiceProcess.writeHeaders(for: id), body: #"{"display_name":"Keywords","user":null,"version":2}"#)
+        #expect(put.status == 200 && put.json?["user"] is NSNull && put.json?["order"] as? String == "first", "\(put.body)")
+        let list = try Curl.request("\(service.baseURL)/users/profiles?ids=\(id)")
+        #expect((list.json?["profiles"] as? [[String: Any]])?.first?["order"] as? String == "first", "\(list.body)")
+        // An operator's UPDATE of the column, quoted as psql needs it, reaches the cache.
+        let sql = try TestProcess.run(
+            URL(fileURLWithPath: "/usr/bin/psql"), [database.url, "-qtAc", #"UPDATE user_profiles SET "user" = 'grace' WHERE id = \#(id)"#])
+        #expect(sql.status == 0, "\(sql.standardError)")
+        var repaired = false
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline, !repaired {
+            repaired = try Curl.request(url).json?["user"] as? String == "grace"
+            if !repaired { usleep(50_000) }
+        }
+        #expect(repaired, "the change feed decodes the field by its name")
+        for body in [created.body, read.body, patched.body, put.body, list.body] {
+            #expect(!body.contains("\"\(role)\""), "the role's name in \(body)")
+        }
+        // Quoted keys: YAML reads a bare `on`, `null` or `true` as no string.
+        let openapi = try ServiceProcess.run(["openapi", "--database-url", database.url, "--spec", TestEnvironment.repositoryRoot.appendingPathComponent("openapi.yaml").path])
+        #expect(openapi.status == 0, "\(openapi.standardError)")
+        #expect(openapi.standardOutput.contains("'user': {type: [string, 'null'], maxLength: 40,"))
+        #expect(openapi.standardOutput.contains("'order': {type: [string, 'null'], maxLength: 40,"))
     }
 }
 

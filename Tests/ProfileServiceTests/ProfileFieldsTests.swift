@@ -1,4 +1,5 @@
 import Foundation
+import PostgresClient
 import Testing
 
 @testable import ProfileService
@@ -169,5 +170,31 @@ import Testing
         let changes = ProfileChanges(displayName: nil, fields: [.init(name: "bio", value: "x"), .init(name: "website", value: nil)])
         #expect(changes.fieldsJSON == #"{"bio":"x","website":null}"#)
         #expect(changes.applied(to: profile).fields["bio"] == "x" && changes.applied(to: profile).displayName == "Ada")
+    }
+}
+
+/// Field names that are SQL keywords or functions, and YAML's special words.
+@Suite struct ProfileFieldNamesTests {
+    private let keywords = try! ProfileFieldCatalog(
+        ["user", "order", "end", "null", "on", "true"].map { ProfileFieldDeclaration(name: $0, kind: .text, maximumLength: 10) })
+
+    /// Bare, `user` is the role and `order` a syntax error; every statement quotes every field.
+    @Test func everyStatementQuotesEveryField() {
+        let statements = ProfileStatements(keywords)
+        for statement in statements.all {
+            for name in ["user", "order", "end"] {
+                let bare = statement.sql.split(whereSeparator: { !($0.isLetter || $0 == "_" || $0 == "\"" || $0 == "'") })
+                    .filter { $0 == name }
+                #expect(bare.isEmpty, "\(statement.name) names \(name) unquoted: \(statement.sql)")
+            }
+        }
+        #expect(statements.select.sql.contains(#", "user", "order", "end""#))
+    }
+
+    /// YAML 1.1 reads a bare `on` as true and `null` as null: every key is quoted.
+    @Test func theOpenAPIKeysAreQuoted() {
+        for declaration in keywords.declarations {
+            #expect(declaration.openAPIProperty.hasPrefix("'\(declaration.name)': {"), "\(declaration.openAPIProperty)")
+        }
     }
 }

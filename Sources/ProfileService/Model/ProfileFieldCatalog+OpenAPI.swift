@@ -57,6 +57,7 @@ extension ProfileFieldDeclaration {
             pattern = #"^https://[A-Za-z0-9.-]+(:[0-9]{1,5})?([/?#][\x21-\x7E]*)?(?![\s\S])"#
             what = "an https URL, at most \(maximumLength) characters"
         }
-        return "\(name): {type: [string, 'null'], maxLength: \(maximumLength), pattern: '\(pattern)', description: '\(what); null when unset'}"
+        // The key quoted: bare, YAML reads `null`, `on` or `true` as no string at all.
+        return "'\(name)': {type: [string, 'null'], maxLength: \(maximumLength), pattern: '\(pattern)', description: '\(what); null when unset'}"
     }
 }

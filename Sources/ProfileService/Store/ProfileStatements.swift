@@ -1,9 +1,9 @@
 import PostgresClient
 
 /// The statements of ``PostgresProfileStore``, written for the declared fields: each lists the
-/// fields' columns by name (a declared name needs no quoting, ``ProfileFieldCatalog``), and a
-/// write receives the fields it sets as one JSON object, so one statement serves every
-/// combination of fields (docs/design.md §11.2).
+/// fields' columns by name, always quoted (a field may be named `user` or `order`, which
+/// unquoted are a function and a keyword), and a write receives the fields it sets as one JSON
+/// object, so one statement serves every combination of fields (docs/design.md §11.2).
 struct ProfileStatements {
     let catalog: ProfileFieldCatalog
     let select: PostgresStatement
@@ -20,6 +20,7 @@ struct ProfileStatements {
     init(_ catalog: ProfileFieldCatalog) {
         self.catalog = catalog
         let names = catalog.declarations.map(\.name)
+        let quoted = names.map(Self.quoted)
         let columns = Self.columns(names, of: "")
         select = PostgresStatement(
             name: "profile_select", sql: "SELECT \(columns) FROM user_profiles WHERE id = $1", isIdempotent: true)
@@ -58,7 +59,7 @@ struct ProfileStatements {
         insert = PostgresStatement(
             name: "profile_insert",
             sql: """
-                INSERT INTO user_profiles (id, username, display_name, version, created_at, updated_at\(names.map { ", " + $0 }.joined()))
+                INSERT INTO user_profiles (id, username, display_name, version, created_at, updated_at\(quoted.map { ", " + $0 }.joined()))
                 VALUES ($1, $2, $3, 1, now(), now()\(names.map { ", $4::jsonb ->> '\($0)'" }.joined())) RETURNING \(columns)
                 """,
             isIdempotent: false)
@@ -77,16 +78,22 @@ struct ProfileStatements {
             name: "wal_flush_position", sql: "SELECT pg_current_wal_flush_lsn()::text AS position", isIdempotent: true)
     }
 
+    /// `name` as a quoted identifier. A declared name is `[a-z][a-z0-9_]*` (``ProfileFieldCatalog``),
+    /// so quoting names the same column as writing it bare, without its ever being read as a
+    /// keyword or a function (`SELECT user` is the role).
+    static func quoted(_ name: String) -> String { "\"" + name + "\"" }
+
     /// A profile's columns, `updated_at` as RFC 3339 in UTC.
     private static func columns(_ fields: [String], of table: String) -> String {
-        "\(table)id, \(table)username, \(table)display_name\(fields.map { ", \(table)\($0)" }.joined()), \(table)version, "
+        "\(table)id, \(table)username, \(table)display_name\(fields.map { ", \(table)\(quoted($0))" }.joined()), \(table)version, "
             + "to_char(\(table)updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') AS updated_at"
     }
 
     /// `, bio = CASE WHEN changes ? 'bio' THEN changes ->> 'bio' ELSE bio END` for each field: a
     /// field the object names is set (`null` unsets it), every other one stays.
     private static func assignments(_ fields: [String], from changes: String, of table: String) -> String {
-        fields.map { ", \($0) = CASE WHEN \(changes) ? '\($0)' THEN \(changes) ->> '\($0)' ELSE \(table)\($0) END" }.joined()
+        fields.map { ", \(quoted($0)) = CASE WHEN \(changes) ? '\($0)' THEN \(changes) ->> '\($0)' ELSE \(table)\(quoted($0)) END" }
+            .joined()
     }
 
     func decode(_ row: PostgresRow) throws -> Profile {
