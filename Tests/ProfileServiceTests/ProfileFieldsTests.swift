@@ -123,11 +123,11 @@ import Testing
 
     @Test func eachKindHasItsRules() {
         // A paragraph takes line feeds; one line does not; neither takes other controls.
-        #expect(refusal { try patch(#"{"location":"Lisbon\nPortugal"}"#) } == .invalidField("location", "must not contain control characters"))
+        #expect(refusal { try patch(#"{"location":"Lisbon\nPortugal"}"#) } == .invalidField("location", "must not contain control, format or invisible characters"))
         #expect(refusal { try patch(#"{"bio":"tab\there"}"#) }
-            == .invalidField("bio", "must not contain control characters other than line feeds"))
+            == .invalidField("bio", "must not contain control, format or invisible characters (a line feed is allowed)"))
         #expect(refusal { try patch(#"{"bio":"right-to-left \u202E override"}"#) }
-            == .invalidField("bio", "must not contain control characters other than line feeds"))
+            == .invalidField("bio", "must not contain control, format or invisible characters (a line feed is allowed)"))
         // The bound counts code points, as sent and in NFC.
         let bio500 = String(repeating: "é", count: 500)
         #expect((try? patch(#"{"bio":"\#(bio500)"}"#)) != nil)

@@ -34,7 +34,7 @@ import Testing
         #expect(
             events(opened) == [
                 "event: profile\nid: 1\ndata: \(single)",
-                "event: deleted\ndata: {\"id\":\(absent)}",
+                "event: deleted\ndata: {\"id\":\(absent),\"version\":0}",
                 "event: profile\nid: 1\ndata: \(service.get(ids[1]).bodyText)",
             ], "in order, a repeated id once, the member at its floor left out")
         let stream = try #require(opened.eventStream)

@@ -87,6 +87,11 @@ import Testing
         #expect(exact.status == .ok, "\(exact.bodyText)")
         let offByOne = service.put(large, #"{"id":9223372036854775806,"display_name":"Large","version":2}"#, token: service.token(for: large))
         #expect(offByOne.status == .unprocessableContent)
+        // 2^53 + 0.5 is 2^53 as a Double: the id is read exactly, so it is not the path's.
+        let even: Int64 = 9_007_199_254_740_992
+        service.create(even)
+        let half = service.put(even, #"{"id":9007199254740992.5,"display_name":"Half","version":1}"#, token: service.token(for: even))
+        #expect(half.status == .unprocessableContent, "\(half.bodyText)")
     }
 
     @Test func aReadWithAFloorIsNeverOlderThanTheFloor() {

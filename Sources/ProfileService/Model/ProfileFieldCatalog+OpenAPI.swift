@@ -43,21 +43,23 @@ extension ProfileFieldCatalog {
 }
 
 extension ProfileFieldDeclaration {
-    /// The field's schema on one line: `null` when unset, and the bound and pattern the service checks.
+    /// The field's schema on one line: `null` when unset, and the bound and pattern the service
+    /// checks (``VisibleText``, ``ProfileValidation/isHTTPSURL(_:)``).
     var openAPIProperty: String {
         let (pattern, what): (String, String)
         switch kind {
         case .text:
-            pattern = #"^[^\x00-\x1F\x7F-\x9F\u2028\u2029\u202A-\u202E\u2066-\u2069]*(?![\s\S])"#
-            what = "one line of text, at most \(maximumLength) code points (NFC)"
+            pattern = VisibleText.pattern(allowsLineFeeds: false, requiresVisible: false)
+            what = "one line of visible text, at most \(maximumLength) code points (NFC)"
         case .paragraph:
-            pattern = #"^[^\x00-\x09\x0B-\x1F\x7F-\x9F\u2028\u2029\u202A-\u202E\u2066-\u2069]*(?![\s\S])"#
-            what = "text with line feeds, at most \(maximumLength) code points (NFC)"
+            pattern = VisibleText.pattern(allowsLineFeeds: true, requiresVisible: false)
+            what = "visible text with line feeds, at most \(maximumLength) code points (NFC)"
         case .httpsURL:
-            pattern = #"^https://[A-Za-z0-9.-]+(:[0-9]{1,5})?([/?#][\x21-\x7E]*)?(?![\s\S])"#
-            what = "an https URL, at most \(maximumLength) characters"
+            pattern = ProfileValidation.httpsURLPattern
+            what = "an https URL of a host name, at most \(maximumLength) characters"
         }
         // The key quoted: bare, YAML reads `null`, `on` or `true` as no string at all.
-        return "'\(name)': {type: [string, 'null'], maxLength: \(maximumLength), pattern: '\(pattern)', description: '\(what); null when unset'}"
+        return "'\(name)': {type: [string, 'null'], maxLength: \(maximumLength), pattern: \(VisibleText.yamlDoubleQuoted(pattern)), "
+            + "description: '\(what); null when unset'}"
     }
 }

@@ -36,21 +36,21 @@ enum ProfileValidation {
     }
 
     private static func checkDisplayName(_ value: String) throws(ProfileRequestError) {
-        if value.unicodeScalars.contains(where: isForbiddenScalar) {
-            throw .invalidField("display_name", "must not contain control characters")
+        if let violation = VisibleText.violation(in: value, allowsLineFeeds: false, requiresVisible: false) {
+            throw .invalidField("display_name", violation)
         }
         guard displayNameLength.contains(value.unicodeScalars.count) else {
             throw .invalidField("display_name", "must be 1 to 64 characters long, as sent and in Unicode NFC")
         }
-        if value.unicodeScalars.allSatisfy(\.properties.isWhitespace) {
-            throw .invalidField("display_name", "must not be blank")
+        if let violation = VisibleText.violation(in: value, allowsLineFeeds: false, requiresVisible: true) {
+            throw .invalidField("display_name", violation)  // blank
         }
     }
 
     /// Returns a declared field's value in NFC, or the reason it is not acceptable: the display
-    /// name's care (the bound in code points as sent and as stored; no control characters,
-    /// separators or bidirectional overrides — a paragraph may hold line feeds), and for a URL an
-    /// absolute `https` URL with a host, in printable ASCII, without user information.
+    /// name's care (the bound in code points as sent and as stored; ``VisibleText``'s rule — a
+    /// paragraph may hold line feeds), and for a URL an absolute `https` URL with a real host
+    /// name and port, without user information (``isHTTPSURL(_:)``).
     static func validField(_ raw: String, _ declaration: ProfileFieldDeclaration) throws(ProfileRequestError) -> String {
         let name = declaration.name
         let bound = declaration.maximumLength
@@ -59,15 +59,15 @@ enum ProfileValidation {
             guard raw.utf8.count <= bound else { throw .invalidField(name, "must be at most \(bound) characters long") }
             guard isHTTPSURL(raw) else {
                 throw .invalidField(
-                    name, "must be an https URL: https://, a host of letters, digits, '.' and '-', an optional port, then printable ASCII")
+                    name,
+                    "must be an https URL: https://, a host name (labels of letters, digits and '-' between dots), an optional port 1-65535, then printable ASCII without spaces or \"<>\\^`{|}")
             }
             return raw
         case .text, .paragraph:
             let allowsLineFeeds = declaration.kind == .paragraph
             return try inNFC(raw) { (value: String) throws(ProfileRequestError) in
-                if value.unicodeScalars.contains(where: { isForbiddenScalar($0) && !(allowsLineFeeds && $0 == "\n") }) {
-                    throw .invalidField(
-                        name, allowsLineFeeds ? "must not contain control characters other than line feeds" : "must not contain control characters")
+                if let violation = VisibleText.violation(in: value, allowsLineFeeds: allowsLineFeeds, requiresVisible: false) {
+                    throw .invalidField(name, violation)
                 }
                 guard value.unicodeScalars.count <= bound else {
                     throw .invalidField(name, "must be at most \(bound) characters long, as sent and in Unicode NFC")
@@ -76,30 +76,61 @@ enum ProfileValidation {
         }
     }
 
-    /// `^https://[A-Za-z0-9.-]+(:[0-9]{1,5})?([/?#][\x21-\x7E]*)?$`, the pattern `openapi.yaml`
-    /// states: no user information (`https://bank.com@evil.example`), no spaces, no other scheme.
+    /// An absolute `https` URL of a real host: the pattern ``httpsURLPattern`` that
+    /// `openapi.yaml` states. The host is dot-separated labels of letters, digits and `-`
+    /// (1–63 each, no `-` at either end: not `https://-` or `https://..`), the port 1–65535, and
+    /// the rest printable ASCII without the characters RFC 3986 never allows in a URL (space,
+    /// `"`, `<`, `>`, `\`, `^`, `` ` ``, `{`, `|`, `}`), which a page could break out of an
+    /// attribute with. No user information (`https://bank.com@evil.example`), no other scheme.
     static func isHTTPSURL(_ value: String) -> Bool {
         let bytes = Array(value.utf8)
         let scheme = Array("https://".utf8)
         guard bytes.starts(with: scheme) else { return false }
         var index = scheme.count
-        let hostStart = index
-        while index < bytes.count, isHostByte(bytes[index]) { index += 1 }
-        guard index > hostStart else { return false }
+        // Labels, each 1-63 of [A-Za-z0-9-] not starting or ending with '-', between single dots.
+        while true {
+            let start = index
+            while index < bytes.count, isLabelByte(bytes[index]) { index += 1 }
+            let label = bytes[start..<index]
+            guard (1...63).contains(label.count), label.first != UInt8(ascii: "-"), label.last != UInt8(ascii: "-") else { return false }
+            guard index < bytes.count, bytes[index] == UInt8(ascii: ".") else { break }
+            index += 1
+        }
         if index < bytes.count, bytes[index] == UInt8(ascii: ":") {
             index += 1
             let portStart = index
             while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
-            guard (1...5).contains(index - portStart) else { return false }
+            let digits = bytes[portStart..<index]
+            guard (1...5).contains(digits.count), digits.first != UInt8(ascii: "0"),
+                let port = Int(String(decoding: digits, as: UTF8.self)), port <= 65_535
+            else { return false }
         }
         guard index < bytes.count else { return true }
         guard [UInt8(ascii: "/"), UInt8(ascii: "?"), UInt8(ascii: "#")].contains(bytes[index]) else { return false }
-        return bytes[index...].allSatisfy { (0x21...0x7E).contains($0) }
+        return bytes[index...].allSatisfy(isURLByte)
     }
 
-    private static func isHostByte(_ byte: UInt8) -> Bool {
+    /// ``isHTTPSURL(_:)`` as a pattern (ECMA-262 and Python's `re` alike).
+    static let httpsURLPattern =
+        #"^https://[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"#
+        + #"(?::(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?"#
+        + #"(?:[/?#][!#-;=?-\[\]_a-z~]*)?(?![\s\S])"#
+
+    private static func isLabelByte(_ byte: UInt8) -> Bool {
         (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
-            || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "-")
+            || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "-")
+    }
+
+    /// Printable ASCII but for `"<>\^`{|}`.
+    private static func isURLByte(_ byte: UInt8) -> Bool {
+        guard (0x21...0x7E).contains(byte) else { return false }
+        switch byte {
+        case UInt8(ascii: "\""), UInt8(ascii: "<"), UInt8(ascii: ">"), UInt8(ascii: "\\"), UInt8(ascii: "^"), UInt8(ascii: "`"),
+            UInt8(ascii: "{"), UInt8(ascii: "|"), UInt8(ascii: "}"):
+            return false
+        default:
+            return true
+        }
     }
 
     static func validUsername(_ raw: String) throws(ProfileRequestError) -> String {
@@ -113,14 +144,5 @@ enum ProfileValidation {
             throw .invalidField("username", "must be 3 to 32 characters of a-z, 0-9, '_' and '.'")
         }
         return raw
-    }
-
-    /// C0 and C1 controls, DEL, line and paragraph separators, and bidirectional overrides,
-    /// which can disguise a name when shown next to other text.
-    private static func isForbiddenScalar(_ scalar: Unicode.Scalar) -> Bool {
-        switch scalar.properties.generalCategory {
-        case .control, .lineSeparator, .paragraphSeparator: return true
-        default: return (0x202A...0x202E).contains(scalar.value) || (0x2066...0x2069).contains(scalar.value)
-        }
     }
 }

@@ -190,8 +190,9 @@ extension ProfileWriteFields: Decodable {
                     value = .null
                 } else if let text = try? container.decode(String.self, forKey: key) {
                     value = .string(text)
-                } else if let number = try? container.decode(Int64.self, forKey: key) {
-                    value = .integer(number)
+                } else if let number = try? container.decode(Decimal.self, forKey: key) {
+                    // Read exactly: as an Int64, `1.5` would round to an integer.
+                    value = Int64(number.description).map(MemberValue.integer) ?? .other
                 } else {
                     value = .other
                 }
