@@ -235,7 +235,12 @@ extension ProfileServiceCommand {
                     try connection.connect()
                     switch try ProfileFieldCatalog.load(from: connection) {
                     case .declared(let catalog):
-                        logger.info("profile fields", metadata: ["fields": "\(catalog.declarations.map(\.name))"])
+                        logger.info(
+                            "profile fields",
+                            metadata: [
+                                "fields": "\(catalog.declarations.map(\.name))",
+                                "max_write_body_bytes": "\(catalog.maximumWriteBodyBytes)",
+                            ])
                         return catalog
                     case .notMigrated:
                         logger.warning(

@@ -198,3 +198,12 @@ import Testing
         }
     }
 }
+
+/// The body limits the documents state (openapi.yaml, docs/api.md, docs/deployment.md).
+@Suite struct WriteBodyLimitTests {
+    @Test func theDocumentedLimitsAreTheService() {
+        #expect(ProfileFieldCatalog.standard.maximumWriteBodyBytes == 62_098)
+        #expect(ProfileFieldCatalog.largestWriteBodyBytes == 126_130)
+        #expect(ProfileFieldCatalog.largestWriteBodyBytes <= 128 * 1024, "deploy/nginx.conf's client_max_body_size 128k")
+    }
+}
