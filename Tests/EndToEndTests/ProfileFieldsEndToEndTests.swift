@@ -93,10 +93,7 @@ import TestSupport
             """)
         let node = try MemcachedNodes(count: 1)
         defer { node.stop() }
-        let service = try ServiceProcess(
-            arguments: ServiceProcess.jwtArguments + [
-                "--database-url", database.url, "--memcached", node.serverList, "--cache-cluster", database.cluster,
-            ])
+        let service = try ServiceProcess(arguments: database.serviceArguments(memcached: node))
         defer {
             _ = service.terminate()
             database.dropSlots()
@@ -162,10 +159,7 @@ import TestSupport
             """)
         let node = try MemcachedNodes(count: 1)
         defer { node.stop() }
-        let service = try ServiceProcess(
-            arguments: ServiceProcess.jwtArguments + [
-                "--database-url", database.url, "--memcached", node.serverList, "--cache-cluster", database.cluster,
-            ])
+        let service = try ServiceProcess(arguments: database.serviceArguments(memcached: node))
         defer {
             _ = service.terminate()
             database.dropSlots()
@@ -224,9 +218,7 @@ extension ProfileFieldsEndToEndTests {
         try database.migrate()
         let node = try MemcachedNodes(count: 1)
         defer { node.stop() }
-        let arguments = ServiceProcess.jwtArguments + [
-            "--database-url", database.url, "--memcached", node.serverList, "--cache-cluster", database.cluster,
-        ]
+        let arguments = database.serviceArguments(memcached: node)
         let old = try ServiceProcess(arguments: arguments)
         defer { _ = old.terminate() }
         try database.migrate(adding: """
@@ -311,6 +303,11 @@ private struct FieldsDatabase {
         if let sql { try sql.write(to: folder.appendingPathComponent("9001_pronouns.sql"), atomically: true, encoding: .utf8) }
         let result = try ServiceProcess.run(["migrate", "--database-url", url, "--migrations-directory", folder.path])
         #expect(result.status == 0, "\(result.standardError)")
+    }
+
+    /// `serve`'s arguments for an instance of this database, its own cache cluster and `node`.
+    func serviceArguments(memcached node: MemcachedNodes) -> [String] {
+        ServiceProcess.jwtArguments + ["--database-url", url, "--memcached", node.serverList, "--cache-cluster", cluster]
     }
 
     /// The slot a service made in this database (a slot outlives its consumer).

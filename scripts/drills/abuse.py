@@ -8,7 +8,7 @@ PROFILE_SERVICE_BIN picks the binary (default .build/debug/profile-service)."""
 import http.client, os, re, socket, subprocess, sys, tempfile, threading, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from drill import BIN, DB_URL, MEMCACHED, STATE, free_port, psql  # noqa: E402
+from drill import BIN, serve  # noqa: E402
 
 STARTED = []
 SECRET = os.path.join(tempfile.mkdtemp(), "jwt-secret")
@@ -22,20 +22,9 @@ def token(subject, ttl=3600):
 
 
 def start(*extra):
-    port = free_port()
-    env = dict(os.environ, PROFILE_DATABASE_URL=DB_URL, PROFILE_MEMCACHED=MEMCACHED)
-    log = open(os.path.join(STATE, f"abuse-{port}.log"), "w")
-    process = subprocess.Popen([BIN, "serve", "--port", str(port), "--jwt-secret-file", SECRET, *extra],
-                               env=env, stdout=log, stderr=log)
+    process, port = serve(BIN, ["--jwt-secret-file", SECRET, *extra], "abuse")
     STARTED.append(process)
-    for _ in range(300):
-        try:
-            if request(port, "GET", "/readyz")[0] == 200:
-                return process, port
-        except OSError:
-            pass
-        time.sleep(0.1)
-    raise SystemExit(f"service on {port} did not become ready")
+    return process, port
 
 
 def request(port, method, path, headers=None, body=None):

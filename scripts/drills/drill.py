@@ -38,6 +38,24 @@ def start_service():
     raise SystemExit(f"service on {port} did not become ready")
 
 
+def serve(binary, arguments, log_prefix):
+    """`binary serve` on a free port with `arguments` and the servers above; (process, port) once
+    /readyz answers 200."""
+    port = free_port()
+    env = dict(os.environ, PROFILE_DATABASE_URL=DB_URL, PROFILE_MEMCACHED=MEMCACHED)
+    log = open(os.path.join(STATE, f"{log_prefix}-{port}.log"), "w")
+    process = subprocess.Popen([binary, "serve", "--port", str(port), *arguments], env=env, stdout=log, stderr=log)
+    for _ in range(300):
+        try:
+            if get(port, "/readyz")[0] == 200:
+                return process, port
+        except OSError:
+            pass
+        time.sleep(0.1)
+    process.kill()
+    raise SystemExit(f"{binary} on {port} did not become ready")
+
+
 def get(port, path, headers=None):
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     connection.request("GET", path, headers=headers or {})

@@ -11,7 +11,7 @@ revision) after the first, so both are printed side by side. Needs wrk."""
 import argparse, http.client, json, os, re, subprocess, sys, tempfile, threading, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from drill import BIN, DB_URL, MEMCACHED, STATE, free_port  # noqa: E402
+from drill import BIN, serve  # noqa: E402
 
 SECRET = os.path.join(tempfile.mkdtemp(), "jwt-secret")
 with open(SECRET, "w") as f:
@@ -33,20 +33,7 @@ def request(port, method, path, headers=None, body=None):
 
 
 def start(binary):
-    port = free_port()
-    env = dict(os.environ, PROFILE_DATABASE_URL=DB_URL, PROFILE_MEMCACHED=MEMCACHED)
-    log = open(os.path.join(STATE, f"hostile-{port}.log"), "w")
-    process = subprocess.Popen([binary, "serve", "--port", str(port), "--jwt-secret-file", SECRET, "--no-access-log"],
-                               env=env, stdout=log, stderr=log)
-    for _ in range(300):
-        try:
-            if request(port, "GET", "/readyz")[0] == 200:
-                return process, port
-        except OSError:
-            pass
-        time.sleep(0.1)
-    process.kill()
-    raise SystemExit(f"{binary} on {port} did not become ready")
+    return serve(binary, ["--jwt-secret-file", SECRET, "--no-access-log"], "hostile")
 
 
 def hostile_body():
