@@ -74,3 +74,62 @@ import Testing
         #expect(taken > 1_000, "the mutations leave many bodies the one-pass reading takes")
     }
 }
+
+/// A body of thousands of members that are no field: read in one pass over its bytes, keeping
+/// only as many members as can decide that it is refused.
+@Suite struct HostileBodyTests {
+    /// 7,696 distinct two- and three-letter members, ~60 KB: what a review sent in parallel.
+    private static let manyMembers: [String] = {
+        let letters = "abcdefghijklmnopqrstuvwxyz".map(String.init)
+        let names = letters.flatMap { a in letters.map { a + $0 } } + letters.flatMap { a in letters.flatMap { b in letters.map { a + b + $0 } } }
+        return Array(names.filter { $0 != "bio" && $0 != "id" }.prefix(7_696))
+    }()
+
+    @Test func thousandsOfMembersAreReadKeepingOnlyWhatDecides() {
+        let body = Array(("{" + Self.manyMembers.map { #""\#($0)":1"# }.joined(separator: ",") + "}").utf8)
+        let limit = ProfileWriteRequest.othersWorthReading(.standard)
+        let fields = ProfileWriteFields(scanningFlatObject: body, keepingOthers: limit)
+        #expect(fields?.others.count == limit, "read in one pass, \(limit) members kept")
+        // Escaped keys take Foundation's path: it keeps as few.
+        let escaped = Array(("{" + Self.manyMembers.prefix(4_000).map { #""\u0078\#($0)":1"# }.joined(separator: ",") + "}").utf8)
+        #expect(ProfileWriteFields(scanningFlatObject: escaped, keepingOthers: limit) == nil)
+        let decoder = JSONDecoder()
+        decoder.userInfo[ProfileWriteFields.othersKept] = limit
+        #expect((try? decoder.decode(ProfileWriteFields.self, from: Data(escaped)))?.others.count == limit)
+        // Either way the body is refused, naming a member that is no field.
+        for hostile in [body, escaped] {
+            do {
+                _ = try ProfilePatch.parse(body: hostile, catalog: .standard)
+                Issue.record("a body of 7,696 unknown members was accepted")
+            } catch {
+                guard case .invalidField(let name, "is not a field of a profile") = error else {
+                    Issue.record("\(error)")
+                    continue
+                }
+                #expect(Self.manyMembers.contains(name) || Self.manyMembers.contains(String(name.dropFirst())), "\(name)")
+            }
+        }
+    }
+
+    private func refusal(of body: [UInt8]) -> ProfileRequestError? {
+        do {
+            _ = try ProfilePatch.parse(body: body, catalog: .standard)
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    /// Past the members kept, the rest is still JSON to check: a broken tail is 400, as before.
+    @Test func membersPastTheLimitAreStillCheckedAsJSON() {
+        let head = Self.manyMembers.prefix(20).map { #""\#($0)":1"# }.joined(separator: ",")
+        for tail in [#","zz":}"#, #","zz":1"#, #","zz":1}x"#, #","zz":tru}"#] {
+            let body = Array(("{" + head + tail).utf8)
+            #expect(ProfileWriteFields(scanningFlatObject: body, keepingOthers: 3) == nil, "\(tail)")
+            guard case .malformed? = refusal(of: body) else {
+                Issue.record("\(tail): expected 400, got \(String(describing: refusal(of: body)))")
+                continue
+            }
+        }
+    }
+}

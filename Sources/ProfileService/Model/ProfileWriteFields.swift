@@ -6,7 +6,8 @@ struct ProfileWriteFields: Equatable {
     var removesDisplayName = false
     var username: String?
     var version: Int64?
-    /// The other members, in the body's order.
+    /// The other members, in the body's order — at most as many as the reading kept
+    /// (``ProfileWriteRequest/othersWorthReading(_:)``): past that, the body is refused anyway.
     var others: [Member] = []
 
     struct Member: Equatable {
@@ -33,8 +34,11 @@ extension ProfileWriteFields {
     /// that is not JSON. Foundation's parser then decides, with its own error for the field, so
     /// every body gets the answer it got before; this path only takes what it reads exactly as
     /// Foundation would.
-    init?(scanningFlatObject body: [UInt8]) {
-        var scanner = FlatObjectScanner(body)
+    ///
+    /// `keepingOthers` bounds the other members kept: the rest are checked as JSON and dropped,
+    /// so a body of thousands of members costs its bytes, not thousands of strings and a sort.
+    init?(scanningFlatObject body: [UInt8], keepingOthers limit: Int = .max) {
+        var scanner = FlatObjectScanner(body, keepingOthers: limit)
         guard let fields = scanner.scan() else { return nil }
         self = fields
     }
@@ -43,9 +47,13 @@ extension ProfileWriteFields {
 /// A cursor over a flat JSON object; see ``ProfileWriteFields/init(scanningFlatObject:)``.
 private struct FlatObjectScanner {
     private let bytes: [UInt8]
+    private let othersKept: Int
     private var position = 0
 
-    init(_ bytes: [UInt8]) { self.bytes = bytes }
+    init(_ bytes: [UInt8], keepingOthers limit: Int) {
+        self.bytes = bytes
+        self.othersKept = limit
+    }
 
     private enum Value {
         case string(String)
@@ -91,6 +99,8 @@ private struct FlatObjectScanner {
                 guard let value = value() else { return nil }
                 // A known field twice, or of another type, is Foundation's to answer.
                 switch (Field(key: key), value) {
+                case (nil, _) where fields.others.count >= othersKept:
+                    if case .longInteger = value { return nil }  // as for a kept member: Foundation's
                 case (nil, _):
                     let name = String(decoding: key, as: UTF8.self)
                     guard otherNames.insert(name).inserted else { return nil }  // twice: Foundation's

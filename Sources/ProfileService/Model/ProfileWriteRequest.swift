@@ -93,6 +93,12 @@ enum ProfileWriteRequest: Equatable {
         return declared
     }
 
+    /// The other members a body can hold and be valid — the declared fields and the read-only
+    /// members — and one more: that one is no field, so the body is refused whatever the rest.
+    static func othersWorthReading(_ catalog: ProfileFieldCatalog) -> Int {
+        catalog.declarations.count + readOnlyMembers.count + 1
+    }
+
     /// What one pass over the JSON outside its strings finds, before Foundation parses it.
     struct Structure {
         var deepestNesting = 0
@@ -129,7 +135,8 @@ enum ProfileWriteRequest: Equatable {
         guard body.count <= catalog.maximumWriteBodyBytes else {
             throw .malformed(field: nil, "the body is larger than \(catalog.maximumWriteBodyBytes) bytes")
         }
-        if let fields = ProfileWriteFields(scanningFlatObject: body) { return fields }
+        let kept = othersWorthReading(catalog)
+        if let fields = ProfileWriteFields(scanningFlatObject: body, keepingOthers: kept) { return fields }
         // Bounds the parser's work on hostile input such as `[[[[…]]]]`, and refuses trailing commas.
         let structure = Structure(scanning: body)
         guard !structure.hasTrailingComma else { throw .malformed(field: nil, "the body is not a valid JSON object") }
@@ -137,7 +144,9 @@ enum ProfileWriteRequest: Equatable {
             throw .malformed(field: nil, "the body nests objects or arrays deeper than \(maximumNestingDepth) levels")
         }
         do {
-            return try JSONDecoder().decode(ProfileWriteFields.self, from: Data(body))
+            let decoder = JSONDecoder()
+            decoder.userInfo[ProfileWriteFields.othersKept] = kept
+            return try decoder.decode(ProfileWriteFields.self, from: Data(body))
         } catch let error as ProfileRequestError {
             throw error
         } catch let DecodingError.typeMismatch(_, context), let DecodingError.dataCorrupted(context),
@@ -162,9 +171,13 @@ extension ProfileWriteFields: Decodable {
         init?(intValue: Int) { nil }
     }
 
+    /// How many other members to keep (an `Int` in the decoder's `userInfo`; all when absent).
+    static let othersKept = CodingUserInfoKey(rawValue: "ProfileWriteFields.othersKept")!
+
     /// A profile member that is present must have a value of its type: `null` is refused
     /// (decoding a non-optional throws `valueNotFound`), never read as an absent field.
     init(from decoder: any Decoder) throws {
+        let othersKept = decoder.userInfo[Self.othersKept] as? Int ?? .max
         let container = try decoder.container(keyedBy: MemberKey.self)
         for key in container.allKeys.sorted(by: { $0.stringValue < $1.stringValue }) {
             switch key.stringValue {
@@ -185,6 +198,7 @@ extension ProfileWriteFields: Decodable {
                 }
                 version = Int64(number)
             default:
+                guard others.count < othersKept else { continue }
                 let value: MemberValue
                 if try container.decodeNil(forKey: key) {
                     value = .null
