@@ -4,6 +4,7 @@ import Foundation
 struct StreamFollowing: Sendable {
     var transport: any EventStreamTransport
     var configuration: ProfileClientConfiguration
+    var tokens: BearerTokens
     var cache: LocalProfileCache
     var randomUnit: @Sendable () -> Double
     var sleep: @Sendable (Duration) async throws -> Void
@@ -47,7 +48,7 @@ struct StreamFollowing: Sendable {
             let delivered = LockedValue(false)
             let opened = ContinuousClock.now
             do throws(ProfileClientError) {
-                let token = try await configuration.bearerToken(replacing: rejected)
+                let token = try await tokens.token(replacing: rejected)
                 if let token { headers["Authorization"] = "Bearer \(token)" }
                 let refreshing = rejected != nil
                 rejected = nil

@@ -6,7 +6,8 @@ extension ProfileClient {
     var streamFollowing: StreamFollowing? {
         eventTransport.map {
             StreamFollowing(
-                transport: $0, configuration: configuration, cache: cache, randomUnit: randomUnit, sleep: sleep)
+                transport: $0, configuration: configuration, tokens: tokens, cache: cache, randomUnit: randomUnit,
+                sleep: sleep)
         }
     }
 

@@ -35,7 +35,7 @@ extension ProfileClient {
             var headers = extra
             headers["Accept"] = "application/json, application/problem+json"
             if body != nil, headers["Content-Type"] == nil { headers["Content-Type"] = "application/json" }
-            let token = try await configuration.bearerToken(replacing: rejected)
+            let token = try await tokens.token(replacing: rejected)
             if let token { headers["Authorization"] = "Bearer \(token)" }
             let request = TransportRequest(
                 method: method, url: url, headers: headers, body: body, timeout: configuration.requestTimeout)
@@ -151,21 +151,6 @@ extension ProfileClient {
             return try JSONEncoder().encode(Body(fields: fields, version: version))
         } catch {
             throw .validation(field: nil, detail: "cannot encode the request: \(error)")
-        }
-    }
-}
-
-extension ProfileClientConfiguration {
-    /// The token of the next attempt, from ``tokenProvider``; after a 401, `rejected` is the token
-    /// the service refused, handed to ``tokenRejected`` first so the provider returns a fresh one.
-    /// - Throws: ``ProfileClientError/tokenUnavailable(_:)`` when the provider throws.
-    func bearerToken(replacing rejected: String?) async throws(ProfileClientError) -> String? {
-        guard let tokenProvider else { return nil }
-        if let rejected { await tokenRejected?(rejected) }
-        do {
-            return try await tokenProvider()
-        } catch {
-            throw .tokenUnavailable(String(describing: error))
         }
     }
 }

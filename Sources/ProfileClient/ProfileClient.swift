@@ -38,6 +38,8 @@ public final class ProfileClient: Sendable {
     let eventTransport: (any EventStreamTransport)?
     let liveSubscriptions = LiveSubscriptions()
     let inFlightReads = InFlightReads()
+    /// The bearer tokens, with one refresh at a time of a refused one.
+    let tokens: BearerTokens
     /// The store's file and the task that writes it, when ``ProfileClientConfiguration/persistenceFile`` is set.
     let storeFile: ProfileStoreFile?
     private let storeWriter = LockedValue<Task<Void, Never>?>(nil)
@@ -74,6 +76,7 @@ public final class ProfileClient: Sendable {
     ) {
         self.configuration = configuration
         self.transport = transport
+        self.tokens = BearerTokens(configuration: configuration)
         self.observers = ProfileObservers()
         self.listObservers = ProfileListObservers()
         let storeFile = configuration.persistenceFile.map(ProfileStoreFile.init(url:))
