@@ -38,17 +38,19 @@ struct ProfileStoreFile: Sendable {
 
 extension LocalProfileCache {
     /// Writes the confirmed profiles to `file` when they changed since the last write: most
-    /// recently used first, at most `capacity`. On the actor, so that a ``clear(removing:)`` is
+    /// recently used first, at most `capacity`. Changes stay unsaved until a write succeeds, so a
+    /// failed one is tried again by the next. On the actor, so that a ``clear(removing:)`` is
     /// never followed by a write of what it cleared.
     func save(to file: ProfileStoreFile) throws {
         guard hasUnsavedChanges else { return }
-        hasUnsavedChanges = false
         try file.save(records.values.sorted { $0.lastUse > $1.lastUse }.compactMap(\.confirmed).prefix(capacity).map { $0 })
+        hasUnsavedChanges = false
     }
 
     /// Forgets every profile (a user logged out) — records, floors and read-your-writes entries;
     /// edits in flight finish as they would — and removes `file`.
     func clear(removing file: ProfileStoreFile?) {
+        unreadFile = nil  // what it holds is cleared too
         records = records.filter { id, _ in lanes[id] != nil }.mapValues { record in
             var kept = Record()
             kept.intents = record.intents

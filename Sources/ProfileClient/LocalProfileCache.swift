@@ -70,7 +70,20 @@ actor LocalProfileCache {
     let now: @Sendable () -> ContinuousClock.Instant
     let observers: ProfileObservers
     let lists: ProfileListObservers
-    var records: [Int64: Record] = [:]
+    /// The records, read from the store's file at their first use (``restoreIfNeeded()``).
+    var records: [Int64: Record] {
+        get {
+            restoreIfNeeded()
+            return storedRecords
+        }
+        _modify {
+            restoreIfNeeded()
+            yield &storedRecords
+        }
+    }
+    private var storedRecords: [Int64: Record] = [:]
+    /// The store's file until it is read, and the most bytes it may have.
+    var unreadFile: (file: ProfileStoreFile, maximumBytes: Int)?
     var nextSequence: UInt64 = 0
     var useCounter: UInt64 = 0
     /// The serialized edits of each id (``ProfileClient/setDisplayName(_:id:)``).
@@ -78,23 +91,34 @@ actor LocalProfileCache {
     /// Whether a profile changed since the store was last written to disk.
     var hasUnsavedChanges = false
 
-    /// - Parameter restored: profiles read from disk at launch (most recently used first): held
-    ///   as confirmed, each raising its id's floor, as if fetched — versions the service did commit.
+    /// - Parameter file: the store's file, read at the first use of the store — on the actor,
+    ///   never on the thread that made the client.
     init(
         window: Duration, capacity: Int, observers: ProfileObservers, lists: ProfileListObservers,
-        now: @escaping @Sendable () -> ContinuousClock.Instant, restored: [Profile] = []
+        now: @escaping @Sendable () -> ContinuousClock.Instant, file: ProfileStoreFile? = nil
     ) {
         self.window = window
         self.capacity = max(1, capacity)
         self.observers = observers
         self.lists = lists
         self.now = now
-        var records: [Int64: Record] = [:]
-        for (rank, profile) in restored.prefix(max(1, capacity)).enumerated() where records[profile.id] == nil {
-            records[profile.id] = Record(confirmed: profile, floor: profile.version, lastUse: UInt64(restored.count - rank))
+        // About 300 bytes a profile: a file far above that for the capacity is not the store's.
+        self.unreadFile = file.map { ($0, max(1, capacity) * 4_096) }
+    }
+
+    /// Reads the store's file once, if there is one not read yet: its profiles (most recently
+    /// used first) are held as confirmed, each raising its id's floor, as if fetched — versions
+    /// the service did commit — and are what a new observer of their ids starts with.
+    func restoreIfNeeded() {
+        guard let (file, maximumBytes) = unreadFile else { return }
+        unreadFile = nil
+        let restored = file.load(maximumBytes: maximumBytes)
+        for (rank, profile) in restored.prefix(capacity).enumerated() where storedRecords[profile.id] == nil {
+            storedRecords[profile.id] = Record(
+                confirmed: profile, floor: profile.version, lastUse: UInt64(restored.count - rank))
+            observers.publish(.updated(profile), for: profile.id)
         }
-        self.records = records
-        self.useCounter = UInt64(restored.count)
+        useCounter = UInt64(restored.count)
     }
 
     /// The profile this client wrote for `id` while its window lasts and nothing newer is known.
@@ -216,6 +240,7 @@ actor LocalProfileCache {
             confirm(profile)
         case .deleted(let id):
             var record = records[id, default: Record()]
+            if record.confirmed != nil { hasUnsavedChanges = true }
             record.deletedAbove = record.floor
             record.confirmed = nil
             record.written = nil
@@ -230,6 +255,7 @@ actor LocalProfileCache {
             record.deletedAbove = nil
         }
         if record.confirmed.map({ $0.version <= profile.version }) ?? true {
+            if record.confirmed != profile { hasUnsavedChanges = true }
             record.confirmed = profile
         }
         record.floor = max(record.floor, profile.version)
@@ -253,7 +279,6 @@ actor LocalProfileCache {
 
     /// Publishes what is shown for `ids` now: to each id's observers, and to the lists in one step.
     func publish(_ ids: [Int64]) {
-        hasUnsavedChanges = true
         var members: [Int64: ListMember] = [:]
         for id in ids {
             touch(id)

@@ -22,7 +22,9 @@ extension ProfileClient {
 
     /// The events of `id` as ``events(for:)`` gives them, without following its own stream.
     func storeEvents(for id: Int64) -> AsyncStream<ProfileEvent> {
-        observers.events(for: id)
+        let stream = observers.events(for: id)
+        restoreStore()
+        return stream
     }
 
     /// Follows `id` while anyone observes it, unless following is off or already running.

@@ -81,12 +81,10 @@ public final class ProfileClient: Sendable {
         self.listObservers = ProfileListObservers()
         let storeFile = configuration.persistenceFile.map(ProfileStoreFile.init(url:))
         self.storeFile = storeFile
-        // About 300 bytes a profile: a file far above that for the capacity is not the store's.
-        let restored = storeFile?.load(maximumBytes: max(1, configuration.storeCapacity) * 4_096) ?? []
+        // The file is read at the store's first use, on its actor: never here, on the caller's thread.
         self.cache = LocalProfileCache(
             window: configuration.readYourWritesWindow, capacity: configuration.storeCapacity, observers: observers,
-            lists: listObservers, now: now, restored: restored)
-        for profile in restored { observers.publish(.updated(profile), for: profile.id) }  // what a new observer starts with
+            lists: listObservers, now: now, file: storeFile)
         self.randomUnit = randomUnit
         self.sleep = sleep
         self.eventTransport = eventTransport
@@ -206,6 +204,7 @@ public final class ProfileClient: Sendable {
     /// (observing again starts it anew).
     public func events(for id: Int64) -> AsyncStream<ProfileEvent> {
         let stream = observers.events(for: id) { [weak self] in self?.liveSubscriptions.release(.profile(id)) }
+        restoreStore()
         startFollowing(id)
         return stream
     }
@@ -214,7 +213,15 @@ public final class ProfileClient: Sendable {
     /// latest it knows. (Deletions and the state of following are in ``events(for:)`` only.)
     public func updates(for id: Int64) -> AsyncStream<Profile> {
         let stream = observers.profiles(for: id) { [weak self] in self?.liveSubscriptions.release(.profile(id)) }
+        restoreStore()
         startFollowing(id)
         return stream
+    }
+
+    /// Reads the store's file, if not read yet, in the background: an observer gets the profiles
+    /// it holds without waiting for a first read or write.
+    func restoreStore() {
+        guard storeFile != nil else { return }
+        Task { [cache] in await cache.restoreIfNeeded() }
     }
 }
