@@ -47,16 +47,23 @@ extension LocalProfileCache {
         hasUnsavedChanges = false
     }
 
-    /// Forgets every profile (a user logged out) — records, floors and read-your-writes entries;
-    /// edits in flight finish as they would — and removes `file`.
+    /// Forgets everything of the session that ends (a user logged out) — records, floors,
+    /// read-your-writes entries, pending edits and what observers start with — and removes
+    /// `file`. What requests begun before bring back is dropped: a read's answer, an edit's
+    /// (whose caller still gets it), a stream's events; edits waiting for their turn fail with
+    /// ``ProfileClientError/cancelled``.
     func clear(removing file: ProfileStoreFile?) {
         unreadFile = nil  // what it holds is cleared too
-        records = records.filter { id, _ in lanes[id] != nil }.mapValues { record in
-            var kept = Record()
-            kept.intents = record.intents
-            return kept
+        generation += 1
+        clearedThrough = nextSequence
+        records = [:]
+        let waiting = lanes.values.flatMap { lane in
+            lane.followersOfSending + (lane.next.map { $0.followers + [$0.turn] } ?? [])
         }
+        lanes = [:]
         hasUnsavedChanges = false
+        observers.forgetAll()
         file?.remove()
+        for caller in waiting { caller.resume(returning: .done(.failure(.cancelled))) }
     }
 }

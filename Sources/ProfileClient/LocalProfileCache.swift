@@ -85,6 +85,12 @@ actor LocalProfileCache {
     /// The store's file until it is read, and the most bytes it may have.
     var unreadFile: (file: ProfileStoreFile, maximumBytes: Int)?
     var nextSequence: UInt64 = 0
+    /// How many times the client was cleared: work begun before a ``clear(removing:)`` passes
+    /// the generation it began in, and what it brings back is dropped.
+    var generation: UInt64 = 0
+    /// The last edit sequence number begun before the latest ``clear(removing:)``: the answers
+    /// of those edits are not the store's any more.
+    var clearedThrough: UInt64 = 0
     var useCounter: UInt64 = 0
     /// The serialized edits of each id (``ProfileClient/setDisplayName(_:id:)``).
     var lanes: [Int64: EditLane] = [:]
@@ -158,29 +164,35 @@ actor LocalProfileCache {
     }
 
     /// A profile the service returned to a read, or in a 409: never hidden by an older local entry.
+    /// Like every change below that the service brought, dropped when the client was cleared
+    /// since `generation`, the one the request began in.
     /// - Returns: the newer of `profile` and the confirmed profile of its id: what the read returns.
     @discardableResult
-    func didFetch(_ profile: Profile) -> Profile {
+    func didFetch(_ profile: Profile, since generation: UInt64) -> Profile {
+        guard generation == self.generation else { return profile }
         confirm(profile)
         publish([profile.id])
         return records[profile.id]?.confirmed ?? profile
     }
 
     /// The service said `id` does not exist (a 404 to a read or a stream, a `deleted` event).
-    func didLearnMissing(id: Int64) {
+    func didLearnMissing(id: Int64, since generation: UInt64) {
+        guard generation == self.generation else { return }
         apply(.deleted(id: id))
         publish([id])
     }
 
     /// A version the event stream announced (committed somewhere): shown like a fetch.
-    func didReceiveEvent(_ profile: Profile) {
+    func didReceiveEvent(_ profile: Profile, since generation: UInt64) {
+        guard generation == self.generation else { return }
         apply(.profile(profile))
         publish([profile.id])
     }
 
     /// Events of a multi-id stream that arrived together: applied in one step, so each observed
     /// list holding them changes once.
-    func didReceiveEvents(_ events: [ProfileStreamEvent]) {
+    func didReceiveEvents(_ events: [ProfileStreamEvent], since generation: UInt64) {
+        guard generation == self.generation else { return }
         for event in events { apply(event) }
         publish(events.map(\.id))
     }
@@ -188,7 +200,8 @@ actor LocalProfileCache {
     /// A profile the service returned to this client's write: answers reads for the window.
     /// - Returns: the newer of `profile` and the confirmed profile of its id.
     @discardableResult
-    func didWrite(_ profile: Profile) -> Profile {
+    func didWrite(_ profile: Profile, since generation: UInt64) -> Profile {
+        guard generation == self.generation else { return profile }
         record(written: profile)
         publish([profile.id])
         return records[profile.id]?.confirmed ?? profile
@@ -216,8 +229,11 @@ actor LocalProfileCache {
     /// observers get the newest confirmed profile back unless a later intent shows.
     ///
     /// - Returns: the newer of the answer and the confirmed profile, for a written or 409 answer.
+    ///
+    /// The outcome of an update begun before a ``clear(removing:)`` is dropped.
     @discardableResult
     func finishUpdate(id: Int64, sequence: UInt64, outcome: UpdateOutcome) -> Profile? {
+        guard sequence > clearedThrough else { return nil }
         switch outcome {
         case .written(let profile):
             records[id]?.intents.removeAll { $0.sequence <= sequence }

@@ -66,10 +66,10 @@ extension StreamFollowing {
         guard let url = URL(string: "/users/profile/\(id)/events", relativeTo: configuration.baseURL)?.absoluteURL
         else { return }
         _ = await follow(
-            classify: { [cache] response in
+            classify: { [cache] response, generation in
                 switch response.status {
                 case 404:
-                    await cache.didLearnMissing(id: id)
+                    await cache.didLearnMissing(id: id, since: generation)
                     return .expected
                 case 400, 401, 403: return .final
                 default: return .transient
@@ -81,11 +81,11 @@ extension StreamFollowing {
                 return (url, headers)
             },
             report: { observers.publish($0, for: id) },
-            onEvents: { [cache] events in
+            onEvents: { [cache] events, generation in
                 for event in ProfileStreamEvent.decodeBatch(events, report: { observers.publish(.failed($0, willRetry: true), for: id) }) {
                     switch event {
-                    case .profile(let profile) where profile.id == id: await cache.didReceiveEvent(profile)
-                    case .deleted(id): await cache.didLearnMissing(id: id)
+                    case .profile(let profile) where profile.id == id: await cache.didReceiveEvent(profile, since: generation)
+                    case .deleted(id): await cache.didLearnMissing(id: id, since: generation)
                     default: continue
                     }
                 }
