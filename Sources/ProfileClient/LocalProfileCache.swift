@@ -19,8 +19,20 @@ actor LocalProfileCache {
         /// The version the edit was made over: the one the caller expects
         /// (``ProfileClient/updateDisplayName(id:to:expectedVersion:)``), or the confirmed version
         /// the user saw when making a serialized edit (``ProfileClient/setDisplayName(_:id:)``);
-        /// `nil` when no version was known.
+        /// `nil` when no version was known: such an edit is shown once the id's first confirmed
+        /// version arrives (a serialized edit reads it first), and stands over that version.
         var base: Int32?
+        /// A patch without a version (``ProfileClient/setFields(_:id:expectedVersion:)``): the
+        /// service applies it over whichever version it holds, so it is shown over whichever is
+        /// confirmed — until a confirmed version above ``base`` already holds what it sets (its
+        /// own event, most likely), which then stands for it.
+        var floats = false
+
+        /// Whether `profile` holds every value this edit sets.
+        func isHeld(by profile: Profile) -> Bool {
+            displayName.map { $0 == profile.displayName } ?? true
+                && fields.allSatisfy { name, value in profile.fields[name] == value }
+        }
     }
 
     struct Record {
@@ -45,16 +57,21 @@ actor LocalProfileCache {
         /// an edit waiting behind one in flight stands over the version the first will write. An
         /// intent over any other version is not shown. So a newer confirmed version — another
         /// device's change, or an edit's own event arriving before its answer — is shown as it is,
-        /// at once, and no version is shown that the service could not write next.
+        /// at once, and no version is shown that the service could not write next. Patches without
+        /// a version (floating) come last, each over what is shown so far, oldest first.
         var shown: (profile: Profile, isPending: Bool)? {
             guard var shown = confirmed else { return nil }
             var isPending = false
-            while shown.version < Int32.max, let intent = intents.last(where: { $0.base == shown.version }) {
+            func show(_ intent: Intent) {
                 if let displayName = intent.displayName { shown.displayName = displayName }
                 for (name, value) in intent.fields { shown.fields[name] = value }
                 shown.version += 1
                 isPending = true
             }
+            while shown.version < Int32.max, let intent = intents.last(where: { !$0.floats && $0.base == shown.version }) {
+                show(intent)
+            }
+            for intent in intents where intent.floats && shown.version < Int32.max { show(intent) }
             return (shown, isPending)
         }
 
@@ -208,12 +225,17 @@ actor LocalProfileCache {
     }
 
     /// Starts an optimistic update made over version `base` and shows it to observers at once
-    /// (while `base` is the newest confirmed version), marked pending.
+    /// (while `base` is the newest confirmed version), marked pending. With `base` `nil`, a
+    /// patch (`floats`) is shown over whichever version is confirmed, any other edit over the
+    /// first version confirmed.
     /// - Returns: the intent's sequence number, for ``finishUpdate(id:sequence:outcome:)``.
-    func beginUpdate(id: Int64, displayName: String?, fields: [String: String?] = [:], base: Int32?) -> UInt64 {
+    func beginUpdate(
+        id: Int64, displayName: String?, fields: [String: String?] = [:], base: Int32?, floats: Bool = false
+    ) -> UInt64 {
         nextSequence += 1
+        let base = floats ? records[id]?.confirmed?.version : base
         records[id, default: Record()].intents.append(
-            Intent(sequence: nextSequence, displayName: displayName, fields: fields, base: base))
+            Intent(sequence: nextSequence, displayName: displayName, fields: fields, base: base, floats: floats))
         publish([id])
         return nextSequence
     }
@@ -225,24 +247,21 @@ actor LocalProfileCache {
     }
 
     /// Ends intents: the answer to the one numbered `sequence` supersedes it and every older one
-    /// of the id (the latest intent wins). A failure drops the intents through `sequence`, so
-    /// observers get the newest confirmed profile back unless a later intent shows.
+    /// of the id (the latest intent wins) — except older patches without a version, which the
+    /// service applies on their own: each stays shown until its answer. A failure drops the
+    /// intents through `sequence` (the same patches excepted), so observers get the newest
+    /// confirmed profile back unless a later intent shows. The outcome of an update begun
+    /// before a ``clear(removing:)`` is dropped.
     ///
     /// - Returns: the newer of the answer and the confirmed profile, for a written or 409 answer.
-    ///
-    /// The outcome of an update begun before a ``clear(removing:)`` is dropped.
     @discardableResult
     func finishUpdate(id: Int64, sequence: UInt64, outcome: UpdateOutcome) -> Profile? {
         guard sequence > clearedThrough else { return nil }
+        records[id]?.intents.removeAll { $0.sequence == sequence || ($0.sequence < sequence && !$0.floats) }
         switch outcome {
-        case .written(let profile):
-            records[id]?.intents.removeAll { $0.sequence <= sequence }
-            record(written: profile)
-        case .conflict(let current):
-            records[id]?.intents.removeAll { $0.sequence <= sequence }
-            confirm(current)
-        case .failed:
-            records[id]?.intents.removeAll { $0.sequence <= sequence }
+        case .written(let profile): record(written: profile)
+        case .conflict(let current): confirm(current)
+        case .failed: break
         }
         publish([id])
         return records[id]?.confirmed
@@ -270,9 +289,26 @@ actor LocalProfileCache {
             guard profile.version > deletedAbove else { return }  // older than the deletion
             record.deletedAbove = nil
         }
+        if record.confirmed == nil {
+            // The first version known: the edits made without one stand over it.
+            for index in record.intents.indices where record.intents[index].base == nil && !record.intents[index].floats {
+                record.intents[index].base = profile.version
+            }
+            if lanes[profile.id] != nil, lanes[profile.id]?.sendingBase == nil {
+                lanes[profile.id]?.sendingBase = profile.version
+            }
+        }
         if record.confirmed.map({ $0.version <= profile.version }) ?? true {
             if record.confirmed != profile { hasUnsavedChanges = true }
             record.confirmed = profile
+        }
+        // A patch a newer confirmed version already holds is shown by it, not over it.
+        for index in record.intents.indices where record.intents[index].floats {
+            let intent = record.intents[index]
+            if intent.base.map({ profile.version > $0 }) ?? true, intent.isHeld(by: profile) {
+                record.intents[index].floats = false
+                record.intents[index].base = profile.version - 1
+            }
         }
         record.floor = max(record.floor, profile.version)
         if let written = record.written, written.profile.version < profile.version {
