@@ -3,7 +3,8 @@
 ///
 /// A 401 hands the refused token to ``ProfileClientConfiguration/tokenRejected`` once: requests
 /// refused with the same token meanwhile wait for that refresh and share the provider's answer
-/// to it; those refused with it later ask the provider without a second refresh.
+/// to it; those refused with it later ask the provider without a second refresh — unless that
+/// refresh gave no fresh token (the provider threw, or returned the refused one again).
 final class BearerTokens: Sendable {
     private enum Refresh {
         case running(Task<Result<String?, ProfileClientError>, Never>)
@@ -45,7 +46,9 @@ final class BearerTokens: Sendable {
         guard let running else { return try await Self.ask(provider) }
         let result = await running.value
         refresh.withLock { refresh in
-            if refresh?.token == refused { refresh?.state = .done }
+            guard let current = refresh, case .running(let task) = current.state, task == running else { return }
+            // A refresh that gave no fresh token is not one: the next refusal asks for another.
+            if case .success(let token) = result, token != refused { refresh?.state = .done } else { refresh = nil }
         }
         return try result.get()
     }

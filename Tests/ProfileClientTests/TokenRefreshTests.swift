@@ -51,4 +51,16 @@ import TestSupport
         let retried = transport.requests.filter { $0.headers["Authorization"] != "Bearer old" }
         #expect(retried.count == count && retried.allSatisfy { $0.headers["Authorization"] == "Bearer fresh-1" })
     }
+
+    @Test func aRefreshThatGaveNoFreshTokenIsAskedForAgainByTheNextRefusal() async throws {
+        let refreshes = Mutex(0)
+        let transport = FakeTransport { _, _ throws(TransportError) in FakeTransport.problem(401, kind: "unauthorized") }
+        var configuration = ProfileClientConfiguration(baseURL: URL(string: "http://profiles.test")!)
+        configuration.tokenProvider = { "old" }  // the identity provider was unreachable: no fresh token
+        configuration.tokenRejected = { _ in refreshes.withLock { $0 += 1 } }
+        let client = ProfileClient(configuration: configuration, transport: transport, eventTransport: nil)
+        await #expect(throws: ProfileClientError.unauthorized) { try await client.fetch(id: 1) }
+        await #expect(throws: ProfileClientError.unauthorized) { try await client.fetch(id: 1) }
+        #expect(refreshes.withLock { $0 } == 2, "the app is told again, so that it can try again")
+    }
 }
