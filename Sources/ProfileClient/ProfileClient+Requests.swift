@@ -3,15 +3,17 @@ import Foundation
 extension ProfileClient {
     /// One request with the retry policy: reads on 503/504 and connection errors, writes only on
     /// errors that prove the request never left (``TransportError/Kind/notSent``). A read shares
-    /// the answer of an identical one in flight (``InFlightReads``).
+    /// the answer of an identical one in flight (``InFlightReads``) begun since the last
+    /// ``clear()``: one begun before is the previous session's.
     func send(
         method: String, path: String, body: Data?, isRead: Bool, headers extra: [String: String] = [:]
     ) async throws(ProfileClientError) -> TransportResponse {
         guard isRead, body == nil else {
             return try await sendWithRetries(method: method, path: path, body: body, isRead: isRead, headers: extra)
         }
-        let key = ([method, path] + extra.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" })
-            .joined(separator: "\n")
+        let generation = await cache.generation
+        let fields = extra.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }
+        let key = ([method, path, "generation \(generation)"] + fields).joined(separator: "\n")
         return try await inFlightReads.answer(for: key) { [self] in
             do throws(ProfileClientError) {
                 return .success(try await sendWithRetries(method: method, path: path, body: nil, isRead: true, headers: extra))

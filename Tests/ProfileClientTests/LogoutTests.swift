@@ -83,6 +83,24 @@ import TestSupport
         #expect(seen.events == [.updated(FakeTransport.profile(Self.id, "After", version: 2))])
     }
 
+    @Test func aReadAfterClearDoesNotShareOneMadeBefore() async throws {
+        let gate = Gate()
+        let transport = FakeTransport { _, index throws(TransportError) in
+            if index == 1 { await gate.wait() }  // the previous user's read, held
+            return FakeTransport.json(FakeTransport.profile(Self.id, index == 1 ? "Before" : "After", version: 1))
+        }
+        let client = Self.client(transport)
+        let before = Task { try await client.fetch(id: Self.id) }
+        while transport.requests.isEmpty { try await Task.sleep(for: .milliseconds(1)) }
+        await client.clear()
+        let after = Task { try await client.fetch(id: Self.id) }
+        let sentAnew = await Eventually.waitAsync(timeout: .seconds(5)) { transport.requests.count == 2 }
+        gate.open()
+        #expect(sentAnew, "the read in flight is the previous session's: not shared")
+        _ = try? await before.value
+        #expect(try await after.value.displayName == "After")
+    }
+
     @MainActor
     @Test func aNewObservableProfilesAfterClearStartsEmpty() async throws {
         let events = ControlledEventTransport()
