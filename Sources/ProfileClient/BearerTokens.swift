@@ -53,7 +53,9 @@ final class BearerTokens: Sendable {
         return try result.get()
     }
 
-    private static func ask(_ provider: ProfileClientConfiguration.TokenProvider) async throws(ProfileClientError) -> String? {
+    private static func ask(_ provider: ProfileClientConfiguration.TokenProvider)
+        async throws(ProfileClientError) -> String?
+    {
         do {
             return try await provider()
         } catch {

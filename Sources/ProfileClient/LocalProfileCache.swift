@@ -68,7 +68,9 @@ actor LocalProfileCache {
                 shown.version += 1
                 isPending = true
             }
-            while shown.version < Int32.max, let intent = intents.last(where: { !$0.floats && $0.base == shown.version }) {
+            while shown.version < Int32.max,
+                let intent = intents.last(where: { !$0.floats && $0.base == shown.version })
+            {
                 show(intent)
             }
             for intent in intents where intent.floats && shown.version < Int32.max { show(intent) }
@@ -291,7 +293,7 @@ actor LocalProfileCache {
         }
         if record.confirmed == nil {
             // The first version known: the edits made without one stand over it.
-            for index in record.intents.indices where record.intents[index].base == nil && !record.intents[index].floats {
+            for (index, intent) in record.intents.enumerated() where intent.base == nil && !intent.floats {
                 record.intents[index].base = profile.version
             }
             if lanes[profile.id] != nil, lanes[profile.id]?.sendingBase == nil {

@@ -84,7 +84,8 @@ extension StreamFollowing {
             onEvents: { [cache] events, generation in
                 for event in ProfileStreamEvent.decodeBatch(events, report: { observers.publish(.failed($0, willRetry: true), for: id) }) {
                     switch event {
-                    case .profile(let profile) where profile.id == id: await cache.didReceiveEvent(profile, since: generation)
+                    case .profile(let profile) where profile.id == id:
+                        await cache.didReceiveEvent(profile, since: generation)
                     case .deleted(id): await cache.didLearnMissing(id: id, since: generation)
                     default: continue
                     }
