@@ -4,6 +4,7 @@ import Foundation
 struct StreamFollowing: Sendable {
     var transport: any EventStreamTransport
     var configuration: ProfileClientConfiguration
+    var tokens: BearerTokens
     var cache: LocalProfileCache
     var randomUnit: @Sendable () -> Double
     var sleep: @Sendable (Duration) async throws -> Void
@@ -24,22 +25,25 @@ struct StreamFollowing: Sendable {
     /// (an event, or ``LiveUpdatePolicy/healthyAfter`` open); a healthy stream the service closed
     /// is reopened after its `retry:` hint. A 401 is retried once at once with a fresh token.
     /// - Parameters:
-    ///   - classify: how a refusal (an answer other than 200) is taken.
+    ///   - classify: how a refusal (an answer other than 200) is taken; told the store's
+    ///     generation when the attempt began, as `onEvents` is (what either brings to the store
+    ///     is dropped after a ``ProfileClient/clear()``).
     ///   - makeRequest: the URL and headers of the next attempt (the token is added here), built
     ///     anew for each so that it carries the latest resume point; `nil` ends following.
     ///   - report: told `failed` on each failure and `resumed` when a stream opens after one.
     ///   - onEvents: the events of each read of the body, as ``EventStreamTransport`` batches them.
     /// - Returns: the answer that ended following, or `nil` when cancelled.
     func follow(
-        classify: (TransportResponse) async -> Refusal,
+        classify: (TransportResponse, _ generation: UInt64) async -> Refusal,
         makeRequest: () async -> (url: URL, headers: [String: String])?,
         report: @escaping @Sendable (ProfileEvent) -> Void,
-        onEvents: @escaping @Sendable ([ServerSentEvent]) async -> Void
+        onEvents: @escaping @Sendable ([ServerSentEvent], _ generation: UInt64) async -> Void
     ) async -> TransportResponse? {
         let healthyAfter = configuration.liveUpdates.healthyAfter
         let reconnection = LockedValue(StreamReconnection(policy: configuration.liveUpdates))
         var rejected: String?  // the token a 401 refused: the next attempt asks for a fresh one
         while !Task.isCancelled {
+            let generation = await cache.generation
             guard let (url, fields) = await makeRequest() else { return nil }
             var headers = fields
             // What ended the attempt, unless a stream that proved healthy was closed.
@@ -47,7 +51,7 @@ struct StreamFollowing: Sendable {
             let delivered = LockedValue(false)
             let opened = ContinuousClock.now
             do throws(ProfileClientError) {
-                let token = try await configuration.bearerToken(replacing: rejected)
+                let token = try await tokens.token(replacing: rejected)
                 if let token { headers["Authorization"] = "Bearer \(token)" }
                 let refreshing = rejected != nil
                 rejected = nil
@@ -60,7 +64,7 @@ struct StreamFollowing: Sendable {
                         if let resumed = reconnection.withLock({ $0.streamOpened() }) { report(resumed) }
                         guard !events.isEmpty else { return }
                         delivered.withLock { $0 = true }
-                        await onEvents(events)
+                        await onEvents(events, generation)
                     }
                 } catch {
                     if Task.isCancelled { return nil }
@@ -83,7 +87,7 @@ struct StreamFollowing: Sendable {
                     }
                     let error = ProfileClient.error(for: response)
                     let retryAfter = response.headers["retry-after"].flatMap { RetryPolicy.parseRetryAfter($0) }
-                    switch await classify(response) {
+                    switch await classify(response, generation) {
                     case .final:
                         report(.failed(error, willRetry: false))
                         return response

@@ -1,6 +1,8 @@
-import Foundation
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+import Foundation
+public import FoundationNetworking
+#else
+public import Foundation
 #endif
 
 /// How a stream attempt ended without a transport error.
@@ -27,7 +29,23 @@ public protocol EventStreamTransport: Sendable {
 /// arrives (FoundationNetworking's on Linux). `requestTimeout` is the longest silence allowed,
 /// so keep it above the service's heartbeat interval.
 public final class URLSessionEventStreamTransport: EventStreamTransport {
-    public init() {}
+    /// The app's session, if it gave one.
+    private let session: URLSession?
+
+    /// Each stream in an ephemeral session of its own, with no URL cache and no cookies.
+    public init() {
+        session = nil
+    }
+
+    /// Opens the streams through `session`, the app's — the one its ``URLSessionTransport``
+    /// sends through — so that what it configured applies to them too: a User-Agent and other
+    /// headers, Low Data Mode and cellular access, proxies, and on Apple platforms its delegate
+    /// (certificate pinning). The transport never invalidates it. FoundationNetworking (Linux)
+    /// gives a task's body to its session's delegate only, so there each stream has a session
+    /// of its own made with `session`'s configuration.
+    public init(session: URLSession) {
+        self.session = session
+    }
 
     public func stream(_ request: TransportRequest, onEvents: @escaping @Sendable ([ServerSentEvent]) async -> Void)
         async throws(TransportError) -> EventStreamEnd
@@ -40,14 +58,10 @@ public final class URLSessionEventStreamTransport: EventStreamTransport {
         for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
 
         let inbox = Inbox()
-        let delegate = StreamDelegate(inbox: inbox)
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.urlCache = nil
-        let session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
-        let task = session.dataTask(with: urlRequest)
+        let (task, ownSession) = dataTask(urlRequest, delegate: StreamDelegate(inbox: inbox))
         defer {
             task.cancel()
-            session.invalidateAndCancel()
+            ownSession?.invalidateAndCancel()
         }
         task.resume()
 
@@ -91,6 +105,22 @@ public final class URLSessionEventStreamTransport: EventStreamTransport {
             return .refused(TransportResponse(status: status, headers: headers, body: body))
         }
         return .closed(retry: parser.retryMilliseconds.map { .milliseconds($0) })
+    }
+
+    /// A data task of `request` whose body goes to `delegate`, and the session made for it, if
+    /// one was (invalidated when the stream ends); the app's session is never.
+    private func dataTask(_ request: URLRequest, delegate: StreamDelegate) -> (URLSessionDataTask, URLSession?) {
+        #if !canImport(FoundationNetworking)
+        if let session {
+            let task = session.dataTask(with: request)
+            task.delegate = delegate  // the session's delegate still answers its challenges
+            return (task, nil)
+        }
+        #endif
+        let session = URLSession(
+            configuration: session?.configuration ?? URLSessionTransport.ownConfiguration(), delegate: delegate,
+            delegateQueue: nil)
+        return (session.dataTask(with: request), session)
     }
 
     private enum Chunk: Sendable {

@@ -75,25 +75,38 @@ public protocol HTTPTransport: Sendable {
 /// URL cache, so that every read reaches the service and the client's own cache alone decides.
 public final class URLSessionTransport: HTTPTransport {
     private let session: URLSession
+    /// Whether ``session`` is the transport's own (``init()``): only then does it invalidate it.
+    private let ownsSession: Bool
 
-    /// A session of its own: ephemeral, no URL cache, no cookies.
+    /// A session of its own: ephemeral, no URL cache, no cookies; invalidated with the transport.
     public convenience init() {
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.urlCache = nil
-        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
-        configuration.httpShouldSetCookies = false
-        self.init(session: URLSession(configuration: configuration))
+        self.init(session: URLSession(configuration: Self.ownConfiguration()), owned: true)
     }
 
     /// Sends through `session`: the app's own (shared, with certificate pinning in its delegate,
     /// or extra headers such as a User-Agent in its configuration). Give it no URL cache: the
-    /// client's own store decides what is fresh.
-    public init(session: URLSession) {
+    /// client's own store decides what is fresh. The session stays the app's: the transport never
+    /// invalidates it.
+    public convenience init(session: URLSession) {
+        self.init(session: session, owned: false)
+    }
+
+    private init(session: URLSession, owned: Bool) {
         self.session = session
+        self.ownsSession = owned
     }
 
     deinit {
-        session.finishTasksAndInvalidate()
+        if ownsSession { session.finishTasksAndInvalidate() }
+    }
+
+    /// The configuration of a session the client makes itself: ephemeral, no URL cache, no cookies.
+    static func ownConfiguration() -> URLSessionConfiguration {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.urlCache = nil
+        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+        configuration.httpShouldSetCookies = false
+        return configuration
     }
 
     public func send(_ request: TransportRequest) async throws(TransportError) -> TransportResponse {

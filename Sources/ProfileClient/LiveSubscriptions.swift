@@ -79,11 +79,47 @@ final class LiveSubscriptions: Sendable {
         }
     }
 
+    /// Stops every task and starts it again (unless paused): each attempt from now on asks for
+    /// the token and the resume point anew (``ProfileClient/clear()``).
+    func restart() {
+        let tasks = state.withLock { state in
+            let tasks = state.entries.values.compactMap(\.task)
+            if !state.paused {
+                for (key, entry) in state.entries where entry.task != nil { state.entries[key]?.task = entry.start() }
+            }
+            return tasks
+        }
+        for task in tasks { task.cancel() }
+    }
+
     func cancelAll() {
         let tasks = state.withLock { state in
             defer { state.entries = [:] }
             return state.entries.values.compactMap(\.task)
         }
         for task in tasks { task.cancel() }
+    }
+}
+
+/// What ``ProfileClient/clear()`` runs once the store is empty: each ``ObservableProfiles``
+/// forgets its entries.
+final class ClearHandlers: Sendable {
+    private let handlers = LockedValue<(next: UInt64, all: [UInt64: @Sendable () async -> Void])>((0, [:]))
+
+    /// Adds `handler`; returns its key for ``remove(_:)``.
+    func add(_ handler: @escaping @Sendable () async -> Void) -> UInt64 {
+        handlers.withLock { handlers in
+            handlers.next += 1
+            handlers.all[handlers.next] = handler
+            return handlers.next
+        }
+    }
+
+    func remove(_ key: UInt64) {
+        handlers.withLock { _ = $0.all.removeValue(forKey: key) }
+    }
+
+    func run() async {
+        for handler in handlers.withLock({ Array($0.all.values) }) { await handler() }
     }
 }

@@ -65,10 +65,12 @@ extension LocalProfileCache {
     /// too, as it would overwrite a change the user has not seen. Any other failure rolls back
     /// only the edit that failed: the edit waiting goes next, over the version the failed one
     /// was made on.
+    /// An edit begun before a ``clear(removing:)`` changes nothing.
     /// - Returns: `result`, for the caller of the edit in flight.
     func finishEdit(id: Int64, sequence: UInt64, result: Result<Profile, ProfileClientError>)
         -> Result<Profile, ProfileClientError>
     {
+        guard sequence > clearedThrough else { return result }  // begun before a clear: not the store's
         guard let lane = lanes.removeValue(forKey: id) else { return result }
         for follower in lane.followersOfSending { follower.resume(returning: .done(result)) }
         switch result {

@@ -38,23 +38,32 @@ struct ProfileStoreFile: Sendable {
 
 extension LocalProfileCache {
     /// Writes the confirmed profiles to `file` when they changed since the last write: most
-    /// recently used first, at most `capacity`. On the actor, so that a ``clear(removing:)`` is
+    /// recently used first, at most `capacity`. Changes stay unsaved until a write succeeds, so a
+    /// failed one is tried again by the next. On the actor, so that a ``clear(removing:)`` is
     /// never followed by a write of what it cleared.
     func save(to file: ProfileStoreFile) throws {
         guard hasUnsavedChanges else { return }
-        hasUnsavedChanges = false
         try file.save(records.values.sorted { $0.lastUse > $1.lastUse }.compactMap(\.confirmed).prefix(capacity).map { $0 })
+        hasUnsavedChanges = false
     }
 
-    /// Forgets every profile (a user logged out) — records, floors and read-your-writes entries;
-    /// edits in flight finish as they would — and removes `file`.
+    /// Forgets everything of the session that ends (a user logged out) — records, floors,
+    /// read-your-writes entries, pending edits and what observers start with — and removes
+    /// `file`. What requests begun before bring back is dropped: a read's answer, an edit's
+    /// (whose caller still gets it), a stream's events; edits waiting for their turn fail with
+    /// ``ProfileClientError/cancelled``.
     func clear(removing file: ProfileStoreFile?) {
-        records = records.filter { id, _ in lanes[id] != nil }.mapValues { record in
-            var kept = Record()
-            kept.intents = record.intents
-            return kept
+        unreadFile = nil  // what it holds is cleared too
+        generation += 1
+        clearedThrough = nextSequence
+        records = [:]
+        let waiting = lanes.values.flatMap { lane in
+            lane.followersOfSending + (lane.next.map { $0.followers + [$0.turn] } ?? [])
         }
+        lanes = [:]
         hasUnsavedChanges = false
+        observers.forgetAll()
         file?.remove()
+        for caller in waiting { caller.resume(returning: .done(.failure(.cancelled))) }
     }
 }

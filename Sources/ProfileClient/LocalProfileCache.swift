@@ -19,8 +19,20 @@ actor LocalProfileCache {
         /// The version the edit was made over: the one the caller expects
         /// (``ProfileClient/updateDisplayName(id:to:expectedVersion:)``), or the confirmed version
         /// the user saw when making a serialized edit (``ProfileClient/setDisplayName(_:id:)``);
-        /// `nil` when no version was known.
+        /// `nil` when no version was known: such an edit is shown once the id's first confirmed
+        /// version arrives (a serialized edit reads it first), and stands over that version.
         var base: Int32?
+        /// A patch without a version (``ProfileClient/setFields(_:id:expectedVersion:)``): the
+        /// service applies it over whichever version it holds, so it is shown over whichever is
+        /// confirmed — until a confirmed version above ``base`` already holds what it sets (its
+        /// own event, most likely), which then stands for it.
+        var floats = false
+
+        /// Whether `profile` holds every value this edit sets.
+        func isHeld(by profile: Profile) -> Bool {
+            displayName.map { $0 == profile.displayName } ?? true
+                && fields.allSatisfy { name, value in profile.fields[name] == value }
+        }
     }
 
     struct Record {
@@ -45,16 +57,23 @@ actor LocalProfileCache {
         /// an edit waiting behind one in flight stands over the version the first will write. An
         /// intent over any other version is not shown. So a newer confirmed version — another
         /// device's change, or an edit's own event arriving before its answer — is shown as it is,
-        /// at once, and no version is shown that the service could not write next.
+        /// at once, and no version is shown that the service could not write next. Patches without
+        /// a version (floating) come last, each over what is shown so far, oldest first.
         var shown: (profile: Profile, isPending: Bool)? {
             guard var shown = confirmed else { return nil }
             var isPending = false
-            while shown.version < Int32.max, let intent = intents.last(where: { $0.base == shown.version }) {
+            func show(_ intent: Intent) {
                 if let displayName = intent.displayName { shown.displayName = displayName }
                 for (name, value) in intent.fields { shown.fields[name] = value }
                 shown.version += 1
                 isPending = true
             }
+            while shown.version < Int32.max,
+                let intent = intents.last(where: { !$0.floats && $0.base == shown.version })
+            {
+                show(intent)
+            }
+            for intent in intents where intent.floats && shown.version < Int32.max { show(intent) }
             return (shown, isPending)
         }
 
@@ -70,31 +89,61 @@ actor LocalProfileCache {
     let now: @Sendable () -> ContinuousClock.Instant
     let observers: ProfileObservers
     let lists: ProfileListObservers
-    var records: [Int64: Record] = [:]
+    /// The records, read from the store's file at their first use (``restoreIfNeeded()``).
+    var records: [Int64: Record] {
+        get {
+            restoreIfNeeded()
+            return storedRecords
+        }
+        _modify {
+            restoreIfNeeded()
+            yield &storedRecords
+        }
+    }
+    private var storedRecords: [Int64: Record] = [:]
+    /// The store's file until it is read, and the most bytes it may have.
+    var unreadFile: (file: ProfileStoreFile, maximumBytes: Int)?
     var nextSequence: UInt64 = 0
+    /// How many times the client was cleared: work begun before a ``clear(removing:)`` passes
+    /// the generation it began in, and what it brings back is dropped.
+    var generation: UInt64 = 0
+    /// The last edit sequence number begun before the latest ``clear(removing:)``: the answers
+    /// of those edits are not the store's any more.
+    var clearedThrough: UInt64 = 0
     var useCounter: UInt64 = 0
     /// The serialized edits of each id (``ProfileClient/setDisplayName(_:id:)``).
     var lanes: [Int64: EditLane] = [:]
     /// Whether a profile changed since the store was last written to disk.
     var hasUnsavedChanges = false
 
-    /// - Parameter restored: profiles read from disk at launch (most recently used first): held
-    ///   as confirmed, each raising its id's floor, as if fetched — versions the service did commit.
+    /// - Parameter file: the store's file, read at the first use of the store — on the actor,
+    ///   never on the thread that made the client.
     init(
         window: Duration, capacity: Int, observers: ProfileObservers, lists: ProfileListObservers,
-        now: @escaping @Sendable () -> ContinuousClock.Instant, restored: [Profile] = []
+        now: @escaping @Sendable () -> ContinuousClock.Instant, file: ProfileStoreFile? = nil
     ) {
         self.window = window
         self.capacity = max(1, capacity)
         self.observers = observers
         self.lists = lists
         self.now = now
-        var records: [Int64: Record] = [:]
-        for (rank, profile) in restored.prefix(max(1, capacity)).enumerated() where records[profile.id] == nil {
-            records[profile.id] = Record(confirmed: profile, floor: profile.version, lastUse: UInt64(restored.count - rank))
+        // About 300 bytes a profile: a file far above that for the capacity is not the store's.
+        self.unreadFile = file.map { ($0, max(1, capacity) * 4_096) }
+    }
+
+    /// Reads the store's file once, if there is one not read yet: its profiles (most recently
+    /// used first) are held as confirmed, each raising its id's floor, as if fetched — versions
+    /// the service did commit — and are what a new observer of their ids starts with.
+    func restoreIfNeeded() {
+        guard let (file, maximumBytes) = unreadFile else { return }
+        unreadFile = nil
+        let restored = file.load(maximumBytes: maximumBytes)
+        for (rank, profile) in restored.prefix(capacity).enumerated() where storedRecords[profile.id] == nil {
+            storedRecords[profile.id] = Record(
+                confirmed: profile, floor: profile.version, lastUse: UInt64(restored.count - rank))
+            observers.publish(.updated(profile), for: profile.id)
         }
-        self.records = records
-        self.useCounter = UInt64(restored.count)
+        useCounter = UInt64(restored.count)
     }
 
     /// The profile this client wrote for `id` while its window lasts and nothing newer is known.
@@ -134,29 +183,35 @@ actor LocalProfileCache {
     }
 
     /// A profile the service returned to a read, or in a 409: never hidden by an older local entry.
+    /// Like every change below that the service brought, dropped when the client was cleared
+    /// since `generation`, the one the request began in.
     /// - Returns: the newer of `profile` and the confirmed profile of its id: what the read returns.
     @discardableResult
-    func didFetch(_ profile: Profile) -> Profile {
+    func didFetch(_ profile: Profile, since generation: UInt64) -> Profile {
+        guard generation == self.generation else { return profile }
         confirm(profile)
         publish([profile.id])
         return records[profile.id]?.confirmed ?? profile
     }
 
     /// The service said `id` does not exist (a 404 to a read or a stream, a `deleted` event).
-    func didLearnMissing(id: Int64) {
+    func didLearnMissing(id: Int64, since generation: UInt64) {
+        guard generation == self.generation else { return }
         apply(.deleted(id: id))
         publish([id])
     }
 
     /// A version the event stream announced (committed somewhere): shown like a fetch.
-    func didReceiveEvent(_ profile: Profile) {
+    func didReceiveEvent(_ profile: Profile, since generation: UInt64) {
+        guard generation == self.generation else { return }
         apply(.profile(profile))
         publish([profile.id])
     }
 
     /// Events of a multi-id stream that arrived together: applied in one step, so each observed
     /// list holding them changes once.
-    func didReceiveEvents(_ events: [ProfileStreamEvent]) {
+    func didReceiveEvents(_ events: [ProfileStreamEvent], since generation: UInt64) {
+        guard generation == self.generation else { return }
         for event in events { apply(event) }
         publish(events.map(\.id))
     }
@@ -164,19 +219,25 @@ actor LocalProfileCache {
     /// A profile the service returned to this client's write: answers reads for the window.
     /// - Returns: the newer of `profile` and the confirmed profile of its id.
     @discardableResult
-    func didWrite(_ profile: Profile) -> Profile {
+    func didWrite(_ profile: Profile, since generation: UInt64) -> Profile {
+        guard generation == self.generation else { return profile }
         record(written: profile)
         publish([profile.id])
         return records[profile.id]?.confirmed ?? profile
     }
 
     /// Starts an optimistic update made over version `base` and shows it to observers at once
-    /// (while `base` is the newest confirmed version), marked pending.
+    /// (while `base` is the newest confirmed version), marked pending. With `base` `nil`, a
+    /// patch (`floats`) is shown over whichever version is confirmed, any other edit over the
+    /// first version confirmed.
     /// - Returns: the intent's sequence number, for ``finishUpdate(id:sequence:outcome:)``.
-    func beginUpdate(id: Int64, displayName: String?, fields: [String: String?] = [:], base: Int32?) -> UInt64 {
+    func beginUpdate(
+        id: Int64, displayName: String?, fields: [String: String?] = [:], base: Int32?, floats: Bool = false
+    ) -> UInt64 {
         nextSequence += 1
+        let base = floats ? records[id]?.confirmed?.version : base
         records[id, default: Record()].intents.append(
-            Intent(sequence: nextSequence, displayName: displayName, fields: fields, base: base))
+            Intent(sequence: nextSequence, displayName: displayName, fields: fields, base: base, floats: floats))
         publish([id])
         return nextSequence
     }
@@ -188,21 +249,21 @@ actor LocalProfileCache {
     }
 
     /// Ends intents: the answer to the one numbered `sequence` supersedes it and every older one
-    /// of the id (the latest intent wins). A failure drops the intents through `sequence`, so
-    /// observers get the newest confirmed profile back unless a later intent shows.
+    /// of the id (the latest intent wins) — except older patches without a version, which the
+    /// service applies on their own: each stays shown until its answer. A failure drops the
+    /// intents through `sequence` (the same patches excepted), so observers get the newest
+    /// confirmed profile back unless a later intent shows. The outcome of an update begun
+    /// before a ``clear(removing:)`` is dropped.
     ///
     /// - Returns: the newer of the answer and the confirmed profile, for a written or 409 answer.
     @discardableResult
     func finishUpdate(id: Int64, sequence: UInt64, outcome: UpdateOutcome) -> Profile? {
+        guard sequence > clearedThrough else { return nil }
+        records[id]?.intents.removeAll { $0.sequence == sequence || ($0.sequence < sequence && !$0.floats) }
         switch outcome {
-        case .written(let profile):
-            records[id]?.intents.removeAll { $0.sequence <= sequence }
-            record(written: profile)
-        case .conflict(let current):
-            records[id]?.intents.removeAll { $0.sequence <= sequence }
-            confirm(current)
-        case .failed:
-            records[id]?.intents.removeAll { $0.sequence <= sequence }
+        case .written(let profile): record(written: profile)
+        case .conflict(let current): confirm(current)
+        case .failed: break
         }
         publish([id])
         return records[id]?.confirmed
@@ -216,6 +277,7 @@ actor LocalProfileCache {
             confirm(profile)
         case .deleted(let id):
             var record = records[id, default: Record()]
+            if record.confirmed != nil { hasUnsavedChanges = true }
             record.deletedAbove = record.floor
             record.confirmed = nil
             record.written = nil
@@ -229,8 +291,26 @@ actor LocalProfileCache {
             guard profile.version > deletedAbove else { return }  // older than the deletion
             record.deletedAbove = nil
         }
+        if record.confirmed == nil {
+            // The first version known: the edits made without one stand over it.
+            for (index, intent) in record.intents.enumerated() where intent.base == nil && !intent.floats {
+                record.intents[index].base = profile.version
+            }
+            if lanes[profile.id] != nil, lanes[profile.id]?.sendingBase == nil {
+                lanes[profile.id]?.sendingBase = profile.version
+            }
+        }
         if record.confirmed.map({ $0.version <= profile.version }) ?? true {
+            if record.confirmed != profile { hasUnsavedChanges = true }
             record.confirmed = profile
+        }
+        // A patch a newer confirmed version already holds is shown by it, not over it.
+        for index in record.intents.indices where record.intents[index].floats {
+            let intent = record.intents[index]
+            if intent.base.map({ profile.version > $0 }) ?? true, intent.isHeld(by: profile) {
+                record.intents[index].floats = false
+                record.intents[index].base = profile.version - 1
+            }
         }
         record.floor = max(record.floor, profile.version)
         if let written = record.written, written.profile.version < profile.version {
@@ -253,7 +333,6 @@ actor LocalProfileCache {
 
     /// Publishes what is shown for `ids` now: to each id's observers, and to the lists in one step.
     func publish(_ ids: [Int64]) {
-        hasUnsavedChanges = true
         var members: [Int64: ListMember] = [:]
         for id in ids {
             touch(id)

@@ -57,6 +57,20 @@ public final class ObservableProfiles {
         self.client = client
         self.grouped = client.groupedFollowing()
         self.capacity = max(0, capacity)
+        clearing = client.storeClears.add { [weak self] in await self?.forgetAll() }
+    }
+
+    /// Its entry in the client's ``ProfileClient/clear()`` handlers.
+    @ObservationIgnored private var clearing: UInt64 = 0
+
+    deinit {
+        client.storeClears.remove(clearing)
+    }
+
+    /// The client was cleared (a logout): every entry is emptied, and a view watching one is
+    /// redrawn.
+    private func forgetAll() {
+        for box in entries.values where box.entry != nil { box.entry = nil }
     }
 
     /// The profile of `id` as known now; `nil` while unknown or deleted.

@@ -6,7 +6,7 @@ extension ProfileClient {
     /// expecting the version the previous one wrote — so the client's own writes never conflict
     /// with each other and the last edit wins. Callers whose edits were passed over get the answer
     /// of the one that carried them. When the client knows no version of the profile it reads it
-    /// first.
+    /// first, and shows the edit over the version read.
     ///
     /// The edit is shown over the version the user saw, as ``ProfileEvent/pending(_:)``, while that
     /// is the newest confirmed version: a change from another device that arrives meanwhile is
@@ -69,6 +69,10 @@ extension ProfileClient {
     /// `expectedVersion`, only at that version (``ProfileClientError/conflict(current:)``
     /// otherwise). Observers see the fields at once, pending, then the service's answer; a field
     /// the service does not declare is ``ProfileClientError/validation(field:detail:)`` naming it.
+    ///
+    /// Without a version the patch is shown over whichever version is confirmed (the service
+    /// applies it over whichever it holds), and stays shown until its answer; for an id the client
+    /// holds no version of, from the first version it learns (a read, a list, an event).
     public func setFields(_ fields: [String: String?], id: Int64, expectedVersion: Int32? = nil)
         async throws(ProfileClientError) -> Profile
     {
@@ -80,7 +84,8 @@ extension ProfileClient {
     public func patch(id: Int64, displayName: String? = nil, fields: [String: String?] = [:], expectedVersion: Int32? = nil)
         async throws(ProfileClientError) -> Profile
     {
-        try await showingPending(displayName, fields: fields, id: id, base: expectedVersion) { () async throws(ProfileClientError) in
+        try await showingPending(displayName, fields: fields, id: id, base: expectedVersion, floats: expectedVersion == nil) {
+            () async throws(ProfileClientError) in
             var members = fields
             if let displayName { members["display_name"] = displayName }
             let body = try Self.encode(patch: members)
@@ -92,14 +97,14 @@ extension ProfileClient {
         }
     }
 
-    /// Shows the edit pending over version `base` while `write` runs, then what the service
-    /// answered: the written profile, a 409's current one, or on any other failure the newest
-    /// confirmed one.
+    /// Shows the edit pending over version `base` (with `floats`, over whichever is confirmed)
+    /// while `write` runs, then what the service answered: the written profile, a 409's current
+    /// one, or on any other failure the newest confirmed one.
     private func showingPending(
-        _ displayName: String?, fields: [String: String?] = [:], id: Int64, base: Int32?,
+        _ displayName: String?, fields: [String: String?] = [:], id: Int64, base: Int32?, floats: Bool = false,
         _ write: () async throws(ProfileClientError) -> Profile
     ) async throws(ProfileClientError) -> Profile {
-        let sequence = await cache.beginUpdate(id: id, displayName: displayName, fields: fields, base: base)
+        let sequence = await cache.beginUpdate(id: id, displayName: displayName, fields: fields, base: base, floats: floats)
         do throws(ProfileClientError) {
             let profile = try await write()
             await cache.finishUpdate(id: id, sequence: sequence, outcome: .written(profile))

@@ -107,7 +107,7 @@ extension StreamFollowing {
         let asked = Set(ids)
         let undecodable = LockedValue(false)  // the last batch held an event that did not decode
         return await follow(
-            classify: { [400, 401, 403, 404, 414].contains($0.status) ? .final : .transient },
+            classify: { response, _ in [400, 401, 403, 404, 414].contains(response.status) ? .final : .transient },
             makeRequest: { [cache, configuration] in
                 // The resume point is the floors (the endpoint ignores Last-Event-ID): each id
                 // at the highest version held now, so the service sends only what is newer.
@@ -118,7 +118,7 @@ extension StreamFollowing {
                 return (url, ["Accept": "text/event-stream"])
             },
             report: report,
-            onEvents: { [cache] events in
+            onEvents: { [cache] events, generation in
                 var failed = false
                 let decoded = ProfileStreamEvent.decodeBatch(events) { error in
                     failed = true
@@ -128,7 +128,7 @@ extension StreamFollowing {
                 if !failed, !events.isEmpty, undecodable.withLock({ $0 }) { report(.resumed) }
                 undecodable.withLock { $0 = failed }
                 let members = decoded.filter { asked.contains($0.id) }
-                if !members.isEmpty { await cache.didReceiveEvents(members) }
+                if !members.isEmpty { await cache.didReceiveEvents(members, since: generation) }
             })
     }
 }

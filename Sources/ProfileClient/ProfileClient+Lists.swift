@@ -47,6 +47,7 @@ extension ProfileClient {
         let unique = ids.filter { seen.insert($0).inserted }
         var answer = ProfileList(profiles: [], missing: [])
         var start = 0
+        let generation = await cache.generation
         while start < unique.count {
             let chunk = unique[start..<min(start + Self.maximumIDsPerRequest, unique.count)]
             start = chunk.endIndex
@@ -58,8 +59,8 @@ extension ProfileClient {
                 method: "GET", path: "/users/profiles?ids=" + members.joined(separator: ","), body: nil, isRead: true)
             guard response.status == 200 else { throw Self.error(for: response) }
             let page = try Self.decode(ListBody.self, from: response.body, what: "a list").list
-            for profile in page.profiles { answer.profiles.append(await cache.didFetch(profile)) }
-            for id in page.missing { await cache.didLearnMissing(id: id) }
+            for profile in page.profiles { answer.profiles.append(await cache.didFetch(profile, since: generation)) }
+            for id in page.missing { await cache.didLearnMissing(id: id, since: generation) }
             answer.missing += page.missing
         }
         return answer

@@ -6,7 +6,8 @@ extension ProfileClient {
     var streamFollowing: StreamFollowing? {
         eventTransport.map {
             StreamFollowing(
-                transport: $0, configuration: configuration, cache: cache, randomUnit: randomUnit, sleep: sleep)
+                transport: $0, configuration: configuration, tokens: tokens, cache: cache, randomUnit: randomUnit,
+                sleep: sleep)
         }
     }
 
@@ -21,7 +22,9 @@ extension ProfileClient {
 
     /// The events of `id` as ``events(for:)`` gives them, without following its own stream.
     func storeEvents(for id: Int64) -> AsyncStream<ProfileEvent> {
-        observers.events(for: id)
+        let stream = observers.events(for: id)
+        restoreStore()
+        return stream
     }
 
     /// Follows `id` while anyone observes it, unless following is off or already running.
@@ -63,10 +66,10 @@ extension StreamFollowing {
         guard let url = URL(string: "/users/profile/\(id)/events", relativeTo: configuration.baseURL)?.absoluteURL
         else { return }
         _ = await follow(
-            classify: { [cache] response in
+            classify: { [cache] response, generation in
                 switch response.status {
                 case 404:
-                    await cache.didLearnMissing(id: id)
+                    await cache.didLearnMissing(id: id, since: generation)
                     return .expected
                 case 400, 401, 403: return .final
                 default: return .transient
@@ -78,11 +81,12 @@ extension StreamFollowing {
                 return (url, headers)
             },
             report: { observers.publish($0, for: id) },
-            onEvents: { [cache] events in
+            onEvents: { [cache] events, generation in
                 for event in ProfileStreamEvent.decodeBatch(events, report: { observers.publish(.failed($0, willRetry: true), for: id) }) {
                     switch event {
-                    case .profile(let profile) where profile.id == id: await cache.didReceiveEvent(profile)
-                    case .deleted(id): await cache.didLearnMissing(id: id)
+                    case .profile(let profile) where profile.id == id:
+                        await cache.didReceiveEvent(profile, since: generation)
+                    case .deleted(id): await cache.didLearnMissing(id: id, since: generation)
                     default: continue
                     }
                 }

@@ -3,15 +3,17 @@ import Foundation
 extension ProfileClient {
     /// One request with the retry policy: reads on 503/504 and connection errors, writes only on
     /// errors that prove the request never left (``TransportError/Kind/notSent``). A read shares
-    /// the answer of an identical one in flight (``InFlightReads``).
+    /// the answer of an identical one in flight (``InFlightReads``) begun since the last
+    /// ``clear()``: one begun before is the previous session's.
     func send(
         method: String, path: String, body: Data?, isRead: Bool, headers extra: [String: String] = [:]
     ) async throws(ProfileClientError) -> TransportResponse {
         guard isRead, body == nil else {
             return try await sendWithRetries(method: method, path: path, body: body, isRead: isRead, headers: extra)
         }
-        let key = ([method, path] + extra.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" })
-            .joined(separator: "\n")
+        let generation = await cache.generation
+        let fields = extra.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }
+        let key = ([method, path, "generation \(generation)"] + fields).joined(separator: "\n")
         return try await inFlightReads.answer(for: key) { [self] in
             do throws(ProfileClientError) {
                 return .success(try await sendWithRetries(method: method, path: path, body: nil, isRead: true, headers: extra))
@@ -35,7 +37,7 @@ extension ProfileClient {
             var headers = extra
             headers["Accept"] = "application/json, application/problem+json"
             if body != nil, headers["Content-Type"] == nil { headers["Content-Type"] = "application/json" }
-            let token = try await configuration.bearerToken(replacing: rejected)
+            let token = try await tokens.token(replacing: rejected)
             if let token { headers["Authorization"] = "Bearer \(token)" }
             let request = TransportRequest(
                 method: method, url: url, headers: headers, body: body, timeout: configuration.requestTimeout)
@@ -151,21 +153,6 @@ extension ProfileClient {
             return try JSONEncoder().encode(Body(fields: fields, version: version))
         } catch {
             throw .validation(field: nil, detail: "cannot encode the request: \(error)")
-        }
-    }
-}
-
-extension ProfileClientConfiguration {
-    /// The token of the next attempt, from ``tokenProvider``; after a 401, `rejected` is the token
-    /// the service refused, handed to ``tokenRejected`` first so the provider returns a fresh one.
-    /// - Throws: ``ProfileClientError/tokenUnavailable(_:)`` when the provider throws.
-    func bearerToken(replacing rejected: String?) async throws(ProfileClientError) -> String? {
-        guard let tokenProvider else { return nil }
-        if let rejected { await tokenRejected?(rejected) }
-        do {
-            return try await tokenProvider()
-        } catch {
-            throw .tokenUnavailable(String(describing: error))
         }
     }
 }

@@ -38,6 +38,10 @@ public final class ProfileClient: Sendable {
     let eventTransport: (any EventStreamTransport)?
     let liveSubscriptions = LiveSubscriptions()
     let inFlightReads = InFlightReads()
+    /// What ``clear()`` empties beside the store: every ``ObservableProfiles`` of the client.
+    let storeClears = ClearHandlers()
+    /// The bearer tokens, with one refresh at a time of a refused one.
+    let tokens: BearerTokens
     /// The store's file and the task that writes it, when ``ProfileClientConfiguration/persistenceFile`` is set.
     let storeFile: ProfileStoreFile?
     private let storeWriter = LockedValue<Task<Void, Never>?>(nil)
@@ -74,16 +78,15 @@ public final class ProfileClient: Sendable {
     ) {
         self.configuration = configuration
         self.transport = transport
+        self.tokens = BearerTokens(configuration: configuration)
         self.observers = ProfileObservers()
         self.listObservers = ProfileListObservers()
         let storeFile = configuration.persistenceFile.map(ProfileStoreFile.init(url:))
         self.storeFile = storeFile
-        // About 300 bytes a profile: a file far above that for the capacity is not the store's.
-        let restored = storeFile?.load(maximumBytes: max(1, configuration.storeCapacity) * 4_096) ?? []
+        // The file is read at the store's first use, on its actor: never here, on the caller's thread.
         self.cache = LocalProfileCache(
             window: configuration.readYourWritesWindow, capacity: configuration.storeCapacity, observers: observers,
-            lists: listObservers, now: now, restored: restored)
-        for profile in restored { observers.publish(.updated(profile), for: profile.id) }  // what a new observer starts with
+            lists: listObservers, now: now, file: storeFile)
         self.randomUnit = randomUnit
         self.sleep = sleep
         self.eventTransport = eventTransport
@@ -115,10 +118,20 @@ public final class ProfileClient: Sendable {
         try await cache.save(to: storeFile)
     }
 
-    /// Forgets every profile this client knows and removes the store's file: on logout. Observers
-    /// keep what they were given; a new ``ObservableProfiles`` starts empty.
+    /// Forgets everything of the session that ends, on logout: every profile, floor and pending
+    /// edit this client holds, what new observers would start with, and the store's file.
+    ///
+    /// Nothing of the previous session comes back afterwards: the answers of requests in flight
+    /// (a read, an edit — its caller still gets it) are not put into the store, nor written to
+    /// disk, nor given to observers; edits waiting for their turn fail with
+    /// ``ProfileClientError/cancelled``; the event streams followed are reopened, with the
+    /// token the provider gives now. A new observer or ``ObservableProfiles`` starts empty;
+    /// streams of observers and lists that were running keep what they were given, so drop them with the
+    /// session's screens. Every ``ObservableProfiles`` of the client is emptied before this returns.
     public func clear() async {
         await cache.clear(removing: storeFile)
+        liveSubscriptions.restart()
+        await storeClears.run()
     }
 
     /// Where a read may be answered from.
@@ -137,6 +150,7 @@ public final class ProfileClient: Sendable {
     /// - Returns: the newer of the service's answer and the profile the client holds.
     /// - Throws: ``ProfileClientError``: `notFound`, `unauthorized`, `forbidden`, `unavailable`, `transport`…
     public func fetch(id: Int64, policy: FetchPolicy = .useLocalWrites) async throws(ProfileClientError) -> Profile {
+        let generation = await cache.generation
         if policy == .useLocalWrites, let written = await cache.writtenProfile(id: id) { return written }
         var path = "/users/profile/\(id)"
         if let floor = await cache.floor(id: id) { path += "?min_version=\(floor)" }
@@ -144,10 +158,10 @@ public final class ProfileClient: Sendable {
         let headers = known.map { ["If-None-Match": "\"\($0.version)\""] } ?? [:]
         let response = try await send(method: "GET", path: path, body: nil, isRead: true, headers: headers)
         switch response.status {
-        case 200: return await cache.didFetch(try Self.decodeProfile(response.body))
-        case 304 where known != nil: return await cache.didFetch(known!)
+        case 200: return await cache.didFetch(try Self.decodeProfile(response.body), since: generation)
+        case 304 where known != nil: return await cache.didFetch(known!, since: generation)
         case 404:
-            await cache.didLearnMissing(id: id)
+            await cache.didLearnMissing(id: id, since: generation)
             throw .notFound
         default: throw Self.error(for: response)
         }
@@ -157,16 +171,17 @@ public final class ProfileClient: Sendable {
     /// or the username is taken (``ProfileClientError/validation(field:detail:)`` on `username`).
     public func create(id: Int64, username: String, displayName: String) async throws(ProfileClientError) -> Profile {
         let body = try Self.encode(["username": username, "display_name": displayName])
+        let generation = await cache.generation
         let response = try await send(
             method: "PUT", path: "/users/profile/\(id)", body: body, isRead: false, headers: ["If-None-Match": "*"])
         switch response.status {
         case 201, 200:
             let profile = try Self.decodeProfile(response.body)
-            await cache.didWrite(profile)
+            await cache.didWrite(profile, since: generation)
             return profile
         default:
             let error = Self.error(for: response)
-            if case .conflict(let current) = error { await cache.didFetch(current) }
+            if case .conflict(let current) = error { await cache.didFetch(current, since: generation) }
             throw error
         }
     }
@@ -177,16 +192,17 @@ public final class ProfileClient: Sendable {
     /// (``ProfileClientError/notFound``), which the client shows the same way.
     public func delete(id: Int64, expectedVersion: Int32? = nil) async throws(ProfileClientError) {
         let headers = expectedVersion.map { ["If-Match": "\"\($0)\""] } ?? [:]
+        let generation = await cache.generation
         let response = try await send(method: "DELETE", path: "/users/profile/\(id)", body: nil, isRead: false, headers: headers)
         switch response.status {
         case 204:
-            await cache.didLearnMissing(id: id)
+            await cache.didLearnMissing(id: id, since: generation)
         case 404:
-            await cache.didLearnMissing(id: id)
+            await cache.didLearnMissing(id: id, since: generation)
             throw .notFound
         default:
             let error = Self.error(for: response)
-            if case .conflict(let current) = error { await cache.didFetch(current) }
+            if case .conflict(let current) = error { await cache.didFetch(current, since: generation) }
             throw error
         }
     }
@@ -203,6 +219,7 @@ public final class ProfileClient: Sendable {
     /// (observing again starts it anew).
     public func events(for id: Int64) -> AsyncStream<ProfileEvent> {
         let stream = observers.events(for: id) { [weak self] in self?.liveSubscriptions.release(.profile(id)) }
+        restoreStore()
         startFollowing(id)
         return stream
     }
@@ -211,7 +228,15 @@ public final class ProfileClient: Sendable {
     /// latest it knows. (Deletions and the state of following are in ``events(for:)`` only.)
     public func updates(for id: Int64) -> AsyncStream<Profile> {
         let stream = observers.profiles(for: id) { [weak self] in self?.liveSubscriptions.release(.profile(id)) }
+        restoreStore()
         startFollowing(id)
         return stream
+    }
+
+    /// Reads the store's file, if not read yet, in the background: an observer gets the profiles
+    /// it holds without waiting for a first read or write.
+    func restoreStore() {
+        guard storeFile != nil else { return }
+        Task { [cache] in await cache.restoreIfNeeded() }
     }
 }

@@ -37,7 +37,8 @@ public struct ProfileClientConfiguration: Sendable {
     /// instances, SQL) reach the observers.
     public var followsLiveUpdates = true
     /// Where the store is kept between launches (opt-in; `nil`: nowhere). A cold start shows the
-    /// profiles it holds at once and revalidates each with `If-None-Match` when read. One file
+    /// profiles it holds at once (the file is read at the store's first use, off the caller's
+    /// thread, not when the client is made) and revalidates each with `If-None-Match` when read. One file
     /// per app (and per user: ``ProfileClient/clear()`` on logout removes it), in the app's caches
     /// or application-support directory; at most ``storeCapacity`` profiles, written whole every
     /// ``persistenceInterval`` while profiles change, and by ``ProfileClient/saveStore()``.

@@ -64,6 +64,12 @@ final class ProfileObservers: Sendable {
         state.withLock { state in state.latest[id] = nil }
     }
 
+    /// Forgets the last state of every id (the client was cleared): a new observer starts with
+    /// nothing of the previous session.
+    func forgetAll() {
+        state.withLock { state in state.latest = [:] }
+    }
+
     func finishAll() {
         let all = state.withLock { state in
             let all = state.observers.values.flatMap(\.values)

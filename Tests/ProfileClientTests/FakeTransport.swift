@@ -96,3 +96,14 @@ final class Gate: Sendable {
         for waiter in waiters { waiter.resume() }
     }
 }
+
+/// What the store learns, as tests hand it in: in the store's current generation.
+extension LocalProfileCache {
+    @discardableResult
+    func didFetch(_ profile: Profile) -> Profile { didFetch(profile, since: generation) }
+    func didReceiveEvent(_ profile: Profile) { didReceiveEvent(profile, since: generation) }
+    func didReceiveEvents(_ events: [ProfileStreamEvent]) { didReceiveEvents(events, since: generation) }
+    func didLearnMissing(id: Int64) { didLearnMissing(id: id, since: generation) }
+    @discardableResult
+    func didWrite(_ profile: Profile) -> Profile { didWrite(profile, since: generation) }
+}

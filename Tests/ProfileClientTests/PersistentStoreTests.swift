@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 import TestSupport
 
@@ -12,10 +13,10 @@ import TestSupport
         FileManager.default.temporaryDirectory.appendingPathComponent("profile-store-\(UUID()).json")
     }
 
-    static func client(_ transport: FakeTransport, file: URL) -> ProfileClient {
+    static func client(_ transport: FakeTransport, file: URL, interval: Duration = .milliseconds(20)) -> ProfileClient {
         var configuration = ProfileClientConfiguration(baseURL: URL(string: "http://profiles.test")!)
         configuration.persistenceFile = file
-        configuration.persistenceInterval = .milliseconds(20)
+        configuration.persistenceInterval = interval
         configuration.retry = RetryPolicy(maximumAttempts: 1)
         return ProfileClient(configuration: configuration, transport: transport, eventTransport: nil)
     }
@@ -74,5 +75,59 @@ import TestSupport
         try Data("not json".utf8).write(to: file)
         let client = Self.client(FakeTransport { _, _ throws(TransportError) in TransportResponse(status: 404) }, file: file)
         #expect(await client.cache.count == 0)
+    }
+
+    @Test func aFailedWriteIsTriedAgain() async throws {
+        let directory = Self.file()
+        let file = directory.appendingPathComponent("profiles.json")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try Data("in the way".utf8).write(to: directory)  // the store's directory cannot be made
+        let transport = FakeTransport { _, _ throws(TransportError) in
+            FakeTransport.json(FakeTransport.profile(7, "Kept", version: 1))
+        }
+        let client = Self.client(transport, file: file, interval: .seconds(3_600))
+        _ = try await client.fetch(id: 7)
+        await #expect(throws: (any Error).self) { try await client.saveStore() }
+
+        try FileManager.default.removeItem(at: directory)
+        try await client.saveStore()
+        #expect(ProfileStoreFile(url: file).load(maximumBytes: 1 << 20).map(\.id) == [7], "the changes are still unsaved")
+    }
+
+    @Test func aRevalidationThatChangesNothingDoesNotRewriteTheFile() async throws {
+        let file = Self.file()
+        defer { try? FileManager.default.removeItem(at: file) }
+        let answer = Mutex(FakeTransport.json(FakeTransport.profile(7, "Kept", version: 1)))
+        let transport = FakeTransport { _, _ throws(TransportError) in answer.withLock { $0 } }
+        let client = Self.client(transport, file: file, interval: .seconds(3_600))
+        _ = try await client.fetch(id: 7)
+        try await client.saveStore()
+        try FileManager.default.removeItem(at: file)  // so that a rewrite shows
+
+        answer.withLock { $0 = TransportResponse(status: 304) }
+        #expect(try await client.fetch(id: 7, policy: .reloadFromServer).version == 1)
+        try await client.saveStore()
+        #expect(!FileManager.default.fileExists(atPath: file.path), "a 304 changed nothing the file holds")
+
+        answer.withLock { $0 = FakeTransport.json(FakeTransport.profile(7, "Changed", version: 2)) }
+        _ = try await client.fetch(id: 7, policy: .reloadFromServer)
+        try await client.saveStore()
+        #expect(ProfileStoreFile(url: file).load(maximumBytes: 1 << 20).map(\.version) == [2])
+    }
+
+    @Test func makingAClientDoesNotReadTheFileItsFirstUseDoes() async throws {
+        let file = Self.file()
+        defer { try? FileManager.default.removeItem(at: file) }
+        let client = Self.client(
+            FakeTransport { _, _ throws(TransportError) in TransportResponse(status: 304) }, file: file,
+            interval: .seconds(3_600))
+        // The file appears after the client was made (an app's launch), before its first use.
+        try ProfileStoreFile(url: file).save([FakeTransport.profile(2, "Saved", version: 3)])
+
+        let seen = EventRecorder(client.events(for: 2))
+        #expect(
+            await seen.wait { $0.first == .updated(FakeTransport.profile(2, "Saved", version: 3)) },
+            "read at the first use, not in init: \(seen.events)")
+        #expect(try await client.fetch(id: 2, policy: .reloadFromServer).version == 3, "a 304 answers from it")
     }
 }

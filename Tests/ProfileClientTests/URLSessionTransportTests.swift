@@ -1,14 +1,19 @@
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import Glibc
+import Synchronization
 import Testing
 
 @testable import ProfileClient
 
-/// ``URLSessionTransport`` against a loopback listener that accepts connections and never answers.
+/// ``URLSessionTransport`` and ``URLSessionEventStreamTransport`` against loopback listeners: one
+/// that accepts connections and never answers, one that answers a single request.
 @Suite(.timeLimit(.minutes(1))) struct URLSessionTransportTests {
     /// A listening socket on a free loopback port; the kernel completes connections to it, and
     /// nobody ever reads or answers.
-    final class SilentListener {
+    final class SilentListener: Sendable {
         let descriptor: Int32
         let port: Int
 
@@ -30,6 +35,90 @@ import Testing
         }
 
         deinit { close(descriptor) }
+    }
+
+    /// A listener that answers one request with `response` (raw HTTP/1.1) on a thread of its own
+    /// and keeps the request's head.
+    final class OneAnswerServer: Sendable {
+        let port: Int
+        private let head = LockedValue<String?>(nil)
+        private let answered = Gate()
+
+        init(response: String) throws {
+            let listener = try SilentListener()
+            port = listener.port
+            let thread = Thread { [head, answered] in
+                let connection = accept(listener.descriptor, nil, nil)
+                var received: [UInt8] = []
+                var buffer = [UInt8](repeating: 0, count: 4_096)
+                while !received.suffix(4).elementsEqual("\r\n\r\n".utf8) {
+                    let count = read(connection, &buffer, buffer.count)
+                    if count <= 0 { break }
+                    received += buffer[..<count]
+                }
+                head.withLock { $0 = String(decoding: received, as: UTF8.self) }
+                let bytes = Array(response.utf8)
+                _ = bytes.withUnsafeBytes { write(connection, $0.baseAddress, $0.count) }
+                close(connection)
+                withExtendedLifetime(listener) {}
+                answered.open()
+            }
+            thread.start()
+        }
+
+        /// The head of the request it answered, once it answered.
+        func requestHead() async -> String {
+            await answered.wait()
+            return head.withLock { $0 ?? "" }
+        }
+    }
+
+    /// Records whether its session was invalidated.
+    final class InvalidationRecorder: NSObject, URLSessionDelegate, Sendable {
+        private let invalidated = Mutex(false)
+        var wasInvalidated: Bool { invalidated.withLock { $0 } }
+
+        func urlSession(_ session: URLSession, didBecomeInvalidWithError error: (any Error)?) {
+            invalidated.withLock { $0 = true }
+        }
+    }
+
+    @Test func releasingATransportLeavesTheAppsSessionUsable() async throws {
+        let recorder = InvalidationRecorder()
+        let queue = OperationQueue()
+        queue.maxConcurrentOperationCount = 1
+        let session = URLSession(configuration: .ephemeral, delegate: recorder, delegateQueue: queue)
+        defer { session.invalidateAndCancel() }
+        do {
+            let transport = URLSessionTransport(session: session)
+            _ = transport
+        }
+        // Listing the tasks passes through the session's work queue and then its serial delegate
+        // queue, behind an invalidation's callback had there been one.
+        await withCheckedContinuation { continuation in
+            session.getTasksWithCompletionHandler { _, _, _ in continuation.resume() }
+        }
+        #expect(!recorder.wasInvalidated, "the app's session is the app's: the transport never invalidates it")
+    }
+
+    @Test func eventStreamsGoThroughTheAppsSessionConfiguration() async throws {
+        let server = try OneAnswerServer(
+            response: "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+                + "id: 1\nevent: profile\ndata: {}\n\n")
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.httpAdditionalHeaders = ["User-Agent": "ProfileApp/7"]
+        let session = URLSession(configuration: configuration)
+        defer { session.invalidateAndCancel() }
+        let transport = URLSessionEventStreamTransport(session: session)
+        let request = TransportRequest(
+            method: "GET", url: URL(string: "http://127.0.0.1:\(server.port)/users/profile/1/events")!,
+            headers: ["Accept": "text/event-stream"], body: nil, timeout: .seconds(20))
+        let delivered = Mutex<[ServerSentEvent]>([])
+        let end = try await transport.stream(request) { events in delivered.withLock { $0 += events } }
+        #expect(end == .closed(retry: nil))
+        #expect(delivered.withLock { $0.map(\.id) } == ["1"])
+        let head = await server.requestHead().lowercased()
+        #expect(head.contains("user-agent: profileapp/7"), "the app's User-Agent: \(head)")
     }
 
     @Test func cancellingTheCallerCancelsTheRequestAtOnce() async throws {
