@@ -4,9 +4,11 @@ import Foundation
 public struct ChangeFeedConfiguration: Sendable {
     /// The memcached cluster this feed repairs (docs/design.md §3.10).
     public var cluster: CacheCluster
-    /// The logical replication slot: one per cache cluster, shared by its instances. Only one
-    /// connection can stream from it at a time, which makes it the feed's leader lock.
-    public var slotName: String
+    /// The logical replication slot: one per cache cluster and database, shared by the cluster's
+    /// instances. Only one connection can stream from it at a time, which makes it the feed's
+    /// leader lock. `nil`: the cluster's, as ``CacheClusterSlots/slotName(for:on:)`` finds it in
+    /// the database (a test names a slot of its own).
+    public var slotName: String?
     /// Where the feed says what it repaired, for the live updates of its cluster's instances.
     public var notificationChannel: String
     /// The replication session's `application_name`: which instance consumes a cluster, as
@@ -59,7 +61,6 @@ public struct ChangeFeedConfiguration: Sendable {
 
     public init(cluster: CacheCluster = .default) {
         self.cluster = cluster
-        slotName = cluster.slotName
         notificationChannel = cluster.notificationChannel
         consumerName = Self.consumerName(cluster: cluster)
     }

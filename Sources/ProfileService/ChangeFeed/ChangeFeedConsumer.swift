@@ -31,6 +31,11 @@ final class ChangeFeedConsumer {
     /// part of what the position cannot confirm yet.
     private var openTransactionChanges = 0
     private var slotReady = false
+    /// The slot this feed streams, found again whenever it is not ready (``ensureSlot()``): the
+    /// configuration's, or the cluster's in this database.
+    private var slotName = ""
+    /// The database's `pg_database.oid`, read with the slot's name: what names its clusters' slots.
+    private var databaseOID: UInt32?
     /// The stream's refusals at the slot's position, to recognise a change it will never send.
     private var refusals = RepeatedRefusals()
     /// Which database the feed streams, to notice a restore, a failover or another cluster.
@@ -115,7 +120,7 @@ final class ChangeFeedConsumer {
         let stream: LogicalReplicationStream
         do {
             stream = try LogicalReplicationStream(
-                configuration: replication, slot: configuration.slotName, publication: configuration.publicationName,
+                configuration: replication, slot: slotName, publication: configuration.publicationName,
                 logger: logger)
         } catch let error as PostgresError where error.isObjectInUse {
             checkSlot()
@@ -145,7 +150,7 @@ final class ChangeFeedConsumer {
             return (.unavailable, "\(error)")
         }
         do {
-            guard let slot = try LogicalReplicationSetup.slotStatus(named: configuration.slotName, on: connection) else {
+            guard let slot = try LogicalReplicationSetup.slotStatus(named: slotName, on: connection) else {
                 slotReady = false
                 return close(.slotMissing)
             }
@@ -190,7 +195,7 @@ final class ChangeFeedConsumer {
                 // what the flush below invalidates.
                 if gap == .slotLost {
                     do {
-                        try LogicalReplicationSetup.dropSlot(named: configuration.slotName, on: connection)
+                        try LogicalReplicationSetup.dropSlot(named: slotName, on: connection)
                     } catch let error as PostgresError where error.isObjectInUse {
                         return (.standby, nil)  // another instance is closing it
                     }
@@ -253,7 +258,7 @@ final class ChangeFeedConsumer {
     private func advanceSlot(to position: LSN) throws {
         for attempt in 1...20 {
             do {
-                try LogicalReplicationSetup.advanceSlot(named: configuration.slotName, to: position, on: connection)
+                try LogicalReplicationSetup.advanceSlot(named: slotName, to: position, on: connection)
                 return
             } catch let error as PostgresError where error.isObjectInUse && attempt < 20 {
                 pause(.milliseconds(50))
@@ -269,16 +274,23 @@ final class ChangeFeedConsumer {
 
     /// Makes sure the slot exists. A slot this instance streamed before, or one it had to create,
     /// or one PostgreSQL invalidated means changes the cache never saw: that gap is returned.
+    /// Which slot is looked for again each time: one of the older name that is gone is created
+    /// anew under the database's name (docs/design.md §3.10).
     private func ensureSlot() throws -> FeedGap? {
         if !connection.isConnected { try connection.connect() }
         if slotReady { return nil }
-        if let slot = try LogicalReplicationSetup.slotStatus(named: configuration.slotName, on: connection), slot.isLost {
+        let databaseOID = try LogicalReplicationSetup.databaseOID(on: connection)
+        self.databaseOID = databaseOID
+        slotName =
+            try configuration.slotName
+            ?? CacheClusterSlots.slotName(for: configuration.cluster, inDatabase: databaseOID, on: connection)
+        if let slot = try LogicalReplicationSetup.slotStatus(named: slotName, on: connection), slot.isLost {
             return .slotLost
         }
-        let created = try LogicalReplicationSetup.ensureSlot(named: configuration.slotName, on: connection)
+        let created = try LogicalReplicationSetup.ensureSlot(named: slotName, on: connection)
         slotReady = true
         guard created else { return nil }
-        logger.notice("created the change feed's replication slot", metadata: ["slot": "\(configuration.slotName)"])
+        logger.notice("created the change feed's replication slot", metadata: ["slot": "\(slotName)"])
         return .slotMissing
     }
 
@@ -356,14 +368,14 @@ final class ChangeFeedConsumer {
     private func checkSlot(force: Bool = false) {
         guard force || lastSlotCheck.map({ $0.duration(to: .now) >= configuration.slotCheckInterval }) ?? true else { return }
         lastSlotCheck = .now
-        // Every cluster's slot, not only this one's: a cluster whose instances are all gone is
-        // seen by the others, by the WAL its slot keeps (docs/design.md §3.10). This one's is among
+        // Every cluster's slot in this database, not only this one's: a cluster whose instances are
+        // all gone is seen by the others, by the WAL its slot keeps (docs/design.md §3.10). This one's is among
         // them unless its name is not a cluster's (a test's own slot): then it is read alone.
         let slots = try? LogicalReplicationSetup.slots(namedLike: CacheCluster.slotPattern, on: connection)
-        if let slots { monitor.recordClusters(slots) }
-        if let own = slots?.first(where: { $0.name == configuration.slotName }) {
+        if let slots, let databaseOID { monitor.recordClusters(CacheClusterSlots.clusters(of: slots, inDatabase: databaseOID)) }
+        if let own = slots?.first(where: { $0.name == slotName }) {
             monitor.recordSlot(own.status)
-        } else if let slot = try? LogicalReplicationSetup.slotStatus(named: configuration.slotName, on: connection) {
+        } else if let slot = try? LogicalReplicationSetup.slotStatus(named: slotName, on: connection) {
             monitor.recordSlot(slot)
         } else if connection.isConnected {
             monitor.recordSlot(nil)

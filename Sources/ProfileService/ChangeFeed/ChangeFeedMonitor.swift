@@ -135,13 +135,14 @@ public final class ChangeFeedMonitor: Sendable {
         slotLostGauge.record(walStatus == "lost" || walStatus == "missing" ? 1 : 0)
     }
 
-    /// What `pg_replication_slots` says of every slot: the cache clusters' are kept, with how long
-    /// each has been seen without a consumer; a cluster whose slot was dropped leaves the metrics.
-    func recordClusters(_ slots: [LogicalReplicationSetup.NamedSlot], now: ContinuousClock.Instant = .now) {
+    /// What `pg_replication_slots` says of the cache clusters' slots in this database, with how
+    /// long each has been seen without a consumer; a cluster whose slot was dropped leaves the metrics.
+    func recordClusters(
+        _ slots: [(cluster: CacheCluster, slot: LogicalReplicationSetup.NamedSlot)], now: ContinuousClock.Instant = .now
+    ) {
         let statuses = clusters.withLock { series in
             var seen: Set<CacheCluster> = []
-            let statuses = slots.compactMap { slot -> CacheClusterStatus? in
-                guard let cluster = CacheCluster(slotName: slot.name) else { return nil }
+            let statuses = slots.map { cluster, slot -> CacheClusterStatus in
                 seen.insert(cluster)
                 var entry = series[cluster] ?? ClusterSeries(cluster)
                 if slot.status.isActive {

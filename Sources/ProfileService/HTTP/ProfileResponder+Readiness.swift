@@ -67,6 +67,7 @@ extension ProfileResponder {
         for cluster in clusters {
             json.beginObject()
             json.member("name", cluster.cluster.name)
+            json.member("slot", cluster.slot)
             json.member("consumed", cluster.isConsumed)
             if let consumer = cluster.consumer { json.member("consumer", consumer) }
             if let lag = cluster.lagBytes { json.member("lag_bytes", lag) }
