@@ -19,6 +19,8 @@ import TestSupport
 /// - Two databases of one server (production and staging), each with its instance and memcached,
 ///   both the default cluster: each has a slot of its own, repairs its own cache, and sees and
 ///   drops only its own slots.
+/// - Two instances of one cluster name given different memcached nodes: `/readyz` and
+///   `profile_service_cache_cluster_node_sets` show both node sets, and one again once one stops.
 @Suite(.serialized, .requires(.postgres, .memcached)) struct CacheClustersEndToEndTests {
     /// Region B's round trip to PostgreSQL in the far-region case.
     static let wanRoundTripMS = 30
@@ -242,6 +244,54 @@ import TestSupport
         #expect(try listedSlots(staging.url).isEmpty)
         #expect(try listedSlots(TestEnvironment.databaseURL).contains { $0.slot == productionDefault }, "production's stays")
         #expect(feedState(production) == "active")
+    }
+
+    /// Region B started with region A's cluster name (the `--cache-cluster` an operator missed):
+    /// one slot, one consumer, and the other instance's nodes never repaired. Both instances report
+    /// the two node sets; both stay ready.
+    @Test func instancesOfOneClusterNameWithOtherMemcachedNodesReportBothNodeSets() throws {
+        let cluster = "sets_\(UInt32.random(in: 0...UInt32.max))"
+        let nodes = [try MemcachedNodes(count: 1), try MemcachedNodes(count: 1)]
+        defer { for node in nodes { node.stop() } }
+        defer { try? dropCluster(cluster) }  // after the instances stop: defers run last first
+        let instances = try nodes.map { node in
+            try ServiceProcess(
+                arguments: ServiceProcess.jwtArguments + [
+                    "--no-access-log", "--cache-cluster", cluster, "--memcached", node.serverList,
+                ])
+        }
+        defer { for instance in instances { _ = instance.terminate() } }
+        let expected = Set(nodes.map { [$0.serverList] })
+        for instance in instances {
+            #expect(
+                Eventually.wait(timeout: .seconds(20), interval: .milliseconds(200)) {
+                    Set(nodeSets(instance).map(\.nodes)) == expected
+                }, ":\(instance.port) names both node sets: \(nodeSets(instance))")
+            let readyz = try Curl.request("\(instance.baseURL)/readyz")
+            #expect(readyz.status == 200, "two node sets warn, they do not make an instance unready")
+            #expect((readyz.json?["change_feed"] as? [String: Any])?["cluster"] as? String == cluster)
+            #expect(nodeSets(instance).allSatisfy { $0.instances.count == 1 && $0.instances[0].hasPrefix("profile-service/\(cluster)/") })
+            #expect(try instance.metrics().value("profile_service_cache_cluster_node_sets", ["cluster": cluster]) == 2)
+        }
+        #expect(
+            instances.contains { $0.log(waitingUntil: { $0.contains("serve different memcached nodes") }).contains("serve different memcached nodes") },
+            "the instances log the two node sets")
+
+        // The second instance stops (a replacement finished): one node set again.
+        #expect(instances[1].terminate() == 0)
+        #expect(
+            Eventually.wait(timeout: .seconds(20), interval: .milliseconds(200)) {
+                nodeSets(instances[0]).map(\.nodes) == [[nodes[0].serverList]]
+            }, "one node set once the other instance stopped: \(nodeSets(instances[0]))")
+        #expect(try instances[0].metrics().value("profile_service_cache_cluster_node_sets", ["cluster": cluster]) == 1)
+    }
+
+    /// The node sets an instance's `/readyz` reports for its cache cluster.
+    private func nodeSets(_ instance: ServiceProcess) -> [(nodes: [String], instances: [String])] {
+        let feed = (try? Curl.request("\(instance.baseURL)/readyz"))?.json?["change_feed"] as? [String: Any]
+        return (feed?["node_sets"] as? [[String: Any]] ?? []).map { set in
+            (set["nodes"] as? [String] ?? [], set["instances"] as? [String] ?? [])
+        }
     }
 
     /// `cache-cluster list --json` of one database: each cluster and its slot.

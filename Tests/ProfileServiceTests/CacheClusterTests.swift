@@ -1,3 +1,4 @@
+import MemcachedClient
 import PostgresClient
 import Testing
 
@@ -103,5 +104,45 @@ import Testing
         clusters = monitor.current.clusters
         #expect(clusters.map(\.cluster.name) == ["default"], "a dropped slot leaves the report")
         #expect(clusters[0].unconsumedSeconds == 0)
+    }
+
+    @Test func aNodeSetIsItsNodesInAnyOrder() {
+        let a = MemcachedServer(host: "10.0.0.1", port: 11211)
+        let b = MemcachedServer(host: "10.0.0.2", port: 11211)
+        #expect(CacheClusterNodeSet.key([b, a]) == "10.0.0.1:11211,10.0.0.2:11211")
+        #expect(CacheClusterNodeSet.key([a, b]) == CacheClusterNodeSet.key([b, a, b]))
+        #expect(CacheClusterNodeSet.key([a]) != CacheClusterNodeSet.key([a, b]))
+    }
+
+    @Test func instancesOfOneClusterWithOtherNodesAreTwoNodeSetsOfThatCluster() throws {
+        let grouped = CacheClusterNodeSet.grouped([
+            ("default", "10.0.0.1:11211,10.0.0.2:11211", "profile-service/default/a/1"),
+            ("default", "10.1.0.1:11211", "profile-service/default/b/7"),
+            ("default", "10.0.0.1:11211,10.0.0.2:11211", "profile-service/default/a/2"),
+            ("eu", "10.2.0.1:11211", "profile-service/eu/c/3"),
+            ("Not A Cluster", "10.3.0.1:11211", "x"),
+        ])
+        #expect(grouped.count == 2, "names that are no cluster's are left out")
+        #expect(
+            grouped[.default] == [
+                CacheClusterNodeSet(
+                    nodes: ["10.0.0.1:11211", "10.0.0.2:11211"],
+                    instances: ["profile-service/default/a/1", "profile-service/default/a/2"]),
+                CacheClusterNodeSet(nodes: ["10.1.0.1:11211"], instances: ["profile-service/default/b/7"]),
+            ])
+        #expect(grouped[try CacheCluster("eu")]?.count == 1)
+    }
+
+    @Test func theMonitorKeepsItsOwnClustersNodeSetsForReadiness() throws {
+        let monitor = ChangeFeedMonitor(enabled: true, cluster: try CacheCluster("eu"))
+        let eu = [
+            CacheClusterNodeSet(nodes: ["10.2.0.1:11211"], instances: ["profile-service/eu/c/3"]),
+            CacheClusterNodeSet(nodes: ["10.2.0.9:11211"], instances: ["profile-service/eu/d/4"]),
+        ]
+        let own = monitor.recordNodeSets([.default: [eu[0]], try CacheCluster("eu"): eu])
+        #expect(own == eu)
+        #expect(monitor.current.nodeSets == eu, "its own cluster's, not default's")
+        monitor.recordNodeSets([.default: [eu[0]]])
+        #expect(monitor.current.nodeSets.isEmpty, "no live instance of its cluster (not even itself) yet")
     }
 }

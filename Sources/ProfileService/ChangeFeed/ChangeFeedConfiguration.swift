@@ -51,8 +51,13 @@ public struct ChangeFeedConfiguration: Sendable {
     /// stops reading (PostgreSQL keeps the WAL, bounded by `max_slot_wal_keep_size`) rather than
     /// forget a repair.
     public var maxPendingRepairs = 100_000
-    /// How often the slot's health (`wal_status`, retained WAL) is read for metrics and `/readyz`.
+    /// How often the slot's health (`wal_status`, retained WAL) is read for metrics and `/readyz`,
+    /// and this instance's memcached nodes written for the others of its cluster to see
+    /// (``CacheClusterNodeSet``).
     public var slotCheckInterval: Duration = .seconds(5)
+    /// How long an instance that wrote no row counts as serving its node set: a few missed
+    /// ``slotCheckInterval``s. An instance that stops deletes its row at once.
+    public var instanceExpiry: Duration = .seconds(30)
     /// The share of applied changes the consistency observer checks (docs/design.md §3.8); 0 turns
     /// it off.
     public var consistencySampleRate = 0.01

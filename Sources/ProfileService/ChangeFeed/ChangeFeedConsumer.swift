@@ -40,6 +40,11 @@ final class ChangeFeedConsumer {
     private var refusals = RepeatedRefusals()
     /// Which database the feed streams, to notice a restore, a failover or another cluster.
     private var database = DatabaseWatch()
+    /// When this instance last wrote its node set for the others of its cluster, and the cluster's
+    /// node sets then (a change of them is logged).
+    private var lastHeartbeat: ContinuousClock.Instant?
+    private var reportedNodeSets: [CacheClusterNodeSet] = []
+    private var reportedMissingRegistry = false
     /// When a stalled feed last logged its error (at most once a minute), and what it said.
     private var lastStallLog: (time: ContinuousClock.Instant, detail: String)?
 
@@ -82,6 +87,7 @@ final class ChangeFeedConsumer {
         while !isStopping() {
             let (state, detail) = attempt()
             monitor.enter(state, detail: detail)
+            heartbeat()
             if state != reportedState {
                 switch state {
                 case .standby:
@@ -105,6 +111,52 @@ final class ChangeFeedConsumer {
             }
             resumedAtOnce = false
         }
+        // Stopping: this instance's nodes are no longer one of its cluster's sets.
+        try? CacheClusterNodeSet.leave(cluster: configuration.cluster, instance: configuration.consumerName, on: connection)
+    }
+
+    /// Writes this instance's memcached nodes for the other instances of its cluster and reads
+    /// every cluster's node sets, every `slotCheckInterval` (docs/design.md §3.10). Two sets in one
+    /// cluster are logged when they appear and when they go; they never stop the feed.
+    private func heartbeat() {
+        guard lastHeartbeat.map({ $0.duration(to: .now) >= configuration.slotCheckInterval }) ?? true,
+            connection.isConnected
+        else { return }
+        lastHeartbeat = .now
+        let sets: [CacheCluster: [CacheClusterNodeSet]]
+        do {
+            sets = try CacheClusterNodeSet.heartbeat(
+                cluster: configuration.cluster, instance: configuration.consumerName, nodes: memcachedServers,
+                expiry: configuration.instanceExpiry, on: connection)
+        } catch let error as PostgresError where error.sqlState == .undefinedTable {
+            if !reportedMissingRegistry {
+                reportedMissingRegistry = true
+                logger.warning(
+                    "cannot tell other instances of this cache cluster which memcached nodes it serves: run `profile-service migrate` (migration 0006)",
+                    metadata: ["error": "\(error.message)"])
+            }
+            return
+        } catch {
+            return  // PostgreSQL is down or busy: the next turn tries again
+        }
+        let own = monitor.recordNodeSets(sets)
+        guard own.map(\.nodes) != reportedNodeSets.map(\.nodes) else { return }
+        if own.count > 1 {
+            logger.warning(
+                """
+                instances of this cache cluster serve different memcached nodes: only the consumer's are repaired \
+                from the change feed, the others are stale until their entries expire; give every instance of the \
+                cluster the same --memcached, or each set a --cache-cluster of its own
+                """,
+                metadata: [
+                    "cache_cluster": "\(configuration.cluster)",
+                    "node_sets": "\(own.map { $0.nodes.joined(separator: ",") + " (" + $0.instances.joined(separator: " ") + ")" })",
+                ])
+        } else if reportedNodeSets.count > 1 {
+            logger.notice("every instance of this cache cluster serves the same memcached nodes again",
+                metadata: ["cache_cluster": "\(configuration.cluster)"])
+        }
+        reportedNodeSets = own
     }
 
     /// One turn: take the slot and stream until the stream ends. Returns why it ended.
@@ -368,6 +420,7 @@ final class ChangeFeedConsumer {
     private func checkSlot(force: Bool = false) {
         guard force || lastSlotCheck.map({ $0.duration(to: .now) >= configuration.slotCheckInterval }) ?? true else { return }
         lastSlotCheck = .now
+        heartbeat()
         // Every cluster's slot in this database, not only this one's: a cluster whose instances are
         // all gone is seen by the others, by the WAL its slot keeps (docs/design.md §3.10). This one's is among
         // them unless its name is not a cluster's (a test's own slot): then it is read alone.
