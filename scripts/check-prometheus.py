@@ -483,7 +483,7 @@ class Check:
                 break
             if time.monotonic() > deadline:
                 raise Failure(f"this instance's change feed is {state!r}, not active: another instance consumes "
-                              "the slot profile_service_cache (stop it and run again)")
+                              "the default cluster's slot (stop it and run again)")
             time.sleep(0.5)
         changes = iter(range(1, 1000))
 

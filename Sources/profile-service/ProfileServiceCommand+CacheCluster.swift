@@ -12,15 +12,17 @@ extension ProfileServiceCommand {
             commandName: "cache-cluster",
             abstract: "List the cache clusters PostgreSQL keeps changes for, or drop a cluster that is gone.",
             discussion: """
-                Each cache cluster (serve --cache-cluster) has a replication slot; PostgreSQL keeps \
-                WAL for a slot until its cluster's change feed consumes it, up to \
-                max_slot_wal_keep_size. Drop the slot of a cluster that is gone.
+                Each cache cluster (serve --cache-cluster) has a replication slot in its database; \
+                PostgreSQL keeps WAL for a slot until its cluster's change feed consumes it, up to \
+                max_slot_wal_keep_size. Drop the slot of a cluster that is gone. Both commands see \
+                only the slots of the database --database-url names, never another database's on \
+                the same server.
                 """,
             subcommands: [List.self, Drop.self])
 
         struct List: ParsableCommand {
             static let configuration = CommandConfiguration(
-                abstract: "Every cache cluster's slot: consumed or not, by whom, and the WAL it keeps.")
+                abstract: "Every cache cluster's slot in this database: consumed or not, by whom, and the WAL it keeps.")
 
             @OptionGroup var database: DatabaseOptions
 
@@ -28,10 +30,7 @@ extension ProfileServiceCommand {
             var json = false
 
             func run() throws {
-                let slots = try withDirectConnection(database) { connection in
-                    try LogicalReplicationSetup.slots(namedLike: CacheCluster.slotPattern, on: connection)
-                }
-                let clusters = slots.compactMap { slot in CacheCluster(slotName: slot.name).map { ($0, slot) } }
+                let clusters = try withDirectConnection(database) { connection in try CacheClusterSlots.list(on: connection) }
                 if json {
                     print(Self.json(clusters))
                     return
@@ -50,7 +49,7 @@ extension ProfileServiceCommand {
                 }
             }
 
-            static func json(_ clusters: [(CacheCluster, LogicalReplicationSetup.NamedSlot)]) -> String {
+            static func json(_ clusters: [(cluster: CacheCluster, slot: LogicalReplicationSetup.NamedSlot)]) -> String {
                 let objects: [[String: Any]] = clusters.map { cluster, slot in
                     var object: [String: Any] = [
                         "cluster": cluster.name, "slot": slot.name, "consumed": slot.status.isActive,
@@ -89,24 +88,29 @@ extension ProfileServiceCommand {
             func run() throws {
                 let cluster = try CacheCluster(name)
                 try withDirectConnection(database) { connection in
-                    guard let slot = try LogicalReplicationSetup.slotStatus(named: cluster.slotName, on: connection) else {
+                    // This database's slots of the cluster: normally one; two when its slot of the
+                    // older name was created again during a rolling upgrade (docs/design.md §3.10).
+                    let slots = try CacheClusterSlots.list(on: connection).filter { $0.cluster == cluster }.map(\.slot)
+                    guard !slots.isEmpty else {
                         throw RuntimeFailure(
-                            description: "no replication slot \(cluster.slotName) for cache cluster \(cluster) "
+                            description: "no replication slot for cache cluster \(cluster) in this database "
                                 + "(see: profile-service cache-cluster list)")
                     }
-                    guard !slot.isActive else {
+                    if let consumed = slots.first(where: \.status.isActive) {
                         throw RuntimeFailure(
                             description: "cache cluster \(cluster) is consumed now: an instance streams "
-                                + "\(cluster.slotName); stop the cluster's instances first")
+                                + "\(consumed.name); stop the cluster's instances first")
                     }
-                    do {
-                        try LogicalReplicationSetup.dropSlot(named: cluster.slotName, on: connection)
-                    } catch let error as PostgresError where error.isObjectInUse {
-                        throw RuntimeFailure(
-                            description: "cache cluster \(cluster) was taken by an instance just now; stop its instances first")
+                    for slot in slots {
+                        do {
+                            try LogicalReplicationSetup.dropSlot(named: slot.name, on: connection)
+                        } catch let error as PostgresError where error.isObjectInUse {
+                            throw RuntimeFailure(
+                                description: "cache cluster \(cluster) was taken by an instance just now; stop its instances first")
+                        }
+                        let retained = slot.status.retainedBytes.map { " (it kept \($0) bytes of WAL)" } ?? ""
+                        print("dropped replication slot \(slot.name) of cache cluster \(cluster)\(retained)")
                     }
-                    let retained = slot.retainedBytes.map { " (it kept \($0) bytes of WAL)" } ?? ""
-                    print("dropped replication slot \(cluster.slotName) of cache cluster \(cluster)\(retained)")
                 }
             }
         }

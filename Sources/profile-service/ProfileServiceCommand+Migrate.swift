@@ -49,8 +49,8 @@ extension ProfileServiceCommand {
         /// before the first `serve` (which creates it too). Not an error without logical
         /// decoding: the service runs with --no-change-feed there.
         private func createChangeFeedSlot(for cluster: CacheCluster, on connection: PostgresConnection, logger: Logger) {
-            let slot = cluster.slotName
             do {
+                let slot = try CacheClusterSlots.slotName(for: cluster, on: connection)
                 if try LogicalReplicationSetup.ensureSlot(named: slot, on: connection) {
                     logger.info(
                         "created the change feed's replication slot",

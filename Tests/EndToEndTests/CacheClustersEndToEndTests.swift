@@ -16,6 +16,11 @@ import TestSupport
 /// - Region B's consumer SIGKILLed: the other region-B instance takes the slot, and every change
 ///   made while B had no consumer reaches B's cluster.
 /// - `cache-cluster drop` refuses a cluster an instance consumes and drops one that is gone.
+/// - Two databases of one server (production and staging), each with its instance and memcached,
+///   both the default cluster: each has a slot of its own, repairs its own cache, and sees and
+///   drops only its own slots.
+/// - Two instances of one cluster name given different memcached nodes: `/readyz` and
+///   `profile_service_cache_cluster_node_sets` show both node sets, and one again once one stops.
 @Suite(.serialized, .requires(.postgres, .memcached)) struct CacheClustersEndToEndTests {
     /// Region B's round trip to PostgreSQL in the far-region case.
     static let wanRoundTripMS = 30
@@ -156,6 +161,150 @@ import TestSupport
         print("cache clusters: region B's consumer SIGKILLed; the other instance consumed after \(Int(tookOver * 1000)) ms")
     }
 
+    /// Production (deps.sh's database and memcached) and staging (a database of its own on the same
+    /// server, a memcached node of its own), each with an instance of the default cluster.
+    @Test func twoDatabasesOnOneServerEachRepairTheirOwnCacheAndSeeAndDropOnlyTheirOwnSlots() throws {
+        let staging = try TestDatabase.Own(prefix: "profiles_staging")
+        defer { staging.drop() }
+        try staging.migrate()
+        let stagingNodes = try MemcachedNodes(count: 1)
+        defer { stagingNodes.stop() }
+        let production = try ServiceProcess(arguments: ServiceProcess.jwtArguments + ["--no-access-log"])
+        defer { _ = production.terminate() }
+        let stage = try ServiceProcess(
+            arguments: ServiceProcess.jwtArguments + [
+                "--no-access-log", "--database-url", staging.url, "--memcached", stagingNodes.serverList,
+            ])
+        defer { _ = stage.terminate() }
+        for (name, instance) in [("production", production), ("staging", stage)] {
+            #expect(
+                Eventually.wait(timeout: .seconds(15), interval: .milliseconds(100)) { feedState(instance) == "active" },
+                "\(name)'s feed streams a slot of its own: \(feedState(instance) ?? "no answer")")
+        }
+
+        // The same ids in both databases, read through each instance into its own cache.
+        let connection = try primary()
+        defer { connection.close() }
+        let ids = try insertProfiles(2, on: connection)
+        let inserted = try TestDatabase.Own.psql(
+            staging.url,
+            "INSERT INTO user_profiles (id, username, display_name) VALUES "
+                + ids.map { "(\($0), 'stg\($0)', 'Staging \($0)')" }.joined(separator: ", "))
+        #expect(inserted.status == 0, "\(inserted.standardError)")
+        try readThrough([production, stage], ids: ids)
+
+        // An UPDATE at a psql prompt in each database (times from psql's exit).
+        let productionCache = try MemcachedConnection(
+            configuration: try MemcachedConfiguration(servers: TestEnvironment.memcachedServerList), logger: Logger(label: "test"))
+        defer { productionCache.close() }
+        let stagingCache = try stagingNodes.connection()
+        defer { stagingCache.close() }
+        for (database, url, id, instance, cache) in [
+            ("production", TestEnvironment.databaseURL, ids[0], production, productionCache),
+            ("staging", staging.url, ids[1], stage, stagingCache),
+        ] {
+            let psql = try TestDatabase.Own.psql(
+                url, "UPDATE user_profiles SET display_name = 'Support', version = version + 1 WHERE id = \(id)")
+            let changed = Date()
+            #expect(psql.status == 0, "\(psql.standardError)")
+            let served = served(id, atLeast: 2, by: [instance], since: changed)[0]
+            #expect(served != nil, "an UPDATE in \(database) is served by its instance within 2 s")
+            #expect(cachedVersion(cache, id: id) == 2, "\(database)'s memcached holds the change")
+            print("two databases: an UPDATE in \(database) served by its instance after \(Self.milliseconds(served))")
+        }
+        #expect(cachedVersion(productionCache, id: ids[1]) == 1, "staging's change is not production's")
+        #expect(cachedVersion(stagingCache, id: ids[0]) == 1, "production's change is not staging's")
+
+        // `cache-cluster list` in each shows its own slots only.
+        let productionSlots = try listedSlots(TestEnvironment.databaseURL)
+        let stagingSlots = try listedSlots(staging.url)
+        #expect(stagingSlots.map(\.cluster) == ["default"], "staging has one cluster: \(stagingSlots)")
+        let productionDefault = productionSlots.first { $0.cluster == "default" }?.slot
+        let stagingDefault = try #require(stagingSlots.first?.slot)
+        #expect(productionDefault != nil && productionDefault != stagingDefault, "\(productionSlots) \(stagingSlots)")
+        #expect(!productionSlots.contains { $0.slot == stagingDefault }, "production lists no slot of staging's")
+
+        // `cache-cluster drop` never reaches another database's slot: not from production, whose
+        // own is consumed, nor from a database with none; staging's own drop takes staging's.
+        #expect(stage.terminate() == 0)
+        let empty = try TestDatabase.Own(prefix: "profiles_empty")
+        defer { empty.drop() }
+        for (url, refusal) in [(TestEnvironment.databaseURL, "consumed now"), (empty.url, "no replication slot")] {
+            let refused = try ServiceProcess.run(["cache-cluster", "drop", "default", "--database-url", url])
+            #expect(refused.status == 1 && refused.standardError.contains(refusal), "\(refused.standardError)")
+        }
+        #expect(try listedSlots(staging.url).map(\.slot) == [stagingDefault], "staging's slot is still there")
+        var last: TestProcess.Finished?
+        #expect(
+            try Eventually.wait(timeout: .seconds(10), interval: .milliseconds(200)) {
+                last = try ServiceProcess.run(["cache-cluster", "drop", "default", "--database-url", staging.url])
+                return last?.status == 0
+            }, "\(last?.standardError ?? "")")
+        #expect(last?.standardOutput.contains("dropped replication slot \(stagingDefault) ") == true)
+        #expect(try listedSlots(staging.url).isEmpty)
+        #expect(try listedSlots(TestEnvironment.databaseURL).contains { $0.slot == productionDefault }, "production's stays")
+        #expect(feedState(production) == "active")
+    }
+
+    /// Region B started with region A's cluster name (the `--cache-cluster` an operator missed):
+    /// one slot, one consumer, and the other instance's nodes never repaired. Both instances report
+    /// the two node sets; both stay ready.
+    @Test func instancesOfOneClusterNameWithOtherMemcachedNodesReportBothNodeSets() throws {
+        let cluster = "sets_\(UInt32.random(in: 0...UInt32.max))"
+        let nodes = [try MemcachedNodes(count: 1), try MemcachedNodes(count: 1)]
+        defer { for node in nodes { node.stop() } }
+        defer { try? dropCluster(cluster) }  // after the instances stop: defers run last first
+        let instances = try nodes.map { node in
+            try ServiceProcess(
+                arguments: ServiceProcess.jwtArguments + [
+                    "--no-access-log", "--cache-cluster", cluster, "--memcached", node.serverList,
+                ])
+        }
+        defer { for instance in instances { _ = instance.terminate() } }
+        let expected = Set(nodes.map { [$0.serverList] })
+        for instance in instances {
+            #expect(
+                Eventually.wait(timeout: .seconds(20), interval: .milliseconds(200)) {
+                    Set(nodeSets(instance).map(\.nodes)) == expected
+                }, ":\(instance.port) names both node sets: \(nodeSets(instance))")
+            let readyz = try Curl.request("\(instance.baseURL)/readyz")
+            #expect(readyz.status == 200, "two node sets warn, they do not make an instance unready")
+            #expect((readyz.json?["change_feed"] as? [String: Any])?["cluster"] as? String == cluster)
+            #expect(nodeSets(instance).allSatisfy { $0.instances.count == 1 && $0.instances[0].hasPrefix("profile-service/\(cluster)/") })
+            #expect(try instance.metrics().value("profile_service_cache_cluster_node_sets", ["cluster": cluster]) == 2)
+        }
+        #expect(
+            instances.contains { $0.log(waitingUntil: { $0.contains("serve different memcached nodes") }).contains("serve different memcached nodes") },
+            "the instances log the two node sets")
+
+        // The second instance stops (a replacement finished): one node set again.
+        #expect(instances[1].terminate() == 0)
+        #expect(
+            Eventually.wait(timeout: .seconds(20), interval: .milliseconds(200)) {
+                nodeSets(instances[0]).map(\.nodes) == [[nodes[0].serverList]]
+            }, "one node set once the other instance stopped: \(nodeSets(instances[0]))")
+        #expect(try instances[0].metrics().value("profile_service_cache_cluster_node_sets", ["cluster": cluster]) == 1)
+    }
+
+    /// The node sets an instance's `/readyz` reports for its cache cluster.
+    private func nodeSets(_ instance: ServiceProcess) -> [(nodes: [String], instances: [String])] {
+        let feed = (try? Curl.request("\(instance.baseURL)/readyz"))?.json?["change_feed"] as? [String: Any]
+        return (feed?["node_sets"] as? [[String: Any]] ?? []).map { set in
+            (set["nodes"] as? [String] ?? [], set["instances"] as? [String] ?? [])
+        }
+    }
+
+    /// `cache-cluster list --json` of one database: each cluster and its slot.
+    private func listedSlots(_ databaseURL: String) throws -> [(cluster: String, slot: String)] {
+        let list = try ServiceProcess.run(["cache-cluster", "list", "--json", "--database-url", databaseURL])
+        #expect(list.status == 0, "\(list.standardError)")
+        let listed = (try? JSONSerialization.jsonObject(with: Data(list.standardOutput.utf8))) as? [[String: Any]] ?? []
+        return listed.compactMap { item in
+            guard let cluster = item["cluster"] as? String, let slot = item["slot"] as? String else { return nil }
+            return (cluster, slot)
+        }
+    }
+
     // MARK: - Region B
 
     /// Region B: two memcached nodes of its own, a cluster name of its own, its instances.
@@ -287,7 +436,10 @@ import TestSupport
             return last?.status == 0
         }
         #expect(dropped, "cache-cluster drop \(cluster): \(last?.standardError ?? "")")
-        #expect(last?.standardOutput.contains("dropped replication slot profile_service_cache_\(cluster)") == true)
+        // Named for the database (no slot of the older name was made for a cluster this new).
+        #expect(
+            last?.standardOutput.range(of: "dropped replication slot profile_service_[0-9]+_\(cluster) ", options: .regularExpression)
+                != nil, "\(last?.standardOutput ?? "")")
     }
 
     private static func milliseconds(_ time: TimeInterval?) -> String {

@@ -82,10 +82,10 @@ import TestSupport
     /// An operator adds a field: one migration (the column and its declaration), then the
     /// instances start. It is served by GET, lists and streams, accepted by PUT and PATCH,
     /// validated, repaired in the cache after an `UPDATE` at a psql prompt, and described by
-    /// `profile-service openapi`. Its own database, cache cluster and memcached node: the field
-    /// must not reach the other tests' profiles.
+    /// `profile-service openapi`. Its own database (with a slot of its own) and memcached node: the
+    /// field must not reach the other tests' profiles.
     @Test func aFieldAddedByAMigrationIsServedValidatedAndRepaired() throws {
-        let database = try FieldsDatabase()
+        let database = try TestDatabase.Own(prefix: "profiles_fields")
         defer { database.drop() }
         try database.migrate(adding: """
             ALTER TABLE user_profiles ADD COLUMN pronouns TEXT;
@@ -151,7 +151,7 @@ import TestSupport
     /// `order` a reserved word): columns like any other — unset as `null`, set by PATCH, repaired
     /// from a psql UPDATE — and never the database role in an answer.
     @Test func fieldsNamedAfterSQLKeywordsAreFieldsLikeAnyOther() throws {
-        let database = try FieldsDatabase()
+        let database = try TestDatabase.Own(prefix: "profiles_fields")
         defer { database.drop() }
         try database.migrate(adding: """
             ALTER TABLE user_profiles ADD COLUMN "user" TEXT, ADD COLUMN "order" TEXT;
@@ -213,7 +213,7 @@ extension ProfileFieldsEndToEndTests {
     /// entry last); A's writes, which know only the name, never erase B's field; a reader with a
     /// floor gets at least its version through either; no floorless reader of either goes back.
     @Test func oldAndNewInstancesSideBySideServeTheirOwnFieldsAndNoVersionGoesBack() throws {
-        let database = try FieldsDatabase()
+        let database = try TestDatabase.Own(prefix: "profiles_fields")
         defer { database.drop() }
         try database.migrate()
         let node = try MemcachedNodes(count: 1)
@@ -271,54 +271,10 @@ extension ProfileFieldsEndToEndTests {
     }
 }
 
-/// A database of a test's own, migrated with the project's migrations and one more.
-private struct FieldsDatabase {
-    let name = "profiles_fields_\(UInt32.random(in: 0...UInt32.max))"
-    let cluster = "fields\(UInt32.random(in: 0...UInt32.max))"
-
-    var url: String {
-        var components = URLComponents(string: TestEnvironment.databaseURL)!
-        components.path = "/" + name
-        return components.string!
-    }
-
-    private func psql(_ databaseURL: String, _ sql: String) throws -> TestProcess.Finished {
-        try TestProcess.run(URL(fileURLWithPath: "/usr/bin/psql"), [databaseURL, "-qtAc", sql])
-    }
-
-    init() throws {
-        let created = try psql(TestEnvironment.databaseURL, "CREATE DATABASE \(name)")
-        guard created.status == 0 else { throw TestEnvironment.MissingServer(description: created.standardError) }
-    }
-
-    /// Applies the project's migrations and then `sql`, if any, as the next one.
-    func migrate(adding sql: String? = nil) throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("migrations-\(name)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: folder) }
-        let migrations = TestEnvironment.repositoryRoot.appendingPathComponent("migrations").path
-        for file in try FileManager.default.contentsOfDirectory(atPath: migrations) {
-            try FileManager.default.copyItem(atPath: migrations + "/" + file, toPath: folder.appendingPathComponent(file).path)
-        }
-        if let sql { try sql.write(to: folder.appendingPathComponent("9001_pronouns.sql"), atomically: true, encoding: .utf8) }
-        let result = try ServiceProcess.run(["migrate", "--database-url", url, "--migrations-directory", folder.path])
-        #expect(result.status == 0, "\(result.standardError)")
-    }
-
-    /// `serve`'s arguments for an instance of this database, its own cache cluster and `node`.
+extension TestDatabase.Own {
+    /// `serve`'s arguments for an instance of this database and `node` (the default cache cluster:
+    /// its slot is this database's own).
     func serviceArguments(memcached node: MemcachedNodes) -> [String] {
-        ServiceProcess.jwtArguments + ["--database-url", url, "--memcached", node.serverList, "--cache-cluster", cluster]
-    }
-
-    /// The slot a service made in this database (a slot outlives its consumer).
-    func dropSlots() {
-        _ = try? psql(
-            TestEnvironment.databaseURL,
-            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = '\(name)' AND NOT active")
-    }
-
-    func drop() {
-        dropSlots()
-        _ = try? psql(TestEnvironment.databaseURL, "DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
+        ServiceProcess.jwtArguments + ["--database-url", url, "--memcached", node.serverList]
     }
 }

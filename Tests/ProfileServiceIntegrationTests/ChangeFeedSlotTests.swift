@@ -79,4 +79,59 @@ import Testing
         feed.stop()
         _ = try? LogicalReplicationSetup.dropSlot(named: slot, on: sql)
     }
+
+    /// Slot names are the server's, slots belong to a database (docs/design.md §3.10): a cluster's
+    /// slot is found, created and dropped in its own database only, and one named the way slots
+    /// were before names carried their database is kept where it is its database's.
+    @Test func aClustersSlotIsItsDatabasesAndOneOfTheOlderNameIsKeptOnlyThere() throws {
+        let here = PostgresConnection(
+            configuration: try PostgresConfiguration(url: TestEnvironment.databaseURL), statements: [], logger: Self.logger)
+        defer { here.close() }
+        try here.connect()
+        let otherName = "slots_other_\(UInt32.random(in: 0...UInt32.max))"
+        try here.simpleQuery("CREATE DATABASE \(otherName)")
+        var otherURL = URLComponents(string: TestEnvironment.databaseURL)!
+        otherURL.path = "/" + otherName
+        let other = PostgresConnection(
+            configuration: try PostgresConfiguration(url: otherURL.string!), statements: [], logger: Self.logger)
+        let cluster = try CacheCluster("slots_\(UInt32.random(in: 0...UInt32.max))")
+        let upgraded = try CacheCluster("upgraded_\(UInt32.random(in: 0...UInt32.max))")
+        defer {
+            _ = try? LogicalReplicationSetup.dropSlot(named: cluster.legacySlotName, on: other)
+            if let oid = try? LogicalReplicationSetup.databaseOID(on: here) {
+                _ = try? LogicalReplicationSetup.dropSlot(named: cluster.slotName(inDatabase: oid), on: here)
+            }
+            _ = try? LogicalReplicationSetup.dropSlot(named: upgraded.legacySlotName, on: here)
+            other.close()
+            _ = try? here.simpleQuery("DROP DATABASE IF EXISTS \(otherName) WITH (FORCE)")
+        }
+        try other.connect()
+        let hereOID = try LogicalReplicationSetup.databaseOID(on: here)
+        #expect(try LogicalReplicationSetup.databaseOID(on: other) != hereOID)
+
+        // The other database runs the cluster with a slot of the older name.
+        #expect(try LogicalReplicationSetup.ensureSlot(named: cluster.legacySlotName, on: other))
+        #expect(try CacheClusterSlots.slotName(for: cluster, on: other) == cluster.legacySlotName, "kept where it is")
+
+        // Here, that slot is not this database's: not found, not adopted, not dropped, not created over.
+        #expect(try LogicalReplicationSetup.slotStatus(named: cluster.legacySlotName, on: here) == nil)
+        #expect(try CacheClusterSlots.slotName(for: cluster, on: here) == cluster.slotName(inDatabase: hereOID))
+        #expect(try !LogicalReplicationSetup.dropSlot(named: cluster.legacySlotName, on: here))
+        let refused = #expect(throws: PostgresError.self) {
+            _ = try LogicalReplicationSetup.ensureSlot(named: cluster.legacySlotName, on: here)
+        }
+        #expect(refused?.sqlState == .duplicateObject)
+        #expect(refused?.message.contains(otherName) == true, "\(refused?.message ?? "")")
+        #expect(try !CacheClusterSlots.list(on: here).contains { $0.cluster == cluster })
+        #expect(try LogicalReplicationSetup.slotStatus(named: cluster.legacySlotName, on: other) != nil, "still there")
+
+        // Here the cluster gets a slot of this database's name, and each database lists its own.
+        #expect(try LogicalReplicationSetup.ensureSlot(named: cluster.slotName(inDatabase: hereOID), on: here))
+        #expect(try CacheClusterSlots.list(on: here).filter { $0.cluster == cluster }.map(\.slot.name) == [cluster.slotName(inDatabase: hereOID)])
+        #expect(try CacheClusterSlots.list(on: other).map(\.slot.name) == [cluster.legacySlotName])
+
+        // An instance upgraded beside older ones of its database streams their slot.
+        #expect(try LogicalReplicationSetup.ensureSlot(named: upgraded.legacySlotName, on: here))
+        #expect(try CacheClusterSlots.slotName(for: upgraded, on: here) == upgraded.legacySlotName)
+    }
 }

@@ -45,9 +45,12 @@ def cpu_seconds(pid):
 
 
 def walsender_pid(database_url):
-    """The walsender streaming the change feed's slot."""
+    """The walsender streaming the default cache cluster's slot in this database (either name)."""
     answer = subprocess.run(["psql", "-X", "-tA", database_url, "-c",
-                             "SELECT active_pid FROM pg_replication_slots WHERE slot_name = 'profile_service_cache'"],
+                             "SELECT active_pid FROM pg_replication_slots WHERE database = current_database() AND active "
+                             "AND slot_name IN ('profile_service_cache', "
+                             "'profile_service_' || (SELECT oid FROM pg_database WHERE datname = current_database()) "
+                             "|| '_default')"],
                             capture_output=True, text=True).stdout.strip()
     return int(answer) if answer.isdigit() else None
 

@@ -1,6 +1,11 @@
 /// Creates and inspects what a ``LogicalReplicationStream`` needs: a logical slot with the
 /// `pgoutput` plugin, and a publication. Plain SQL over a normal ``PostgresConnection``.
 ///
+/// A logical slot belongs to the database it was created in, but its name is the server's: every
+/// lookup here sees only the slots of the connection's database (`pg_replication_slots.database
+/// = current_database()`), so that another database's slot is never read, streamed or dropped
+/// as this one's.
+///
 /// ```swift
 /// _ = try LogicalReplicationSetup.ensurePublication(
 ///     named: "profile_changes", tables: ["user_profiles"], on: connection)
@@ -52,8 +57,8 @@ public enum LogicalReplicationSetup {
     /// Safe when two processes race: the loser's SQLSTATE 42710 (duplicate_object) counts as
     /// "exists". Creating waits for the transactions running at that moment to end (the slot
     /// needs a consistent starting point), within the connection's `statement_timeout`; run it
-    /// outside a transaction. A slot of that name that is physical or uses another plugin is an
-    /// error, not a match.
+    /// outside a transaction. A slot of that name that is physical, uses another plugin or belongs
+    /// to another database is an error, not a match.
     ///
     /// - Throws: ``PostgresError``; SQLSTATE 55000 with a message naming `wal_level` when the
     ///   server does not run with `wal_level=logical`; 53400 when `max_replication_slots` are all in use.
@@ -74,23 +79,24 @@ public enum LogicalReplicationSetup {
         }
     }
 
-    /// Drops the slot if it exists; returns whether it did. A slot nothing reads keeps WAL forever
-    /// (up to `max_slot_wal_keep_size`), so drop the ones no longer used.
+    /// Drops the slot if it exists in this database (or is physical: a physical slot has no
+    /// database); returns whether it did. A slot of that name in another database is left alone.
+    /// A slot nothing reads keeps WAL forever (up to `max_slot_wal_keep_size`), so drop the ones
+    /// no longer used.
     ///
     /// - Throws: ``PostgresError``; SQLSTATE 55006 (``PostgresError/isObjectInUse``) while a
     ///   stream uses it.
     @discardableResult
     public static func dropSlot(named name: String, on connection: PostgresConnection) throws -> Bool {
         do {
-            _ = try connection.execute(.dropSlot, [name])
-            return true
+            return try !connection.execute(.dropSlot, [name]).rows.isEmpty
         } catch let error as PostgresError where error.sqlState == .undefinedObject {
             return false
         }
     }
 
     /// The slot's confirmed position, whether a stream uses it, its lag in bytes and whether its
-    /// WAL is still kept; `nil` when there is no such slot.
+    /// WAL is still kept; `nil` when this database has no such slot.
     ///
     /// - Throws: ``PostgresError``.
     public static func slotStatus(named name: String, on connection: PostgresConnection) throws -> SlotStatus? {
@@ -120,8 +126,8 @@ public enum LogicalReplicationSetup {
         }
     }
 
-    /// Every logical slot whose name matches the `LIKE` pattern, in name order, each with the
-    /// session that streams it.
+    /// Every logical slot of this database whose name matches the `LIKE` pattern, in name order,
+    /// each with the session that streams it.
     ///
     /// - Throws: ``PostgresError``.
     public static func slots(namedLike pattern: String, on connection: PostgresConnection) throws -> [NamedSlot] {
@@ -163,6 +169,17 @@ public enum LogicalReplicationSetup {
     /// Whether a publication of that name exists now.
     public static func publicationExists(named name: String, on connection: PostgresConnection) throws -> Bool {
         try !connection.execute(.publicationExists, [name]).rows.isEmpty
+    }
+
+    /// The object identifier of the connection's database (`pg_database.oid`): what tells its
+    /// slots apart from other databases' on the same server. It stays while the database does
+    /// (`pg_upgrade` keeps it too); a database restored from a dump into a new one gets another.
+    public static func databaseOID(on connection: PostgresConnection) throws -> UInt32 {
+        let oid: Int64 = try connection.execute(.databaseOID, []).rows.first?.decode("oid") ?? -1
+        guard let value = UInt32(exactly: oid) else {
+            throw PostgresError(kind: .other, message: "pg_database has no row for current_database()")
+        }
+        return value
     }
 
     /// The server's current write position (`pg_current_wal_lsn()`): every transaction committed
@@ -219,11 +236,19 @@ public enum LogicalReplicationSetup {
     }
 
     /// The plugin of the logical slot `name`, `nil` when there is none; throws for a slot that
-    /// is not a logical `pgoutput` slot.
+    /// is not a logical `pgoutput` slot of this database.
     private static func existingSlotPlugin(named name: String, on connection: PostgresConnection) throws -> String? {
         guard let row = try connection.execute(.slotKind, [name]).rows.first else { return nil }
         let type: String = try row.decode("slot_type")
         let plugin: String? = try row.decodeIfPresent("plugin")
+        let database: String? = try row.decodeIfPresent("database")
+        let isHere: Bool? = try row.decodeIfPresent("is_here")
+        if type == "logical", isHere != true {
+            throw PostgresError(
+                kind: .other, sqlState: .duplicateObject,
+                message: "replication slot \"\(name)\" exists but belongs to database \"\(database ?? "?")\", "
+                    + "not this one (slot names are the server's)")
+        }
         guard type == "logical", plugin == "pgoutput" else {
             throw PostgresError(
                 kind: .other, sqlState: .duplicateObject,
@@ -240,17 +265,26 @@ extension PostgresStatement {
         name: "logical_replication_create_slot",
         sql: "SELECT slot_name FROM pg_create_logical_replication_slot($1, 'pgoutput')", isIdempotent: false)
     fileprivate static let dropSlot = PostgresStatement(
-        name: "logical_replication_drop_slot", sql: "SELECT pg_drop_replication_slot($1)", isIdempotent: false)
+        name: "logical_replication_drop_slot",
+        sql: """
+            SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
+            WHERE slot_name = $1 AND (database IS NULL OR database = current_database())
+            """,
+        isIdempotent: false)
     fileprivate static let slotKind = PostgresStatement(
         name: "logical_replication_slot_kind",
-        sql: "SELECT slot_type, plugin FROM pg_replication_slots WHERE slot_name = $1", isIdempotent: true)
+        sql: """
+            SELECT slot_type, plugin, database::text AS database, database = current_database() AS is_here
+            FROM pg_replication_slots WHERE slot_name = $1
+            """,
+        isIdempotent: true)
     fileprivate static let slotStatus = PostgresStatement(
         name: "logical_replication_slot_status",
         sql: """
             SELECT confirmed_flush_lsn::text AS confirmed_flush_lsn, active, wal_status,
                    pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint AS lag_bytes,
                    pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint AS retained_bytes
-            FROM pg_replication_slots WHERE slot_name = $1
+            FROM pg_replication_slots WHERE slot_name = $1 AND database = current_database()
             """,
         isIdempotent: true)
     fileprivate static let slotsLike = PostgresStatement(
@@ -262,7 +296,7 @@ extension PostgresStatement {
                    pg_wal_lsn_diff(pg_current_wal_lsn(), s.restart_lsn)::bigint AS retained_bytes,
                    r.application_name AS consumer, host(r.client_addr) AS consumer_address
             FROM pg_replication_slots s LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid
-            WHERE s.slot_type = 'logical' AND s.slot_name LIKE $1
+            WHERE s.slot_type = 'logical' AND s.database = current_database() AND s.slot_name LIKE $1
             ORDER BY s.slot_name
             """,
         isIdempotent: true)
@@ -274,6 +308,9 @@ extension PostgresStatement {
             FROM pg_control_system() s, pg_control_checkpoint() c
             """,
         isIdempotent: true)
+    fileprivate static let databaseOID = PostgresStatement(
+        name: "logical_replication_database_oid",
+        sql: "SELECT oid::bigint AS oid FROM pg_database WHERE datname = current_database()", isIdempotent: true)
     fileprivate static let currentWALPosition = PostgresStatement(
         name: "logical_replication_current_wal_lsn", sql: "SELECT pg_current_wal_lsn()::text AS lsn",
         isIdempotent: true)

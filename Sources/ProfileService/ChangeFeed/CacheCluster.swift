@@ -1,15 +1,21 @@
 /// The memcached cluster an instance serves from and repairs (docs/design.md §3.10).
 ///
-/// Every cluster needs every change: each has its own replication slot — so PostgreSQL keeps
-/// the commit stream for each until that cluster's consumer has applied it — and its own
-/// notification channel, on which its consumer says what it repaired. One instance of each
+/// Every cluster needs every change: each has its own replication slot in its database — so
+/// PostgreSQL keeps the commit stream for each until that cluster's consumer has applied it — and
+/// its own notification channel, on which its consumer says what it repaired. One instance of each
 /// cluster consumes its slot; the others stand by, as within one cluster.
+///
+/// Slot names are the server's, not the database's, so a slot's name carries its database's
+/// object identifier: two databases of one server (production and staging) each have a
+/// `default` cluster of their own. A slot named the way it was before that (``legacySlotName``)
+/// is kept where it exists in the cluster's database (``CacheClusterSlots``).
 ///
 /// ```swift
 /// let cluster = try CacheCluster("eu_west")
-/// cluster.slotName             // "profile_service_cache_eu_west"
-/// cluster.notificationChannel  // "profile_changes_eu_west"
-/// CacheCluster.default.slotName  // "profile_service_cache", the slot of a single-cluster fleet
+/// cluster.slotName(inDatabase: 16384)  // "profile_service_16384_eu_west"
+/// cluster.legacySlotName               // "profile_service_cache_eu_west"
+/// cluster.notificationChannel          // "profile_changes_eu_west"
+/// CacheCluster.default.legacySlotName  // "profile_service_cache"
 /// ```
 public struct CacheCluster: Sendable, Hashable, CustomStringConvertible {
     /// Lowercase letters, digits and `_`, starting with a letter, at most ``maximumNameLength``:
@@ -40,8 +46,15 @@ public struct CacheCluster: Sendable, Hashable, CustomStringConvertible {
 
     public var description: String { name }
 
-    /// The logical replication slot of this cluster's change feed.
-    public var slotName: String { self == .default ? Self.slotPrefix : Self.slotPrefix + "_" + name }
+    /// The logical replication slot of this cluster's change feed in the database whose
+    /// `pg_database.oid` is `databaseOID`: at most 59 bytes, within PostgreSQL's 63.
+    public func slotName(inDatabase databaseOID: UInt32) -> String {
+        Self.scopedSlotPrefix + String(databaseOID) + "_" + name
+    }
+
+    /// The slot's name before names carried their database, which a deployment whose slot was
+    /// created then keeps using (``CacheClusterSlots``).
+    public var legacySlotName: String { self == .default ? Self.slotPrefix : Self.slotPrefix + "_" + name }
 
     /// The channel this cluster's consumer notifies after repairing the cluster, and its
     /// instances listen on (docs/design.md §4).
@@ -49,8 +62,22 @@ public struct CacheCluster: Sendable, Hashable, CustomStringConvertible {
         self == .default ? Self.channelPrefix : Self.channelPrefix + "_" + name
     }
 
-    /// The cluster whose slot `slotName` is, or nil for a slot of something else.
-    public init?(slotName: String) {
+    /// The cluster whose slot `slotName` is in the database `databaseOID` (a slot of either form),
+    /// or nil for a slot of something else — a slot named for another database among them.
+    public init?(slotName: String, inDatabase databaseOID: UInt32) {
+        let scoped = Self.scopedSlotPrefix + String(databaseOID) + "_"
+        if slotName.hasPrefix(scoped) {
+            guard let cluster = try? CacheCluster(String(slotName.dropFirst(scoped.count))) else { return nil }
+            self = cluster
+            return
+        }
+        self.init(legacySlotName: slotName)
+    }
+
+    /// The cluster whose slot `slotName` is, named the way it was before names carried their
+    /// database. A cluster name starts with a letter, and a database's identifier is digits, so
+    /// no name reads both ways.
+    init?(legacySlotName slotName: String) {
         if slotName == Self.slotPrefix {
             self = .default
             return
@@ -62,11 +89,12 @@ public struct CacheCluster: Sendable, Hashable, CustomStringConvertible {
         self = cluster
     }
 
-    /// A `LIKE` pattern matching every cluster's slot (and possibly other names, which
-    /// ``init(slotName:)`` tells apart).
-    public static let slotPattern = #"profile\_service\_cache%"#
+    /// A `LIKE` pattern matching every cluster's slot, of either form (and possibly other names,
+    /// which ``init(slotName:inDatabase:)`` tells apart).
+    public static let slotPattern = #"profile\_service\_%"#
 
     static let slotPrefix = "profile_service_cache"
+    static let scopedSlotPrefix = "profile_service_"
     static let channelPrefix = "profile_changes"
 
     private static func isValidName(_ name: String) -> Bool {

@@ -5,6 +5,8 @@ import PostgresClient
 /// and a cluster whose instances are all gone is still seen — by the WAL its slot keeps.
 public struct CacheClusterStatus: Sendable, Equatable {
     public var cluster: CacheCluster
+    /// The cluster's slot in this database (docs/design.md §3.10 says how it is named).
+    public var slot: String
     /// Whether a session streams the cluster's slot now: its consumer lives.
     public var isConsumed: Bool
     /// The consuming session's `application_name` (the instance's host and process), when visible.
@@ -22,6 +24,7 @@ public struct CacheClusterStatus: Sendable, Equatable {
 
     init(_ cluster: CacheCluster, slot: LogicalReplicationSetup.NamedSlot, unconsumedSeconds: Double) {
         self.cluster = cluster
+        self.slot = slot.name
         isConsumed = slot.status.isActive
         consumer = slot.consumer
         lagBytes = slot.status.lagBytes

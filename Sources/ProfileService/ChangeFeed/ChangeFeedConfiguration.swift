@@ -4,9 +4,11 @@ import Foundation
 public struct ChangeFeedConfiguration: Sendable {
     /// The memcached cluster this feed repairs (docs/design.md §3.10).
     public var cluster: CacheCluster
-    /// The logical replication slot: one per cache cluster, shared by its instances. Only one
-    /// connection can stream from it at a time, which makes it the feed's leader lock.
-    public var slotName: String
+    /// The logical replication slot: one per cache cluster and database, shared by the cluster's
+    /// instances. Only one connection can stream from it at a time, which makes it the feed's
+    /// leader lock. `nil`: the cluster's, as ``CacheClusterSlots/slotName(for:on:)`` finds it in
+    /// the database (a test names a slot of its own).
+    public var slotName: String?
     /// Where the feed says what it repaired, for the live updates of its cluster's instances.
     public var notificationChannel: String
     /// The replication session's `application_name`: which instance consumes a cluster, as
@@ -49,8 +51,13 @@ public struct ChangeFeedConfiguration: Sendable {
     /// stops reading (PostgreSQL keeps the WAL, bounded by `max_slot_wal_keep_size`) rather than
     /// forget a repair.
     public var maxPendingRepairs = 100_000
-    /// How often the slot's health (`wal_status`, retained WAL) is read for metrics and `/readyz`.
+    /// How often the slot's health (`wal_status`, retained WAL) is read for metrics and `/readyz`,
+    /// and this instance's memcached nodes written for the others of its cluster to see
+    /// (``CacheClusterNodeSet``).
     public var slotCheckInterval: Duration = .seconds(5)
+    /// How long an instance that wrote no row counts as serving its node set: a few missed
+    /// ``slotCheckInterval``s. An instance that stops deletes its row at once.
+    public var instanceExpiry: Duration = .seconds(30)
     /// The share of applied changes the consistency observer checks (docs/design.md §3.8); 0 turns
     /// it off.
     public var consistencySampleRate = 0.01
@@ -59,7 +66,6 @@ public struct ChangeFeedConfiguration: Sendable {
 
     public init(cluster: CacheCluster = .default) {
         self.cluster = cluster
-        slotName = cluster.slotName
         notificationChannel = cluster.notificationChannel
         consumerName = Self.consumerName(cluster: cluster)
     }

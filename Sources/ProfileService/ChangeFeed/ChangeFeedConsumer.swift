@@ -31,10 +31,20 @@ final class ChangeFeedConsumer {
     /// part of what the position cannot confirm yet.
     private var openTransactionChanges = 0
     private var slotReady = false
+    /// The slot this feed streams, found again whenever it is not ready (``ensureSlot()``): the
+    /// configuration's, or the cluster's in this database.
+    private var slotName = ""
+    /// The database's `pg_database.oid`, read with the slot's name: what names its clusters' slots.
+    private var databaseOID: UInt32?
     /// The stream's refusals at the slot's position, to recognise a change it will never send.
     private var refusals = RepeatedRefusals()
     /// Which database the feed streams, to notice a restore, a failover or another cluster.
     private var database = DatabaseWatch()
+    /// When this instance last wrote its node set for the others of its cluster, and the cluster's
+    /// node sets then (a change of them is logged).
+    private var lastHeartbeat: ContinuousClock.Instant?
+    private var reportedNodeSets: [CacheClusterNodeSet] = []
+    private var reportedMissingRegistry = false
     /// When a stalled feed last logged its error (at most once a minute), and what it said.
     private var lastStallLog: (time: ContinuousClock.Instant, detail: String)?
 
@@ -77,6 +87,7 @@ final class ChangeFeedConsumer {
         while !isStopping() {
             let (state, detail) = attempt()
             monitor.enter(state, detail: detail)
+            heartbeat()
             if state != reportedState {
                 switch state {
                 case .standby:
@@ -100,6 +111,52 @@ final class ChangeFeedConsumer {
             }
             resumedAtOnce = false
         }
+        // Stopping: this instance's nodes are no longer one of its cluster's sets.
+        try? CacheClusterNodeSet.leave(cluster: configuration.cluster, instance: configuration.consumerName, on: connection)
+    }
+
+    /// Writes this instance's memcached nodes for the other instances of its cluster and reads
+    /// every cluster's node sets, every `slotCheckInterval` (docs/design.md §3.10). Two sets in one
+    /// cluster are logged when they appear and when they go; they never stop the feed.
+    private func heartbeat() {
+        guard lastHeartbeat.map({ $0.duration(to: .now) >= configuration.slotCheckInterval }) ?? true,
+            connection.isConnected
+        else { return }
+        lastHeartbeat = .now
+        let sets: [CacheCluster: [CacheClusterNodeSet]]
+        do {
+            sets = try CacheClusterNodeSet.heartbeat(
+                cluster: configuration.cluster, instance: configuration.consumerName, nodes: memcachedServers,
+                expiry: configuration.instanceExpiry, on: connection)
+        } catch let error as PostgresError where error.sqlState == .undefinedTable {
+            if !reportedMissingRegistry {
+                reportedMissingRegistry = true
+                logger.warning(
+                    "cannot tell other instances of this cache cluster which memcached nodes it serves: run `profile-service migrate` (migration 0006)",
+                    metadata: ["error": "\(error.message)"])
+            }
+            return
+        } catch {
+            return  // PostgreSQL is down or busy: the next turn tries again
+        }
+        let own = monitor.recordNodeSets(sets)
+        guard own.map(\.nodes) != reportedNodeSets.map(\.nodes) else { return }
+        if own.count > 1 {
+            logger.warning(
+                """
+                instances of this cache cluster serve different memcached nodes: only the consumer's are repaired \
+                from the change feed, the others are stale until their entries expire; give every instance of the \
+                cluster the same --memcached, or each set a --cache-cluster of its own
+                """,
+                metadata: [
+                    "cache_cluster": "\(configuration.cluster)",
+                    "node_sets": "\(own.map { $0.nodes.joined(separator: ",") + " (" + $0.instances.joined(separator: " ") + ")" })",
+                ])
+        } else if reportedNodeSets.count > 1 {
+            logger.notice("every instance of this cache cluster serves the same memcached nodes again",
+                metadata: ["cache_cluster": "\(configuration.cluster)"])
+        }
+        reportedNodeSets = own
     }
 
     /// One turn: take the slot and stream until the stream ends. Returns why it ended.
@@ -115,7 +172,7 @@ final class ChangeFeedConsumer {
         let stream: LogicalReplicationStream
         do {
             stream = try LogicalReplicationStream(
-                configuration: replication, slot: configuration.slotName, publication: configuration.publicationName,
+                configuration: replication, slot: slotName, publication: configuration.publicationName,
                 logger: logger)
         } catch let error as PostgresError where error.isObjectInUse {
             checkSlot()
@@ -145,7 +202,7 @@ final class ChangeFeedConsumer {
             return (.unavailable, "\(error)")
         }
         do {
-            guard let slot = try LogicalReplicationSetup.slotStatus(named: configuration.slotName, on: connection) else {
+            guard let slot = try LogicalReplicationSetup.slotStatus(named: slotName, on: connection) else {
                 slotReady = false
                 return close(.slotMissing)
             }
@@ -190,7 +247,7 @@ final class ChangeFeedConsumer {
                 // what the flush below invalidates.
                 if gap == .slotLost {
                     do {
-                        try LogicalReplicationSetup.dropSlot(named: configuration.slotName, on: connection)
+                        try LogicalReplicationSetup.dropSlot(named: slotName, on: connection)
                     } catch let error as PostgresError where error.isObjectInUse {
                         return (.standby, nil)  // another instance is closing it
                     }
@@ -253,7 +310,7 @@ final class ChangeFeedConsumer {
     private func advanceSlot(to position: LSN) throws {
         for attempt in 1...20 {
             do {
-                try LogicalReplicationSetup.advanceSlot(named: configuration.slotName, to: position, on: connection)
+                try LogicalReplicationSetup.advanceSlot(named: slotName, to: position, on: connection)
                 return
             } catch let error as PostgresError where error.isObjectInUse && attempt < 20 {
                 pause(.milliseconds(50))
@@ -269,16 +326,23 @@ final class ChangeFeedConsumer {
 
     /// Makes sure the slot exists. A slot this instance streamed before, or one it had to create,
     /// or one PostgreSQL invalidated means changes the cache never saw: that gap is returned.
+    /// Which slot is looked for again each time: one of the older name that is gone is created
+    /// anew under the database's name (docs/design.md §3.10).
     private func ensureSlot() throws -> FeedGap? {
         if !connection.isConnected { try connection.connect() }
         if slotReady { return nil }
-        if let slot = try LogicalReplicationSetup.slotStatus(named: configuration.slotName, on: connection), slot.isLost {
+        let databaseOID = try LogicalReplicationSetup.databaseOID(on: connection)
+        self.databaseOID = databaseOID
+        slotName =
+            try configuration.slotName
+            ?? CacheClusterSlots.slotName(for: configuration.cluster, inDatabase: databaseOID, on: connection)
+        if let slot = try LogicalReplicationSetup.slotStatus(named: slotName, on: connection), slot.isLost {
             return .slotLost
         }
-        let created = try LogicalReplicationSetup.ensureSlot(named: configuration.slotName, on: connection)
+        let created = try LogicalReplicationSetup.ensureSlot(named: slotName, on: connection)
         slotReady = true
         guard created else { return nil }
-        logger.notice("created the change feed's replication slot", metadata: ["slot": "\(configuration.slotName)"])
+        logger.notice("created the change feed's replication slot", metadata: ["slot": "\(slotName)"])
         return .slotMissing
     }
 
@@ -356,14 +420,15 @@ final class ChangeFeedConsumer {
     private func checkSlot(force: Bool = false) {
         guard force || lastSlotCheck.map({ $0.duration(to: .now) >= configuration.slotCheckInterval }) ?? true else { return }
         lastSlotCheck = .now
-        // Every cluster's slot, not only this one's: a cluster whose instances are all gone is
-        // seen by the others, by the WAL its slot keeps (docs/design.md §3.10). This one's is among
+        heartbeat()
+        // Every cluster's slot in this database, not only this one's: a cluster whose instances are
+        // all gone is seen by the others, by the WAL its slot keeps (docs/design.md §3.10). This one's is among
         // them unless its name is not a cluster's (a test's own slot): then it is read alone.
         let slots = try? LogicalReplicationSetup.slots(namedLike: CacheCluster.slotPattern, on: connection)
-        if let slots { monitor.recordClusters(slots) }
-        if let own = slots?.first(where: { $0.name == configuration.slotName }) {
+        if let slots, let databaseOID { monitor.recordClusters(CacheClusterSlots.clusters(of: slots, inDatabase: databaseOID)) }
+        if let own = slots?.first(where: { $0.name == slotName }) {
             monitor.recordSlot(own.status)
-        } else if let slot = try? LogicalReplicationSetup.slotStatus(named: configuration.slotName, on: connection) {
+        } else if let slot = try? LogicalReplicationSetup.slotStatus(named: slotName, on: connection) {
             monitor.recordSlot(slot)
         } else if connection.isConnected {
             monitor.recordSlot(nil)

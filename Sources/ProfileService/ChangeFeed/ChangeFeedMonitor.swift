@@ -52,6 +52,10 @@ public struct ChangeFeedStatus: Sendable, Equatable {
     /// Every cache cluster's slot as last read, this instance's own among them (empty before the
     /// first look, or when the feed is off).
     public var clusters: [CacheClusterStatus] = []
+    /// The memcached node sets this instance's cluster is served with, by its live instances
+    /// (``CacheClusterNodeSet``); more than one means only the consumer's set is repaired. Empty
+    /// before the first look.
+    public var nodeSets: [CacheClusterNodeSet] = []
 }
 
 /// The feed's state, shared between its thread and the request workers (for `/readyz`), and
@@ -72,6 +76,7 @@ public struct ChangeFeedStatus: Sendable, Equatable {
 /// | `profile_service_cache_cluster_lag_bytes{cluster}` | WAL written past that cluster's confirmed position |
 /// | `profile_service_cache_cluster_retained_bytes{cluster}` | WAL the server keeps for that cluster's slot |
 /// | `profile_service_cache_cluster_unconsumed_seconds{cluster}` | how long this instance has seen that slot without a consumer |
+/// | `profile_service_cache_cluster_node_sets{cluster}` | memcached node sets that cluster's live instances serve |
 ///
 /// The `change_feed` series carry this instance's `cluster`; the `cache_cluster` series are
 /// every cluster's, as PostgreSQL shows them (docs/design.md §3.10).
@@ -89,6 +94,8 @@ public final class ChangeFeedMonitor: Sendable {
     private let outcomeCounters: [ProfileRepository.RefreshOutcome: Counter]
     /// Each cluster's gauges and since when its slot is seen without a consumer.
     private let clusters = Mutex<[CacheCluster: ClusterSeries]>([:])
+    /// Each cluster's node set gauge.
+    private let nodeSetGauges = Mutex<[CacheCluster: Gauge]>([:])
 
     public init(enabled: Bool, cluster: CacheCluster = .default) {
         status = Mutex(
@@ -135,13 +142,14 @@ public final class ChangeFeedMonitor: Sendable {
         slotLostGauge.record(walStatus == "lost" || walStatus == "missing" ? 1 : 0)
     }
 
-    /// What `pg_replication_slots` says of every slot: the cache clusters' are kept, with how long
-    /// each has been seen without a consumer; a cluster whose slot was dropped leaves the metrics.
-    func recordClusters(_ slots: [LogicalReplicationSetup.NamedSlot], now: ContinuousClock.Instant = .now) {
+    /// What `pg_replication_slots` says of the cache clusters' slots in this database, with how
+    /// long each has been seen without a consumer; a cluster whose slot was dropped leaves the metrics.
+    func recordClusters(
+        _ slots: [(cluster: CacheCluster, slot: LogicalReplicationSetup.NamedSlot)], now: ContinuousClock.Instant = .now
+    ) {
         let statuses = clusters.withLock { series in
             var seen: Set<CacheCluster> = []
-            let statuses = slots.compactMap { slot -> CacheClusterStatus? in
-                guard let cluster = CacheCluster(slotName: slot.name) else { return nil }
+            let statuses = slots.map { cluster, slot -> CacheClusterStatus in
                 seen.insert(cluster)
                 var entry = series[cluster] ?? ClusterSeries(cluster)
                 if slot.status.isActive {
@@ -163,6 +171,27 @@ public final class ChangeFeedMonitor: Sendable {
             return statuses
         }
         status.withLock { $0.clusters = statuses }
+    }
+
+    /// Every cluster's node sets among its live instances (``CacheClusterNodeSet``); this
+    /// instance's cluster's are kept for `/readyz`. Returns them.
+    @discardableResult
+    func recordNodeSets(_ sets: [CacheCluster: [CacheClusterNodeSet]]) -> [CacheClusterNodeSet] {
+        nodeSetGauges.withLock { gauges in
+            for (cluster, clusterSets) in sets {
+                let gauge = gauges[cluster] ?? Gauge(label: MetricFamily.cacheClusterNodeSets.name, dimensions: [("cluster", cluster.name)])
+                gauge.record(clusterSets.count)
+                gauges[cluster] = gauge
+            }
+            for (cluster, gone) in gauges where sets[cluster] == nil {
+                gone.destroy()
+                gauges[cluster] = nil
+            }
+        }
+        return status.withLock {
+            $0.nodeSets = sets[$0.cluster] ?? []
+            return $0.nodeSets
+        }
     }
 
     func recordGap() {

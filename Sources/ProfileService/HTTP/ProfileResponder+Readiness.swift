@@ -57,6 +57,23 @@ extension ProfileResponder {
             if let retained = feed.slotRetainedBytes { json.member("slot_retained_bytes", retained) }
         }
         if feed.state == .stalled { json.member("reason", feed.detail ?? "") }
+        if !feed.nodeSets.isEmpty {
+            // More than one: instances of this cluster serve other memcached nodes, which its
+            // consumer does not repair (docs/design.md §3.10). A warning; readiness is unchanged.
+            json.key("node_sets")
+            json.beginArray()
+            for set in feed.nodeSets {
+                json.beginObject()
+                for (name, values) in [("nodes", set.nodes), ("instances", set.instances)] {
+                    json.key(name)
+                    json.beginArray()
+                    for value in values { json.string(value) }
+                    json.endArray()
+                }
+                json.endObject()
+            }
+            json.endArray()
+        }
         json.endObject()
     }
 
@@ -67,6 +84,7 @@ extension ProfileResponder {
         for cluster in clusters {
             json.beginObject()
             json.member("name", cluster.cluster.name)
+            json.member("slot", cluster.slot)
             json.member("consumed", cluster.isConsumed)
             if let consumer = cluster.consumer { json.member("consumer", consumer) }
             if let lag = cluster.lagBytes { json.member("lag_bytes", lag) }

@@ -168,6 +168,9 @@ extension MetricFamily {
     static let cacheClusterUnconsumedSeconds = MetricFamily(
         "profile_service_cache_cluster_unconsumed_seconds", .gauge, labels: ["cluster"],
         "How long this instance has seen the cache cluster's slot without a consumer; 0 while consumed.")
+    static let cacheClusterNodeSets = MetricFamily(
+        "profile_service_cache_cluster_node_sets", .gauge, labels: ["cluster"],
+        "Different memcached node sets the cache cluster's live instances serve; over 1, only the consumer's set is repaired.")
     static let consistencyChecks = MetricFamily(
         "profile_service_consistency_checks_total", .counter, labels: ["result"],
         "Cached entries compared with PostgreSQL after a write: consistent, violation, inconclusive or dropped.")
@@ -207,6 +210,7 @@ extension MetricFamily {
         changeFeedChangesWaiting,
         changeFeedChanges, changeFeedGaps, changeFeedSlotRetainedBytes, changeFeedSlotLost,
         cacheClusterConsumed, cacheClusterLagBytes, cacheClusterRetainedBytes, cacheClusterUnconsumedSeconds,
+        cacheClusterNodeSets,
         consistencyChecks,
         logLinesDropped, buildInfo,
         processCPUSeconds, processResidentMemory, processVirtualMemory, processOpenFDs, processMaxFDs,
