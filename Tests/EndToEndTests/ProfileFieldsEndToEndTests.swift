@@ -85,124 +85,108 @@ import TestSupport
     /// `profile-service openapi`. Its own database (with a slot of its own) and memcached node: the
     /// field must not reach the other tests' profiles.
     @Test func aFieldAddedByAMigrationIsServedValidatedAndRepaired() throws {
-        let database = try TestDatabase.Own(prefix: "profiles_fields")
-        defer { database.drop() }
-        try database.migrate(adding: """
-            ALTER TABLE user_profiles ADD COLUMN pronouns TEXT;
-            INSERT INTO profile_fields (name, kind, max_length, position) VALUES ('pronouns', 'text', 40, 5);
-            """)
-        let node = try MemcachedNodes(count: 1)
-        defer { node.stop() }
-        let service = try ServiceProcess(arguments: database.serviceArguments(memcached: node))
-        defer {
-            _ = service.terminate()
-            database.dropSlots()
-        }
-        #expect(service.log(waitingUntil: { $0.contains("pronouns") }).contains(#"profile fields"#))
-        let id = LiveUpdatesEndToEndTests.newID()
-        let url = "\(service.baseURL)/users/profile/\(id)"
-        let created = try Curl.request(
-            url, method: "PUT", headers: ServiceProcess.writeHeaders(for: id).merging(["If-None-Match": "*"]) { $1 },
-            body: #"{"username":"pro\#(id % 100_000_000)","display_name":"Sam","pronouns":"they/them","bio":"Hi"}"#)
-        #expect(created.status == 201, "\(created.body)")
-        #expect(created.json?["pronouns"] as? String == "they/them" && created.json?["bio"] as? String == "Hi")
-        // Served by GET (a hit: written through), and by a list.
-        let read = try Curl.request(url)
-        #expect(read.json?["pronouns"] as? String == "they/them")
-        let list = try Curl.request("\(service.baseURL)/users/profiles?ids=\(id)")
-        let listed = (list.json?["profiles"] as? [[String: Any]])?.first
-        #expect(listed?["pronouns"] as? String == "they/them", "\(list.body)")
-        // Validated with its declaration's bound, and unset by null.
-        let tooLong = try patch(service, id, #"{"pronouns":"\#(String(repeating: "x", count: 41))"}"#)
-        #expect(tooLong.status == 422 && tooLong.json?["field"] as? String == "pronouns", "\(tooLong.body)")
-        let patched = try patch(service, id, #"{"pronouns":"she/her"}"#)
-        #expect(patched.status == 200 && patched.json?["pronouns"] as? String == "she/her" && patched.json?["version"] as? Int == 2)
-        let unset = try Curl.request(
-            url, method: "PUT", headers: ServiceProcess.writeHeaders(for: id), body: #"{"display_name":"Sam","pronouns":null,"version":2}"#)
-        #expect(unset.status == 200 && unset.json?["pronouns"] is NSNull, "\(unset.body)")
-        // An operator's UPDATE at a psql prompt: the change feed repairs the cached entry.
-        let stream = try LiveUpdatesEndToEndTests.openStream(port: service.port, path: "/users/profile/\(id)/events")
-        _ = try stream.nextEvent(within: .seconds(5))  // the current profile
-        let sql = try TestProcess.run(
-            URL(fileURLWithPath: "/usr/bin/psql"), [database.url, "-qtAc", "UPDATE user_profiles SET pronouns = 'xe/xem' WHERE id = \(id)"])
-        #expect(sql.status == 0, "\(sql.standardError)")
-        let event = try stream.nextEvent(within: .seconds(10))
-        #expect(event?.data.contains(#""pronouns":"xe/xem""#) == true, "the stream carries the field: \(String(describing: event))")
-        var repaired: [String: Any]?
-        let deadline = ContinuousClock.now + .seconds(10)
-        while ContinuousClock.now < deadline {
-            let hit = try Curl.request(url)
-            if hit.json?["pronouns"] as? String == "xe/xem" {
-                repaired = hit.json
-                #expect(hit.headers["x-cache"] == "hit", "repaired in the cache, not read past it")
-                break
+        try withFieldsService(adding: """
+                ALTER TABLE user_profiles ADD COLUMN pronouns TEXT;
+                INSERT INTO profile_fields (name, kind, max_length, position) VALUES ('pronouns', 'text', 40, 5);
+                """) { service, database in
+            #expect(service.log(waitingUntil: { $0.contains("pronouns") }).contains(#"profile fields"#))
+            let id = LiveUpdatesEndToEndTests.newID()
+            let url = "\(service.baseURL)/users/profile/\(id)"
+            let created = try Curl.request(
+                url, method: "PUT", headers: ServiceProcess.writeHeaders(for: id).merging(["If-None-Match": "*"]) { $1 },
+                body: #"{"username":"pro\#(id % 100_000_000)","display_name":"Sam","pronouns":"they/them","bio":"Hi"}"#)
+            #expect(created.status == 201, "\(created.body)")
+            #expect(created.json?["pronouns"] as? String == "they/them" && created.json?["bio"] as? String == "Hi")
+            // Served by GET (a hit: written through), and by a list.
+            let read = try Curl.request(url)
+            #expect(read.json?["pronouns"] as? String == "they/them")
+            let list = try Curl.request("\(service.baseURL)/users/profiles?ids=\(id)")
+            let listed = (list.json?["profiles"] as? [[String: Any]])?.first
+            #expect(listed?["pronouns"] as? String == "they/them", "\(list.body)")
+            // Validated with its declaration's bound, and unset by null.
+            let tooLong = try patch(service, id, #"{"pronouns":"\#(String(repeating: "x", count: 41))"}"#)
+            #expect(tooLong.status == 422 && tooLong.json?["field"] as? String == "pronouns", "\(tooLong.body)")
+            let patched = try patch(service, id, #"{"pronouns":"she/her"}"#)
+            #expect(patched.status == 200 && patched.json?["pronouns"] as? String == "she/her" && patched.json?["version"] as? Int == 2)
+            let unset = try Curl.request(
+                url, method: "PUT", headers: ServiceProcess.writeHeaders(for: id), body: #"{"display_name":"Sam","pronouns":null,"version":2}"#)
+            #expect(unset.status == 200 && unset.json?["pronouns"] is NSNull, "\(unset.body)")
+            // An operator's UPDATE at a psql prompt: the change feed repairs the cached entry.
+            let stream = try LiveUpdatesEndToEndTests.openStream(port: service.port, path: "/users/profile/\(id)/events")
+            _ = try stream.nextEvent(within: .seconds(5))  // the current profile
+            let sql = try TestProcess.run(
+                URL(fileURLWithPath: "/usr/bin/psql"), [database.url, "-qtAc", "UPDATE user_profiles SET pronouns = 'xe/xem' WHERE id = \(id)"])
+            #expect(sql.status == 0, "\(sql.standardError)")
+            let event = try stream.nextEvent(within: .seconds(10))
+            #expect(event?.data.contains(#""pronouns":"xe/xem""#) == true, "the stream carries the field: \(String(describing: event))")
+            var repaired: [String: Any]?
+            let deadline = ContinuousClock.now + .seconds(10)
+            while ContinuousClock.now < deadline {
+                let hit = try Curl.request(url)
+                if hit.json?["pronouns"] as? String == "xe/xem" {
+                    repaired = hit.json
+                    #expect(hit.headers["x-cache"] == "hit", "repaired in the cache, not read past it")
+                    break
+                }
+                usleep(50_000)
             }
-            usleep(50_000)
+            #expect(repaired?["version"] as? Int == 4, "the psql UPDATE is version 4 (the version rules)")
+            // Described as the service validates it.
+            let openapi = try ServiceProcess.run(["openapi", "--database-url", database.url, "--spec", TestEnvironment.repositoryRoot.appendingPathComponent("openapi.yaml").path])
+            #expect(openapi.status == 0, "\(openapi.standardError)")
+            #expect(openapi.standardOutput.contains("'pronouns': {type: [string, 'null'], maxLength: 40,"))
+            #expect(openapi.standardOutput.components(separatedBy: "'pronouns': {").count - 1 == 4, "Profile, UpdateRequest, ProfilePatch, CreateRequest")
         }
-        #expect(repaired?["version"] as? Int == 4, "the psql UPDATE is version 4 (the version rules)")
-        // Described as the service validates it.
-        let openapi = try ServiceProcess.run(["openapi", "--database-url", database.url, "--spec", TestEnvironment.repositoryRoot.appendingPathComponent("openapi.yaml").path])
-        #expect(openapi.status == 0, "\(openapi.standardError)")
-        #expect(openapi.standardOutput.contains("'pronouns': {type: [string, 'null'], maxLength: 40,"))
-        #expect(openapi.standardOutput.components(separatedBy: "'pronouns': {").count - 1 == 4, "Profile, UpdateRequest, ProfilePatch, CreateRequest")
     }
 
     /// Fields named as SQL keywords and functions (`user` is the role's name to PostgreSQL,
     /// `order` a reserved word): columns like any other — unset as `null`, set by PATCH, repaired
     /// from a psql UPDATE — and never the database role in an answer.
     @Test func fieldsNamedAfterSQLKeywordsAreFieldsLikeAnyOther() throws {
-        let database = try TestDatabase.Own(prefix: "profiles_fields")
-        defer { database.drop() }
-        try database.migrate(adding: """
-            ALTER TABLE user_profiles ADD COLUMN "user" TEXT, ADD COLUMN "order" TEXT;
-            INSERT INTO profile_fields (name, kind, max_length, position) VALUES ('user', 'text', 40, 5), ('order', 'text', 40, 6);
-            """)
-        let node = try MemcachedNodes(count: 1)
-        defer { node.stop() }
-        let service = try ServiceProcess(arguments: database.serviceArguments(memcached: node))
-        defer {
-            _ = service.terminate()
-            database.dropSlots()
+        try withFieldsService(adding: """
+                ALTER TABLE user_profiles ADD COLUMN "user" TEXT, ADD COLUMN "order" TEXT;
+                INSERT INTO profile_fields (name, kind, max_length, position) VALUES ('user', 'text', 40, 5), ('order', 'text', 40, 6);
+                """) { service, database in
+            let role = try TestProcess.run(URL(fileURLWithPath: "/usr/bin/psql"), [database.url, "-qtAc", "SELECT current_user"])
+                .standardOutput.trimmingCharacters(in: .whitespacesAndNewlines)
+            #expect(!role.isEmpty)
+            let id = LiveUpdatesEndToEndTests.newID()
+            let url = "\(service.baseURL)/users/profile/\(id)"
+            let created = try Curl.request(
+                url, method: "PUT", headers: ServiceProcess.writeHeaders(for: id).merging(["If-None-Match": "*"]) { $1 },
+                body: #"{"username":"kw\#(id % 100_000_000)","display_name":"Keywords"}"#)
+            #expect(created.status == 201, "\(created.body)")
+            #expect(created.json?["user"] is NSNull && created.json?["order"] is NSNull, "\(created.body)")
+            let read = try Curl.request(url)
+            #expect(read.status == 200 && read.json?["user"] is NSNull && read.json?["order"] is NSNull, "\(read.body)")
+            let patched = try patch(service, id, #"{"user":"ada","order":"first"}"#)
+            #expect(patched.status == 200, "\(patched.body)")
+            #expect(patched.json?["user"] as? String == "ada" && patched.json?["order"] as? String == "first" && patched.json?["version"] as? Int == 2)
+            let put = try Curl.request(
+                url, method: "PUT", headers: ServiceProcess.writeHeaders(for: id), body: #"{"display_name":"Keywords","user":null,"version":2}"#)
+            #expect(put.status == 200 && put.json?["user"] is NSNull && put.json?["order"] as? String == "first", "\(put.body)")
+            let list = try Curl.request("\(service.baseURL)/users/profiles?ids=\(id)")
+            #expect((list.json?["profiles"] as? [[String: Any]])?.first?["order"] as? String == "first", "\(list.body)")
+            // An operator's UPDATE of the column, quoted as psql needs it, reaches the cache.
+            let sql = try TestProcess.run(
+                URL(fileURLWithPath: "/usr/bin/psql"), [database.url, "-qtAc", #"UPDATE user_profiles SET "user" = 'grace' WHERE id = \#(id)"#])
+            #expect(sql.status == 0, "\(sql.standardError)")
+            var repaired = false
+            let deadline = ContinuousClock.now + .seconds(10)
+            while ContinuousClock.now < deadline, !repaired {
+                repaired = try Curl.request(url).json?["user"] as? String == "grace"
+                if !repaired { usleep(50_000) }
+            }
+            #expect(repaired, "the change feed decodes the field by its name")
+            for body in [created.body, read.body, patched.body, put.body, list.body] {
+                #expect(!body.contains("\"\(role)\""), "the role's name in \(body)")
+            }
+            // Quoted keys: YAML reads a bare `on`, `null` or `true` as no string.
+            let openapi = try ServiceProcess.run(["openapi", "--database-url", database.url, "--spec", TestEnvironment.repositoryRoot.appendingPathComponent("openapi.yaml").path])
+            #expect(openapi.status == 0, "\(openapi.standardError)")
+            #expect(openapi.standardOutput.contains("'user': {type: [string, 'null'], maxLength: 40,"))
+            #expect(openapi.standardOutput.contains("'order': {type: [string, 'null'], maxLength: 40,"))
         }
-        let role = try TestProcess.run(URL(fileURLWithPath: "/usr/bin/psql"), [database.url, "-qtAc", "SELECT current_user"])
-            .standardOutput.trimmingCharacters(in: .whitespacesAndNewlines)
-        #expect(!role.isEmpty)
-        let id = LiveUpdatesEndToEndTests.newID()
-        let url = "\(service.baseURL)/users/profile/\(id)"
-        let created = try Curl.request(
-            url, method: "PUT", headers: ServiceProcess.writeHeaders(for: id).merging(["If-None-Match": "*"]) { $1 },
-            body: #"{"username":"kw\#(id % 100_000_000)","display_name":"Keywords"}"#)
-        #expect(created.status == 201, "\(created.body)")
-        #expect(created.json?["user"] is NSNull && created.json?["order"] is NSNull, "\(created.body)")
-        let read = try Curl.request(url)
-        #expect(read.status == 200 && read.json?["user"] is NSNull && read.json?["order"] is NSNull, "\(read.body)")
-        let patched = try patch(service, id, #"{"user":"ada","order":"first"}"#)
-        #expect(patched.status == 200, "\(patched.body)")
-        #expect(patched.json?["user"] as? String == "ada" && patched.json?["order"] as? String == "first" && patched.json?["version"] as? Int == 2)
-        let put = try Curl.request(
-            url, method: "PUT", headers: ServiceProcess.writeHeaders(for: id), body: #"{"display_name":"Keywords","user":null,"version":2}"#)
-        #expect(put.status == 200 && put.json?["user"] is NSNull && put.json?["order"] as? String == "first", "\(put.body)")
-        let list = try Curl.request("\(service.baseURL)/users/profiles?ids=\(id)")
-        #expect((list.json?["profiles"] as? [[String: Any]])?.first?["order"] as? String == "first", "\(list.body)")
-        // An operator's UPDATE of the column, quoted as psql needs it, reaches the cache.
-        let sql = try TestProcess.run(
-            URL(fileURLWithPath: "/usr/bin/psql"), [database.url, "-qtAc", #"UPDATE user_profiles SET "user" = 'grace' WHERE id = \#(id)"#])
-        #expect(sql.status == 0, "\(sql.standardError)")
-        var repaired = false
-        let deadline = ContinuousClock.now + .seconds(10)
-        while ContinuousClock.now < deadline, !repaired {
-            repaired = try Curl.request(url).json?["user"] as? String == "grace"
-            if !repaired { usleep(50_000) }
-        }
-        #expect(repaired, "the change feed decodes the field by its name")
-        for body in [created.body, read.body, patched.body, put.body, list.body] {
-            #expect(!body.contains("\"\(role)\""), "the role's name in \(body)")
-        }
-        // Quoted keys: YAML reads a bare `on`, `null` or `true` as no string.
-        let openapi = try ServiceProcess.run(["openapi", "--database-url", database.url, "--spec", TestEnvironment.repositoryRoot.appendingPathComponent("openapi.yaml").path])
-        #expect(openapi.status == 0, "\(openapi.standardError)")
-        #expect(openapi.standardOutput.contains("'user': {type: [string, 'null'], maxLength: 40,"))
-        #expect(openapi.standardOutput.contains("'order': {type: [string, 'null'], maxLength: 40,"))
     }
 }
 
@@ -268,6 +252,24 @@ extension ProfileFieldsEndToEndTests {
         }
         #expect(problems.isEmpty, "\(problems)")
         #expect(version == 41)
+    }
+}
+
+extension ProfileFieldsEndToEndTests {
+    /// A database of its own with `migration` applied after the project's, a memcached node of
+    /// its own and an instance on them (the field must not reach the other tests' profiles).
+    private func withFieldsService(adding migration: String, _ body: (ServiceProcess, TestDatabase.Own) throws -> Void) throws {
+        let database = try TestDatabase.Own(prefix: "profiles_fields")
+        defer { database.drop() }
+        try database.migrate(adding: migration)
+        let node = try MemcachedNodes(count: 1)
+        defer { node.stop() }
+        let service = try ServiceProcess(arguments: database.serviceArguments(memcached: node))
+        defer {
+            _ = service.terminate()
+            database.dropSlots()
+        }
+        try body(service, database)
     }
 }
 

@@ -23,19 +23,7 @@ def free_port():
 
 
 def start_service():
-    port = free_port()
-    env = dict(os.environ, PROFILE_DATABASE_URL=DB_URL, PROFILE_MEMCACHED=MEMCACHED)
-    log = open(os.path.join(STATE, f"drill-{port}.log"), "w")
-    process = subprocess.Popen([BIN, "serve", "--port", str(port), "--no-access-log", "--auth", "none"], env=env, stdout=log, stderr=log)
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        try:
-            if get(port, "/readyz")[0] == 200:
-                return process, port
-        except OSError:
-            pass
-        time.sleep(0.1)
-    raise SystemExit(f"service on {port} did not become ready")
+    return serve(BIN, ["--no-access-log", "--auth", "none"], "drill")
 
 
 def serve(binary, arguments, log_prefix):
