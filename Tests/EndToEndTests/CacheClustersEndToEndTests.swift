@@ -15,6 +15,8 @@ import TestSupport
 ///   regions within 2 s, and B's writer reads its own write at once (`min_version`).
 /// - Region B's consumer SIGKILLed: the other region-B instance takes the slot, and every change
 ///   made while B had no consumer reaches B's cluster.
+/// - Region B's consumer frozen (its connections open, nothing answered): the other region-B
+///   instance takes the slot once the walsender's timeout — the feed's own, 15 s — ends it.
 /// - `cache-cluster drop` refuses a cluster an instance consumes and drops one that is gone.
 /// - Two databases of one server (production and staging), each with its instance and memcached,
 ///   both the default cluster: each has a slot of its own, repairs its own cache, and sees and
@@ -159,6 +161,49 @@ import TestSupport
             #expect(served == 2, "region B serves \(id) at version 2")
         }
         print("cache clusters: region B's consumer SIGKILLed; the other instance consumed after \(Int(tookOver * 1000)) ms")
+    }
+
+    /// A consumer that vanishes without closing its connection — its host gone, a partition, here a
+    /// frozen process (SIGSTOP) — holds its cluster's slot until its walsender times out. The feed
+    /// sets that timeout on its own session (`ChangeFeedConfiguration.senderTimeout`, 15 s), so the
+    /// takeover does not wait for the server's (PostgreSQL's default 60 s, deps.sh's 30 s).
+    @Test func regionBsConsumerFrozenAnotherRegionBInstanceTakesItsSlotWithinTheFeedsSenderTimeout() throws {
+        let region = try RegionB()
+        defer { region.stop() }
+        let a = try ServiceProcess(arguments: ServiceProcess.jwtArguments + ["--no-access-log"])
+        defer { _ = a.terminate() }
+        defer { try? dropCluster(region.cluster) }  // after the instances stop: defers run last first
+        let instances = [try region.instance(), try region.instance()]
+        defer { for instance in instances { _ = instance.terminate() } }
+        try requireEveryClusterConsumed(seenBy: [a] + instances, clusters: ["default", region.cluster])
+        let consumer = try #require(instances.first { feedState($0) == "active" }, "one region-B instance consumes")
+        let survivor = try #require(instances.first { $0 !== consumer })
+
+        let connection = try primary()
+        defer { connection.close() }
+        let ids = try insertProfiles(10, on: connection)
+        try readThrough([a] + instances, ids: ids)
+
+        kill(consumer.processIdentifier, SIGSTOP)
+        defer {
+            kill(consumer.processIdentifier, SIGKILL)
+            _ = consumer.waitUntilExit()
+        }
+        let frozen = Date()
+        try connection.simpleQuery(
+            "UPDATE user_profiles SET display_name = 'While B was frozen', version = version + 1 "
+                + "WHERE id BETWEEN \(ids[0]) AND \(ids[9])")
+        let tookOver = Eventually.wait(timeout: .seconds(25), interval: .milliseconds(100)) {
+            feedState(survivor) == "active"
+        }
+        let after = Date().timeIntervalSince(frozen)
+        #expect(tookOver && after < 20, "the other region-B instance takes the slot within 20 s, not after \(Int(after)) s")
+        let regionBCache = try region.nodes.connection()
+        defer { regionBCache.close() }
+        #expect(
+            Eventually.wait(timeout: .seconds(3)) { ids.allSatisfy { cachedVersion(regionBCache, id: $0) == 2 } },
+            "every change made while region B's consumer was frozen reached its cluster")
+        print("cache clusters: region B's consumer frozen (SIGSTOP); the other instance consumed after \(Int(after * 1000)) ms")
     }
 
     /// Production (deps.sh's database and memcached) and staging (a database of its own on the same

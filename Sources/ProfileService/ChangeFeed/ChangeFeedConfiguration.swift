@@ -35,6 +35,13 @@ public struct ChangeFeedConfiguration: Sendable {
     /// How often a status update goes to PostgreSQL even when the position does not move — while
     /// a large transaction is worked through — so that `wal_sender_timeout` never ends the session.
     public var statusKeepAliveInterval: Duration = .seconds(5)
+    /// `wal_sender_timeout` of the feed's replication session: how long PostgreSQL keeps the slot
+    /// for a consumer that stopped answering without closing its connection (its host gone, a
+    /// partition, a frozen process) before the walsender ends and another instance takes over.
+    /// PostgreSQL's default is 60 s. Three status intervals: a consumer that works through a
+    /// large transaction sends one every ``statusKeepAliveInterval``, and answers the server's
+    /// keepalives at once otherwise (docs/design.md §3.3).
+    public var senderTimeout: Duration = .seconds(15)
     /// How long a committed change may wait for others to be applied with it: memcached is then
     /// read in one round trip per batch, PostgreSQL notified once per batch and the feed's
     /// thread woken once per batch, not once per commit. Adds at most this to the time a change

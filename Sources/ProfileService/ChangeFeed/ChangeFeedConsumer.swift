@@ -55,8 +55,12 @@ final class ChangeFeedConsumer {
     ) throws {
         self.configuration = configuration
         // Timestamps decode as the API prints them only in UTC and ISO style (ProfileChangeDecoder).
-        self.replication = postgres.addingSettings([("timezone", "UTC"), ("datestyle", "ISO")])
-            .withApplicationName(configuration.consumerName)
+        // The walsender's timeout is the session's own: a consumer that vanishes without closing
+        // its connection (a host gone, a partition, a frozen process) holds the slot that long.
+        self.replication = postgres.addingSettings([
+            ("timezone", "UTC"), ("datestyle", "ISO"),
+            ("wal_sender_timeout", "\(configuration.senderTimeout.milliseconds)ms"),
+        ]).withApplicationName(configuration.consumerName)
         notify = PostgresStatement(
             name: "change_feed_notify", sql: "SELECT pg_notify($1, $2)", isIdempotent: false)
         connection = PostgresConnection(
