@@ -9,7 +9,9 @@
 # the log) on the servers of scripts/deps.sh, plus an unmeasured instance of this checkout that
 # consumes the change feed, and runs wrk -t2 -c64 against each in turn, the order changing by
 # round: get_hit (every read a hit), get_db (memcached flushed every 2 ms) and put_100 (versions
-# reset to 1 first). Prints each round and the medians (requests/s, p99) with the ratio.
+# reset to 1 first). Prints each round and the medians (requests/s, p99, and the CPU time the
+# instance spent per request — user and system, from /proc — which a busy or shared machine
+# disturbs far less than the rates) with the ratio.
 # BENCH_WORKLOADS="get_db put_100" runs only those. Ports: 18091 (checkout), 18092 (REV), 18093 (feed).
 # BENCH_SKIP_BUILD=1 uses the existing release binaries (.build/release and .build-ab/build/release;
 # the latter must be a build of REV): no swift build.
@@ -51,7 +53,9 @@ bench_start .build/release/profile-service 18093
 sleep 1
 bench_start .build/release/profile-service 18091
 bench_start "$out/build/release/profile-service" 18092
-declare -A rps p99
+declare -A pid_of=([18091]=${bench_pids[-2]} [18092]=${bench_pids[-1]})
+declare -A rps p99 cpu
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; } # user + system, in clock ticks
 run() { # name port workload
     local name=$1 port=$2 workload=$3 script args=() flusher= result
     case $workload in
@@ -64,17 +68,23 @@ run() { # name port workload
                 -c "UPDATE user_profiles SET version = 1 WHERE id <= 10000"
             python3 scripts/bench/memcached_flush.py "${PROFILE_MEMCACHED}" >/dev/null ;;
     esac
+    local ticks_before requests
+    ticks_before=$(cpu_ticks "${pid_of[$port]}")
     result=$(BENCH_TOKEN=$token wrk -t2 -c64 -d"$duration" --latency -s $script "http://127.0.0.1:$port" -- "${args[@]}")
+    requests=$(awk '/ requests in / { print $1 }' <<<"$result")
+    cpu[$name,$workload]+="$(awk -v t="$(($(cpu_ticks "${pid_of[$port]}") - ticks_before))" -v hz="$(getconf CLK_TCK)" -v n="$requests" \
+        'BEGIN { printf "%.1f", t / hz * 1e6 / n }') "
     [ -n "$flusher" ] && kill "$flusher" 2>/dev/null
     rps[$name,$workload]+="$(bench_rps "$result") "
     p99[$name,$workload]+="$(bench_p99_ms "$result") "
-    echo "bench-ab: $workload $name $(bench_rps "$result") req/s, p99 $(awk '$1 == "99%" {print $2}' <<<"$result")" >&2
+    echo "bench-ab: $workload $name $(bench_rps "$result") req/s, p99 $(awk '$1 == "99%" {print $2}' <<<"$result"), CPU $(awk '{ print $NF }' <<<"${cpu[$name,$workload]}") µs/request" >&2
 }
 bench_alternate new 18091 old 18092
 if [ -n "$bench_rtt_note" ]; then echo "$bench_rtt_note"; echo; fi
-echo "| workload | this checkout req/s | p99 | $rev req/s | p99 | ratio |"
-echo "| --- | ---: | ---: | ---: | ---: | ---: |"
+echo "| workload | this checkout req/s | p99 | CPU/req | $rev req/s | p99 | CPU/req | ratio req/s | ratio CPU/req |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 for workload in $workloads; do
     new=$(bench_median <<<"${rps[new,$workload]}"); old=$(bench_median <<<"${rps[old,$workload]}")
-    echo "| $workload | $new | $(bench_median <<<"${p99[new,$workload]}") ms | $old | $(bench_median <<<"${p99[old,$workload]}") ms | $(awk -v a="$new" -v b="$old" 'BEGIN {printf "%.2f×", a / b}') |"
+    new_cpu=$(bench_median <<<"${cpu[new,$workload]}"); old_cpu=$(bench_median <<<"${cpu[old,$workload]}")
+    echo "| $workload | $new | $(bench_median <<<"${p99[new,$workload]}") ms | $new_cpu µs | $old | $(bench_median <<<"${p99[old,$workload]}") ms | $old_cpu µs | $(awk -v a="$new" -v b="$old" 'BEGIN {printf "%.2f×", a / b}') | $(awk -v a="$new_cpu" -v b="$old_cpu" 'BEGIN {printf "%.2f×", a / b}') |"
 done
