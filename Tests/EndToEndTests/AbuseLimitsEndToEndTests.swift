@@ -192,7 +192,7 @@ import TestSupport
         }
         // Larger than any profile write: 413 on the head, whoever asks.
         let large = try HTTPTestClient(port: service.port)
-        try large.send(head("Bearer \(owner)", length: 100_000))
+        try large.send(head("Bearer \(owner)", length: 200_000))
         #expect(try large.readResponse().status == 413)
         // The owner gets 100 Continue, then the answer.
         let client = try HTTPTestClient(port: service.port)

@@ -133,12 +133,12 @@ import Testing
         #expect(try stream.head().status == 200)
         let opening = try stream.drainEvents(quietFor: .milliseconds(300))
         #expect(opening.map(\.event) == ["profile", "profile", "profile", "deleted"])
-        #expect(opening.last?.data == #"{"id":\#(absent)}"#)
+        #expect(opening.last?.data == #"{"id":\#(absent),"version":0}"#)
 
         try Self.psql("DELETE FROM user_profiles WHERE id = \(ids[1])")
         let deleted = try #require(try stream.nextEvent(within: .seconds(5)))
         #expect(deleted.event == "deleted")
-        #expect(deleted.data == #"{"id":\#(ids[1])}"#)
+        #expect(deleted.data == #"{"id":\#(ids[1]),"version":1}"#, "with its last version")
 
         try Self.psql("UPDATE user_profiles SET display_name = 'Still here' WHERE id = \(ids[2])")
         let changed = try #require(try stream.nextEvent(within: .seconds(5)))
