@@ -120,7 +120,11 @@ import TestSupport
         #expect(listed?.contains { $0["cluster"] as? String == region.cluster } == false, "dropped: \(list.standardOutput)")
     }
 
-    @Test func regionBsConsumerKilledAnotherRegionBInstanceTakesItsSlotAndMissesNoChange() throws {
+    /// Region A's instance (the default cluster) beside two of region B's, every cluster consumed:
+    /// `consumer` streams region B's slot, `survivor` stands by. Everything is stopped after `body`.
+    private func withRegionBConsumerAndStandby(
+        _ body: (_ a: ServiceProcess, _ region: RegionB, _ consumer: ServiceProcess, _ survivor: ServiceProcess) throws -> Void
+    ) throws {
         let region = try RegionB()
         defer { region.stop() }
         let a = try ServiceProcess(arguments: ServiceProcess.jwtArguments + ["--no-access-log"])
@@ -132,35 +136,41 @@ import TestSupport
         let consumer = try #require(instances.first { feedState($0) == "active" }, "one region-B instance consumes")
         let survivor = try #require(instances.first { $0 !== consumer })
         #expect(feedState(survivor) == "standby")
+        try body(a, region, consumer, survivor)
+    }
 
-        let connection = try primary()
-        defer { connection.close() }
-        let ids = try insertProfiles(20, on: connection)
-        try readThrough([a] + instances, ids: ids)
+    @Test func regionBsConsumerKilledAnotherRegionBInstanceTakesItsSlotAndMissesNoChange() throws {
+        try withRegionBConsumerAndStandby { a, region, consumer, survivor in
 
-        kill(consumer.processIdentifier, SIGKILL)
-        _ = consumer.waitUntilExit()
-        let killed = Date()
-        // While region B has no consumer: half the profiles changed in SQL, half through region A.
-        try connection.simpleQuery(
-            "UPDATE user_profiles SET display_name = 'While B was down', version = version + 1 "
-                + "WHERE id BETWEEN \(ids[0]) AND \(ids[9])")
-        for id in ids[10...] { #expect(try put(id, version: 1, name: "Through A", via: a)?.version == 2) }
+            let connection = try primary()
+            defer { connection.close() }
+            let ids = try insertProfiles(20, on: connection)
+            try readThrough([a, consumer, survivor], ids: ids)
 
-        #expect(
-            Eventually.wait(timeout: .seconds(10), interval: .milliseconds(20)) { feedState(survivor) == "active" },
-            "the other region-B instance takes the slot over")
-        let tookOver = Date().timeIntervalSince(killed)
-        let regionBCache = try region.nodes.connection()
-        defer { regionBCache.close() }
-        let repaired = Eventually.wait(timeout: .seconds(3)) { ids.allSatisfy { cachedVersion(regionBCache, id: $0) == 2 } }
-        let stale = ids.filter { cachedVersion(regionBCache, id: $0) != 2 }
-        #expect(repaired, "every change made while region B had no consumer reached its cluster; not: \(stale)")
-        for id in ids {
-            let served = try Curl.request("\(survivor.baseURL)/users/profile/\(id)").json?["version"] as? Int
-            #expect(served == 2, "region B serves \(id) at version 2")
+            kill(consumer.processIdentifier, SIGKILL)
+            _ = consumer.waitUntilExit()
+            let killed = Date()
+            // While region B has no consumer: half the profiles changed in SQL, half through region A.
+            try connection.simpleQuery(
+                "UPDATE user_profiles SET display_name = 'While B was down', version = version + 1 "
+                    + "WHERE id BETWEEN \(ids[0]) AND \(ids[9])")
+            for id in ids[10...] { #expect(try put(id, version: 1, name: "Through A", via: a)?.version == 2) }
+
+            #expect(
+                Eventually.wait(timeout: .seconds(10), interval: .milliseconds(20)) { feedState(survivor) == "active" },
+                "the other region-B instance takes the slot over")
+            let tookOver = Date().timeIntervalSince(killed)
+            let regionBCache = try region.nodes.connection()
+            defer { regionBCache.close() }
+            let repaired = Eventually.wait(timeout: .seconds(3)) { ids.allSatisfy { cachedVersion(regionBCache, id: $0) == 2 } }
+            let stale = ids.filter { cachedVersion(regionBCache, id: $0) != 2 }
+            #expect(repaired, "every change made while region B had no consumer reached its cluster; not: \(stale)")
+            for id in ids {
+                let served = try Curl.request("\(survivor.baseURL)/users/profile/\(id)").json?["version"] as? Int
+                #expect(served == 2, "region B serves \(id) at version 2")
+            }
+            print("cache clusters: region B's consumer SIGKILLed; the other instance consumed after \(Int(tookOver * 1000)) ms")
         }
-        print("cache clusters: region B's consumer SIGKILLed; the other instance consumed after \(Int(tookOver * 1000)) ms")
     }
 
     /// A consumer that vanishes without closing its connection — its host gone, a partition, here a
@@ -168,42 +178,34 @@ import TestSupport
     /// sets that timeout on its own session (`ChangeFeedConfiguration.senderTimeout`, 15 s), so the
     /// takeover does not wait for the server's (PostgreSQL's default 60 s, deps.sh's 30 s).
     @Test func regionBsConsumerFrozenAnotherRegionBInstanceTakesItsSlotWithinTheFeedsSenderTimeout() throws {
-        let region = try RegionB()
-        defer { region.stop() }
-        let a = try ServiceProcess(arguments: ServiceProcess.jwtArguments + ["--no-access-log"])
-        defer { _ = a.terminate() }
-        defer { try? dropCluster(region.cluster) }  // after the instances stop: defers run last first
-        let instances = [try region.instance(), try region.instance()]
-        defer { for instance in instances { _ = instance.terminate() } }
-        try requireEveryClusterConsumed(seenBy: [a] + instances, clusters: ["default", region.cluster])
-        let consumer = try #require(instances.first { feedState($0) == "active" }, "one region-B instance consumes")
-        let survivor = try #require(instances.first { $0 !== consumer })
+        try withRegionBConsumerAndStandby { a, region, consumer, survivor in
 
-        let connection = try primary()
-        defer { connection.close() }
-        let ids = try insertProfiles(10, on: connection)
-        try readThrough([a] + instances, ids: ids)
+            let connection = try primary()
+            defer { connection.close() }
+            let ids = try insertProfiles(10, on: connection)
+            try readThrough([a, consumer, survivor], ids: ids)
 
-        kill(consumer.processIdentifier, SIGSTOP)
-        defer {
-            kill(consumer.processIdentifier, SIGKILL)
-            _ = consumer.waitUntilExit()
+            kill(consumer.processIdentifier, SIGSTOP)
+            defer {
+                kill(consumer.processIdentifier, SIGKILL)
+                _ = consumer.waitUntilExit()
+            }
+            let frozen = Date()
+            try connection.simpleQuery(
+                "UPDATE user_profiles SET display_name = 'While B was frozen', version = version + 1 "
+                    + "WHERE id BETWEEN \(ids[0]) AND \(ids[9])")
+            let tookOver = Eventually.wait(timeout: .seconds(25), interval: .milliseconds(100)) {
+                feedState(survivor) == "active"
+            }
+            let after = Date().timeIntervalSince(frozen)
+            #expect(tookOver && after < 20, "the other region-B instance takes the slot within 20 s, not after \(Int(after)) s")
+            let regionBCache = try region.nodes.connection()
+            defer { regionBCache.close() }
+            #expect(
+                Eventually.wait(timeout: .seconds(3)) { ids.allSatisfy { cachedVersion(regionBCache, id: $0) == 2 } },
+                "every change made while region B's consumer was frozen reached its cluster")
+            print("cache clusters: region B's consumer frozen (SIGSTOP); the other instance consumed after \(Int(after * 1000)) ms")
         }
-        let frozen = Date()
-        try connection.simpleQuery(
-            "UPDATE user_profiles SET display_name = 'While B was frozen', version = version + 1 "
-                + "WHERE id BETWEEN \(ids[0]) AND \(ids[9])")
-        let tookOver = Eventually.wait(timeout: .seconds(25), interval: .milliseconds(100)) {
-            feedState(survivor) == "active"
-        }
-        let after = Date().timeIntervalSince(frozen)
-        #expect(tookOver && after < 20, "the other region-B instance takes the slot within 20 s, not after \(Int(after)) s")
-        let regionBCache = try region.nodes.connection()
-        defer { regionBCache.close() }
-        #expect(
-            Eventually.wait(timeout: .seconds(3)) { ids.allSatisfy { cachedVersion(regionBCache, id: $0) == 2 } },
-            "every change made while region B's consumer was frozen reached its cluster")
-        print("cache clusters: region B's consumer frozen (SIGSTOP); the other instance consumed after \(Int(after * 1000)) ms")
     }
 
     /// Production (deps.sh's database and memcached) and staging (a database of its own on the same

@@ -26,7 +26,7 @@ first half, region B the rest. The delay proxy's PostgreSQL route (scripts/delay
 import argparse, http.client, json, math, os, re, signal, socket, statistics, subprocess, sys, tempfile, threading, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from drill import BIN, MC_PORTS, PG_PORT, STATE, free_port, psql  # noqa: E402
+from drill import BIN, MC_PORTS, PG_PORT, STATE, free_port, psql, serve  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DIRECT_URL = f"postgres://postgres@127.0.0.1:{PG_PORT}/profiles"
@@ -123,19 +123,8 @@ class FirstOK(threading.Thread):
 
 
 def start_a(secret, nodes):
-    port = free_port()
-    log = open(os.path.join(STATE, f"far-start-a-{port}.log"), "w")
-    process = subprocess.Popen(
-        [BIN, "serve", "--port", str(port), "--jwt-secret-file", secret, "--no-access-log",
-         "--database-url", DIRECT_URL, "--memcached", nodes], stdout=log, stderr=log)
-    for _ in range(600):
-        try:
-            if get(port, "/readyz")[0] == 200:
-                return process, port
-        except OSError:
-            pass
-        time.sleep(0.05)
-    raise SystemExit(f"region A's instance on {port} did not become ready")
+    return serve(BIN, ["--jwt-secret-file", secret, "--no-access-log", "--database-url", DIRECT_URL, "--memcached", nodes],
+                 "far-start-a")
 
 
 def drop_cluster(name):
