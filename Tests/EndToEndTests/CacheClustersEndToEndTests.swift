@@ -121,9 +121,14 @@ import TestSupport
     }
 
     /// Region A's instance (the default cluster) beside two of region B's, every cluster consumed:
-    /// `consumer` streams region B's slot, `survivor` stands by. Everything is stopped after `body`.
+    /// `consumer` streams region B's slot, `survivor` stands by, and `count` profiles inserted on
+    /// `connection` (to the primary) are cached by all three. Everything is stopped after `body`.
     private func withRegionBConsumerAndStandby(
-        _ body: (_ a: ServiceProcess, _ region: RegionB, _ consumer: ServiceProcess, _ survivor: ServiceProcess) throws -> Void
+        profiles count: Int,
+        _ body: (
+            _ a: ServiceProcess, _ region: RegionB, _ consumer: ServiceProcess, _ survivor: ServiceProcess,
+            _ connection: PostgresConnection, _ ids: [Int64]
+        ) throws -> Void
     ) throws {
         let region = try RegionB()
         defer { region.stop() }
@@ -136,17 +141,15 @@ import TestSupport
         let consumer = try #require(instances.first { feedState($0) == "active" }, "one region-B instance consumes")
         let survivor = try #require(instances.first { $0 !== consumer })
         #expect(feedState(survivor) == "standby")
-        try body(a, region, consumer, survivor)
+        let connection = try primary()
+        defer { connection.close() }
+        let ids = try insertProfiles(count, on: connection)
+        try readThrough([a, consumer, survivor], ids: ids)
+        try body(a, region, consumer, survivor, connection, ids)
     }
 
     @Test func regionBsConsumerKilledAnotherRegionBInstanceTakesItsSlotAndMissesNoChange() throws {
-        try withRegionBConsumerAndStandby { a, region, consumer, survivor in
-
-            let connection = try primary()
-            defer { connection.close() }
-            let ids = try insertProfiles(20, on: connection)
-            try readThrough([a, consumer, survivor], ids: ids)
-
+        try withRegionBConsumerAndStandby(profiles: 20) { a, region, consumer, survivor, connection, ids in
             kill(consumer.processIdentifier, SIGKILL)
             _ = consumer.waitUntilExit()
             let killed = Date()
@@ -178,13 +181,7 @@ import TestSupport
     /// sets that timeout on its own session (`ChangeFeedConfiguration.senderTimeout`, 15 s), so the
     /// takeover does not wait for the server's (PostgreSQL's default 60 s, deps.sh's 30 s).
     @Test func regionBsConsumerFrozenAnotherRegionBInstanceTakesItsSlotWithinTheFeedsSenderTimeout() throws {
-        try withRegionBConsumerAndStandby { a, region, consumer, survivor in
-
-            let connection = try primary()
-            defer { connection.close() }
-            let ids = try insertProfiles(10, on: connection)
-            try readThrough([a, consumer, survivor], ids: ids)
-
+        try withRegionBConsumerAndStandby(profiles: 10) { a, region, consumer, survivor, connection, ids in
             kill(consumer.processIdentifier, SIGSTOP)
             defer {
                 kill(consumer.processIdentifier, SIGKILL)

@@ -183,7 +183,10 @@ import Testing
         }
         let client = FakeTransport.client(transport)
         let reads = (0..<5).map { _ in Task { try await client.fetch(id: 8) } }
-        try await Task.sleep(for: .milliseconds(50))  // every read is waiting by now
+        // Every read is waiting by now: the first reached the transport, the rest had 250 ms more
+        // to join it (a store reads its file on first use, and a loaded machine is slow to start tasks).
+        while transport.requests.isEmpty { try await Task.sleep(for: .milliseconds(5)) }
+        try await Task.sleep(for: .milliseconds(250))
         answer.open()
         for read in reads { #expect(try await read.value == FakeTransport.profile(8, "Eight", version: 1)) }
         #expect(transport.requests.count == 1, "five views that appear together make one request")

@@ -49,6 +49,14 @@ extension ProfileRepository {
         settle(answering: row, id: id, key: configuration.key(for: id), seenCAS: nil)
     }
 
+    /// The profile as PostgreSQL has it, past the cache, settled before it is returned: what a
+    /// caller answers or publishes from it, memcached can no longer serve older (docs/design.md §2.9).
+    public func settledRow(id: Int64) throws(ProfileStoreError) -> Profile? {
+        let row = try store.profile(id: id)
+        settle(answering: row, id: id)
+        return row
+    }
+
     /// ``settle(answering:id:key:seenCAS:)`` for a load that could not put its lease down. When
     /// the key held a profile entry at the row's version or above before the read, nothing is
     /// needed: from then on the key only grows, or empties and is filled by a reader whose lease

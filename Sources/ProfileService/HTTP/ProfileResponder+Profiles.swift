@@ -84,11 +84,10 @@ extension ProfileResponder {
     private func unchanged(_ patch: ProfilePatchHead, worker: ProfileWorker) throws(Problem) -> HTTPResponse {
         let row: Profile?
         do {
-            row = try worker.store.profile(id: patch.id)
+            row = try worker.repository.settledRow(id: patch.id)
         } catch {
             throw Self.problem(for: error)
         }
-        worker.repository.settle(answering: row, id: patch.id)
         guard let row else { throw Problem.notFound(patch.id) }
         if let expected = patch.expectedVersion, expected != row.version {
             throw Self.versionConflict(current: row, expected: expected)

@@ -186,9 +186,7 @@ public final class ProfileUpdateHub: Sendable {
         do {
             let found: (version: Int32, json: [UInt8])?
             if fromDatabase {
-                let row = try worker.store.profile(id: id)
-                // Published only once memcached cannot serve anything older (docs/design.md §2.9).
-                worker.repository.settle(answering: row, id: id)
+                let row = try worker.repository.settledRow(id: id)
                 found = row.map { ($0.version, $0.jsonBytes) }
                 if found == nil {
                     // Deleted (or never there): its streams learn it at the row's last version.

@@ -35,16 +35,14 @@ enum ProfileValidation {
         value.utf8.allSatisfy { $0 < 0xCC }  // UTF-8 lead and continuation bytes of U+0000–U+02FF
     }
 
+    /// One pass over the name; a blank name that is also too long is refused for its length.
     private static func checkDisplayName(_ value: String) throws(ProfileRequestError) {
-        if let violation = VisibleText.violation(in: value, allowsLineFeeds: false, requiresVisible: false) {
-            throw .invalidField("display_name", violation)
-        }
+        let violation = VisibleText.violation(in: value, allowsLineFeeds: false, requiresVisible: true)
+        if let violation, violation != VisibleText.blankRule { throw .invalidField("display_name", violation) }
         guard displayNameLength.contains(value.unicodeScalars.count) else {
             throw .invalidField("display_name", "must be 1 to 64 characters long, as sent and in Unicode NFC")
         }
-        if let violation = VisibleText.violation(in: value, allowsLineFeeds: false, requiresVisible: true) {
-            throw .invalidField("display_name", violation)  // blank
-        }
+        if let violation { throw .invalidField("display_name", violation) }
     }
 
     /// Returns a declared field's value in NFC, or the reason it is not acceptable: the display

@@ -74,9 +74,12 @@ enum VisibleText {
             previous = role
         }
         if pendingJoiner { return joinerRule }
-        if requiresVisible && !sawVisible { return "must not be blank" }
+        if requiresVisible && !sawVisible { return blankRule }
         return nil
     }
+
+    /// The violation of text with no visible character, when one is required.
+    static let blankRule = "must not be blank"
 
     private static let joinerRule = "may hold a joiner (U+200C, U+200D) only between two visible characters"
 
