@@ -11,8 +11,8 @@ let swiftSettings: [SwiftSetting] = [
 
 let package = Package(
     name: "profile-service",
-    // The minimums of the ProfileClient library, the one product apps link (README: "Use it from a
-    // Swift app" says why each). The service and its tools run on Linux only, where these are
+    // The minimums of the ProfileClient library, the one product apps link (docs/client.md,
+    // "Platforms", says why each). The service and its tools run on Linux only, where these are
     // ignored; they use Synchronization (macOS 15) and epoll.
     platforms: [.iOS(.v16), .macOS(.v13), .tvOS(.v16), .watchOS(.v9), .visionOS(.v1)],
     products: [

@@ -1,8 +1,8 @@
 import Foundation
 import Testing
 
-/// The client builds for the Apple platforms the README promises, though this machine builds for
-/// Linux only: Package.swift declares the README's minimums, the client imports only what every
+/// The client builds for the Apple platforms docs/client.md promises, though this machine builds for
+/// Linux only: Package.swift declares those minimums, the client imports only what every
 /// platform has, and its sources use no API of ``newerAPIs`` above the minimums.
 @Suite struct PlatformMinimumsTests {
     /// APIs of the standard library and the SDKs that are newer than some minimum an app may
@@ -29,10 +29,10 @@ import Testing
         try String(contentsOf: root.appendingPathComponent(path), encoding: .utf8)
     }
 
-    /// The README's table of minimums: `| iOS | 16 | why |`.
+    /// The table of minimums in docs/client.md (Platforms): `| iOS | 16 | why |`.
     static func readmeMinimums() throws -> [String: Int] {
         var minimums: [String: Int] = [:]
-        for line in try read("README.md").split(separator: "\n") {
+        for line in try read("docs/client.md").split(separator: "\n") {
             let cells = line.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces) }
             guard cells.count >= 2, platforms.contains(cells[0]), let major = Int(cells[1]) else { continue }
             minimums[cells[0]] = major
