@@ -110,8 +110,8 @@ public enum CacheProtocolScenarios {
         let read = race.run { repository, id in
             let ids = [id] + others.map(\.id)
             let loaded = repository.loadTogether(ids.map { .init(id: $0) })
-            return zip(ids, loaded).map { id, answer in
-                (try? repository.read(id: id, minVersion: nil, batched: answer.map { .loaded($0) }))??.version
+            return ids.map { id in
+                (try? repository.read(id: id, minVersion: nil, batched: loaded[id].map { .loaded($0) }))??.version
             }
         }
         #expect(read == [1, 1, 1, 1], "the reads began before the write: version 1 is a fair answer")
@@ -142,7 +142,7 @@ public enum CacheProtocolScenarios {
             ProfileUpdate(id: cached.id, displayName: "Cached again", expectedVersion: 1),
             ProfileUpdate(id: missing, displayName: "Nobody", expectedVersion: 1),
         ]
-        let outcomes = zip(writes, writer.writeTogether(writes)).map { write, together in
+        let outcomes = zip(writes, writer.writeTogetherInOrder(writes)).map { write, together in
             Result { () throws(ProfileStoreError) in
                 try writer.update(write, madeTogether: together)
             }
@@ -180,8 +180,8 @@ public enum CacheProtocolScenarios {
                     ProfileUpdate(id: other.id, displayName: "Other", expectedVersion: 1),
                 ]
                 let together = writer.writeTogether(writes)
-                _ = try? writer.updateDisplayName(id: other.id, to: "Other", expectedVersion: 1, madeTogether: together[1])
-                return try? writer.updateDisplayName(id: id, to: "Writer", expectedVersion: 1, madeTogether: together[0])
+                _ = try? writer.updateDisplayName(id: other.id, to: "Other", expectedVersion: 1, madeTogether: together[other.id])
+                return try? writer.updateDisplayName(id: id, to: "Writer", expectedVersion: 1, madeTogether: together[id])
             })
         #expect(read == [1], "the reader began before the write: version 1 is a fair answer")
         #expect(race.cachedVersion(race.written.id) == 2, "the late populate must not land")
@@ -270,8 +270,8 @@ extension CacheProtocolScenarios {
         let together = stage.instance()
         let ids = [id, other.id]
         let loaded = together.loadTogether(ids.map { .init(id: $0) })
-        let answered = zip(ids, loaded).map { id, answer in
-            (try? together.read(id: id, minVersion: nil, batched: answer.map { .loaded($0) }))??.version
+        let answered = ids.map { id in
+            (try? together.read(id: id, minVersion: nil, batched: loaded[id].map { .loaded($0) }))??.version
         }
         #expect(answered == [2, 1])
         slow.finish()
@@ -413,5 +413,17 @@ struct StaleSetRace<Backends: RepositoryBackends> {
         gate.release()
         reader.join()
         return result.withLock { $0 }
+    }
+}
+
+extension ProfileRepository {
+    /// ``writeTogether(_:)``'s outcomes handed to the requests of `writes`, in their order, as a
+    /// batch hands them: the first request of each id whose write was made gets its outcome.
+    public func writeTogetherInOrder(_ writes: [ProfileUpdate]) -> [WrittenTogether?] {
+        var made = writeTogether(writes)
+        return writes.map { write in
+            guard let written = made.removeValue(forKey: write.id), written.made(write) else { return nil }
+            return written
+        }
     }
 }

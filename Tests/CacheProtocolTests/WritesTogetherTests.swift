@@ -29,7 +29,7 @@ import Testing
             logger: InMemoryBackends.logger)
         let writes = profiles.map { ProfileUpdate(id: $0.id, displayName: "New \($0.id)", expectedVersion: 1) }
 
-        let together = writer.writeTogether(writes)
+        let together = writer.writeTogetherInOrder(writes)
         #expect(log.entries == ["looks sent", "update together", "looks read", "read rows", "cas together"])
         log.entries = []
         let versions = try zip(writes, together).map { write, made in
@@ -77,7 +77,7 @@ import Testing
             logger: InMemoryBackends.logger)
         let writes = profiles.map { ProfileUpdate(id: $0.id, displayName: "Alone", expectedVersion: 1) }
 
-        let versions = try zip(writes, writer.writeTogether(writes)).map { write, made in
+        let versions = try zip(writes, writer.writeTogetherInOrder(writes)).map { write, made in
             try writer.updateDisplayName(id: write.id, to: write.changes.displayName!, expectedVersion: 1, madeTogether: made).updatedVersion
         }
         #expect(versions == [2, 2, 2])
@@ -105,7 +105,7 @@ import Testing
         let writes = profiles.map { ProfileUpdate(id: $0.id, displayName: "Lost", expectedVersion: 1) }
 
         database.setUnavailable(true)
-        let errors = zip(writes, writer.writeTogether(writes)).map { write, made -> ProfileStoreError? in
+        let errors = zip(writes, writer.writeTogetherInOrder(writes)).map { write, made -> ProfileStoreError? in
             let outcome = Result { () throws(ProfileStoreError) in
                 try writer.updateDisplayName(id: write.id, to: write.changes.displayName!, expectedVersion: 1, madeTogether: made)
             }
@@ -141,7 +141,7 @@ import Testing
         let writes = profiles.map { ProfileUpdate(id: $0.id, displayName: "Through a failure", expectedVersion: 1) }
 
         cluster.fail(failed)
-        let versions = try zip(writes, writer.writeTogether(writes)).map { write, made in
+        let versions = try zip(writes, writer.writeTogetherInOrder(writes)).map { write, made in
             try writer.updateDisplayName(id: write.id, to: write.changes.displayName!, expectedVersion: 1, madeTogether: made).updatedVersion
         }
         cluster.heal(failed)
@@ -165,7 +165,7 @@ import Testing
         let writer = ProfileRepository(store: store, cache: backends.cache, shared: shared, logger: InMemoryBackends.logger)
         let writes = [raced, other].map { ProfileUpdate(id: $0.id, displayName: "Batch", expectedVersion: 1) }
 
-        let versions = try zip(writes, writer.writeTogether(writes)).map { write, made in
+        let versions = try zip(writes, writer.writeTogetherInOrder(writes)).map { write, made in
             try writer.updateDisplayName(id: write.id, to: write.changes.displayName!, expectedVersion: 1, madeTogether: made).updatedVersion
         }
         #expect(versions == [2, 2])

@@ -134,7 +134,7 @@ import TestSupport
                     let writes = order.compactMap { id in
                         rows[id].map { ProfileUpdate(id: id, displayName: "w\(Int.random(in: 0..<1_000_000))", expectedVersion: $0.version) }
                     }
-                    for (write, made) in zip(writes, repository.writeTogether(writes)) {
+                    for (write, made) in zip(writes, repository.writeTogetherInOrder(writes)) {
                         if case .updated? = try? repository.update(write, madeTogether: made) {
                             updates.add()
                         }

@@ -7,22 +7,20 @@ import MemcachedClient
 /// reads that the batch lane hands on.
 extension ProfileRepository {
     /// Loads `members` — the reads of requests that memcached had no entry for — together, for
-    /// each request to be answered from its own member's answer (``read(id:minVersion:batched:)``
-    /// with ``BatchedRead/loaded(_:)``): the load began after the request arrived, so it answers
-    /// any floor PostgreSQL can meet.
+    /// each request to be answered from its id's answer (``read(id:minVersion:batched:)`` with
+    /// ``BatchedRead/loaded(_:)``): the load began after the request arrived, so it answers any
+    /// floor PostgreSQL can meet (each id is loaded once, at the highest floor asked of it).
     ///
-    /// - Returns: one answer per member, in their order: `nil` where the member was not loaded
-    ///   here (another reader of this process is loading it: its read follows that one). A failed
-    ///   load is each member's error (PostgreSQL unavailable: 503 at once), as the members of a
-    ///   failed list get, rather than each waiting on the same server again.
-    public func loadTogether(_ members: [ProfileListRequest.Member]) -> [Result<Representation?, ProfileStoreError>?] {
-        guard members.count > 1 else { return members.map { _ in nil } }
+    /// - Returns: the answer of each id loaded here. An id missing from it was not loaded here
+    ///   (another reader of this process is loading it: its read follows that one). A failed load
+    ///   is every id's error (PostgreSQL unavailable: 503 at once), as the members of a failed list
+    ///   get, rather than each waiting on the same server again.
+    public func loadTogether(_ members: [ProfileListRequest.Member]) -> [Int64: Result<Representation?, ProfileStoreError>] {
+        guard members.count > 1 else { return [:] }
         do {
-            // Each id once, at the highest floor asked of it.
-            let loaded = try loadMissing(ProfileListRequest(mentions: members).members)
-            return members.map { member in loaded[member.id].map { .success($0) } }
+            return try loadMissing(ProfileListRequest(mentions: members).members).mapValues { .success($0) }
         } catch {
-            return members.map { _ in .failure(error) }
+            return Dictionary(members.map { ($0.id, .failure(error)) }, uniquingKeysWith: { first, _ in first })
         }
     }
 

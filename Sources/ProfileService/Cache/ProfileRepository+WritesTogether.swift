@@ -15,23 +15,21 @@ extension ProfileRepository {
         /// Whether the cache holds the new version (or a newer one) already; if not, the
         /// request's write-through goes on alone, from `look` or from a look of its own.
         var writtenThrough = false
+
+        /// Whether this is what `write` made: a request whose write is another (a second write of
+        /// the id in the batch) makes its own.
+        public func made(_ write: ProfileUpdate) -> Bool { self.write == write }
     }
 
     /// Makes `writes` together, for each request to be answered from its own write's outcome
-    /// (``update(_:madeTogether:)``).
+    /// (``update(_:madeTogether:)``, after ``WrittenTogether/made(_:)`` says it is that write).
     ///
-    /// - Returns: one outcome per write, in their order: `nil` where the write was not made here
-    ///   — a second write of an id already written here, or a write that changed nothing (its
-    ///   row gone or changed since, or the statement refused). Its request makes it alone, which
-    ///   tells a conflict from a deletion as ever.
-    public func writeTogether(_ writes: [ProfileUpdate]) -> [WrittenTogether?] {
-        var made: [Int64: WrittenTogether] = [:]
-        if writes.count > 1 { made = writeTogether(distinct: writes) }
-        var answered = Set<Int64>()
-        return writes.map { write in
-            guard let written = made[write.id], written.write == write, answered.insert(write.id).inserted else { return nil }
-            return written
-        }
+    /// - Returns: what each write made here came to, by id: the first write of each id in
+    ///   `writes`, when it changed its row. A write not among them — a second write of an id, or
+    ///   one that changed nothing (its row gone or changed since, or the statement refused) — is
+    ///   made alone by its request, which tells a conflict from a deletion as ever.
+    public func writeTogether(_ writes: [ProfileUpdate]) -> [Int64: WrittenTogether] {
+        writes.count > 1 ? writeTogether(distinct: writes) : [:]
     }
 
     /// The writes made in one statement, by id.

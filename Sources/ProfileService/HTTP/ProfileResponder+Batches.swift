@@ -107,27 +107,18 @@ extension ProfileResponder {
         }
         // Each answer is timed from the start of the work it waited for.
         let started = ContinuousClock.now
-        var batched: [BatchedAnswer?] = Array(repeating: nil, count: batch.count)
-        let reads = batch.indices.filter { batch[$0].classified.read != nil }
-        if reads.count > 1 {
-            let members = reads.map { index in
-                let read = batch[index].classified.read!  // filtered above
-                return ProfileListRequest.Member(id: read.id, floor: read.floor)
+        let reads = batch.compactMap(\.classified.read)
+        let loaded = worker.repository.loadTogether(reads.map { ProfileListRequest.Member(id: $0.id, floor: $0.floor) })
+        var written = worker.repository.writeTogether(batch.compactMap(\.classified.update))
+        for member in batch {
+            var batched: BatchedAnswer?
+            if let read = member.classified.read, let answer = loaded[read.id] {
+                batched = .read(.loaded(answer))
+            } else if let update = member.classified.update, let made = written.removeValue(forKey: update.id), made.made(update) {
+                // The first request of each id is the one whose write was made.
+                batched = .write(made)
             }
-            let loaded = worker.repository.loadTogether(members)
-            for position in reads.indices {
-                if let answer = loaded[position] { batched[reads[position]] = .read(.loaded(answer)) }
-            }
-        }
-        let writes = batch.indices.filter { batch[$0].classified.update != nil }
-        if writes.count > 1 {
-            let written = worker.repository.writeTogether(writes.map { batch[$0].classified.update! })  // filtered above
-            for position in writes.indices {
-                if let outcome = written[position] { batched[writes[position]] = .write(outcome) }
-            }
-        }
-        for (member, outcome) in zip(batch, batched) {
-            answer(member, respond(to: member.request, member.classified, worker: worker, started: started, batched: outcome))
+            answer(member, respond(to: member.request, member.classified, worker: worker, started: started, batched: batched))
         }
     }
 }
