@@ -1,189 +1,192 @@
 import Logging
 import MemcachedClient
 
-/// Misses loaded together (docs/design.md §2.7, §9): every lease in one round trip, the rows in
-/// one query, every populate in one round trip — each id still under the rules of a single load
-/// (§2.1). A list's missing members load this way, and so do the misses of a batch of single
-/// reads that the batch lane hands on.
+/// Loads (docs/design.md §2.1, §2.7): the misses of a batch read, populated under leases. Each id
+/// joins the reads in flight in this process (a follower uses its leader's read), puts its lease
+/// down before PostgreSQL is read, and populates with `cas` over that lease — so a write or an
+/// eviction in between makes the late populate fail. A batch's leases go in one round trip, its
+/// rows come from one query, its populates go in one round trip.
 extension ProfileRepository {
-    /// Loads `members` — the reads of requests that memcached had no entry for — together, for
-    /// each request to be answered from its id's answer (``read(id:minVersion:batched:)`` with
-    /// ``BatchedRead/loaded(_:)``): the load began after the request arrived, so it answers any
-    /// floor PostgreSQL can meet (each id is loaded once, at the highest floor asked of it).
-    ///
-    /// - Returns: the answer of each id loaded here. An id missing from it was not loaded here
-    ///   (another reader of this process is loading it: its read follows that one). A failed load
-    ///   is every id's error (PostgreSQL unavailable: 503 at once), as the members of a failed list
-    ///   get, rather than each waiting on the same server again.
-    public func loadTogether(_ members: [ProfileListRequest.Member]) -> [Int64: Result<Representation?, ProfileStoreError>] {
-        guard members.count > 1 else { return [:] }
-        do {
-            return try loadMissing(ProfileListRequest(mentions: members).members).mapValues { .success($0) }
-        } catch {
-            return Dictionary(members.map { ($0.id, .failure(error)) }, uniquingKeysWith: { first, _ in first })
+    /// A read that loads, and the lease it loads under.
+    struct LoadRequest {
+        enum Lease {
+            /// The lease sent with the read's first look, seen there as its own.
+            case held(Look, token: UInt64?)
+            /// A lease to put down where the key is free, or over the undecodable entry whose CAS
+            /// value is given.
+            case replacing(UInt64?)
+        }
+
+        let index: Int
+        let lease: Lease
+    }
+
+    /// One id that leads its load.
+    private struct Leader {
+        let index: Int
+        let id: Int64
+        let key: String
+        /// Nil for a reader that holds its lease already but found another reader of this process
+        /// reading the id: it reads and populates itself, since following would leave its lease to
+        /// block every other reader.
+        let flight: InFlightReads.Flight?
+        var lease: LeaseAttempt
+        var outcome = InFlightReads.Outcome.failed(.unavailable)
+    }
+
+    /// Loads the reads at `loads` into `reads`' answers: the leaders' rows under their leases,
+    /// then the followers' from their leaders' flights (after every leader of this batch has
+    /// finished, so a batch never waits on itself).
+    func load(_ loads: [LoadRequest], of reads: inout [KeyRead], since began: ContinuousClock.Instant)
+        throws(ProfileStoreError)
+    {
+        var leaders: [Leader] = []
+        var followers: [(index: Int, flight: InFlightReads.Flight)] = []
+        var leasesToPut: [(index: Int, key: String, replacingCAS: UInt64?)] = []
+        for load in loads {
+            let read = reads[load.index]
+            let role = shared.inFlight.join(read.id)
+            switch (role, load.lease) {
+            case (.follower(let flight), .replacing):
+                followers.append((load.index, flight))
+            case (.follower, .held(let look, let token)):
+                leaders.append(Leader(index: load.index, id: read.id, key: read.key, flight: nil, lease: .held(look, token: token)))
+            case (.leader(let flight), .held(let look, let token)):
+                leaders.append(Leader(index: load.index, id: read.id, key: read.key, flight: flight, lease: .held(look, token: token)))
+            case (.leader(let flight), .replacing(let replacingCAS)):
+                leasesToPut.append((leaders.count, read.key, replacingCAS))
+                leaders.append(Leader(index: load.index, id: read.id, key: read.key, flight: flight, lease: LeaseAttempt()))
+            }
+        }
+        if !leaders.isEmpty {
+            for (leader, lease) in zip(leasesToPut, putLeases(leasesToPut.map { ($0.key, $0.replacingCAS) })) {
+                leaders[leader.index].lease = lease
+            }
+            let rows = try loadRows(&leaders, floors: floors(leaders.map(\.index), of: reads))
+            for leader in leaders {
+                reads[leader.index].answer = .success(rows[leader.id].map { Representation($0, outcome: .miss) })
+            }
+        }
+        for follower in followers {
+            let read = reads[follower.index]
+            reads[follower.index].answer = Result { () throws(ProfileStoreError) in
+                try follow(follower.flight, id: read.id, floor: read.floor, since: began)
+            }
         }
     }
 
-    /// Loads members memcached had no entry for, as `load` loads one — each joins the reads in
-    /// flight in this process and puts its lease down before PostgreSQL is read, and populates
-    /// under that lease — but the leases go in one round trip, the leaders' rows come from one
-    /// query and the populates go in one round trip. Members another reader of this process is
-    /// loading are left out (their read follows that one).
-    ///
-    /// - Returns: the answer of each member loaded here (`nil` inside: no such profile).
-    func loadMissing(_ members: [ProfileListRequest.Member]) throws(ProfileStoreError) -> [Int64: Representation?] {
-        var leaders: [Load] = []
-        var floors: [Int64: Int32] = [:]
-        for member in members {
-            let id = member.id
-            guard case .leader(let flight) = shared.inFlight.join(id) else { continue }
-            floors[id] = member.floor
-            leaders.append(Load(id: id, key: configuration.key(for: id), flight: flight))
+    /// Reads the leaders' rows and stores each under its lease; ends their flights with what that
+    /// came to, for their followers.
+    private func loadRows(_ leaders: inout [Leader], floors: [Int64: Int32]) throws(ProfileStoreError) -> [Int64: Profile] {
+        defer {
+            for leader in leaders {
+                if let flight = leader.flight { shared.inFlight.finish(leader.id, flight: flight, outcome: leader.outcome) }
+            }
         }
-        defer { for leader in leaders { shared.inFlight.finish(leader.id, flight: leader.flight, outcome: leader.outcome) } }
-        guard !leaders.isEmpty else { return [:] }
-
-        let leases = takeLeases(keys: leaders.map(\.key))
-        for index in leaders.indices {
-            readStrategy.record(miss: true)
-            statistics.record(.miss)
-            leaders[index].lease = leases[leaders[index].key] ?? LeaseAttempt()
-            leaders[index].flight.markReadStarted()
+        for leader in leaders {
+            shared.hooks.beforeDatabaseRead?(leader.id)
+            leader.flight?.markReadStarted()
         }
         let rows: [Int64: Profile]
         do {
             // After every lease: a standby's rows must be as new as any version cached before (§8).
             rows = try readRows(ids: leaders.map(\.id), floors: floors, after: .now)
         } catch {
-            for index in leaders.indices {
-                leaders[index].outcome = .failed(error)
-                // Deleting is always safe: at worst the next reader misses.
-                if leaders[index].lease.ownCAS != nil { _ = cache.delete(leaders[index].key) }
-            }
+            for index in leaders.indices { leaders[index].outcome = .failed(error) }
+            forget(leaders.filter { $0.lease.ownCAS != nil }.map(\.key))
             throw error
         }
         for leader in leaders { shared.hooks.afterDatabaseRead?(leader.id) }
         storeLoaded(&leaders, rows: rows)
-        var answers: [Int64: Representation?] = [:]
-        for leader in leaders {
-            answers[leader.id] = .some(rows[leader.id].map { Representation($0, outcome: .miss) })
-        }
-        return answers
+        return rows
     }
 
-    /// What one store of ``storeConfirming(_:)`` came to.
-    struct StoreConfirmation {
-        /// The bytes read back are the bytes it stored.
-        let landed: Bool
-        /// The key as read back after the store.
-        let readBack: MemcachedItem?
-    }
-
-    /// Sends `stores` (`cas`es) in one round trip and reads every key back after them: a store
-    /// landed exactly when the bytes read back are the bytes it stored — no other write can leave
-    /// those bytes there, since a version names one content (§2.5). One confirmation per store, in
-    /// their order; a failed round trip says nothing of any (whether each landed is unknown).
-    func storeConfirming(_ stores: [MemcachedStore]) -> Result<[StoreConfirmation], MemcachedError> {
-        cache.casAndGet(many: stores, flags: 0).map { readBack in
-            stores.map { store in
-                let item = readBack[store.key]
-                return StoreConfirmation(landed: item?.value == store.value, readBack: item)
-            }
-        }
-    }
-
-    /// One id of a load: its lease, and what its read came to for the followers of its flight.
-    struct Load {
-        let id: Int64
-        let key: String
-        let flight: InFlightReads.Flight
-        var lease = LeaseAttempt()
-        var outcome = InFlightReads.Outcome.failed(.unavailable)
-    }
-
-    /// Puts a lease on every key where there is no entry, in one round trip (`add`s pipelined
-    /// with one multi-get that reads them back), and says of each key whose lease is there. When
-    /// the pipelined round trip fails (a node troubled or failing), one lease at a time, each
-    /// through the circuit breaker.
-    func takeLeases(keys: [String]) -> [String: LeaseAttempt] {
-        var leases: [String: LeaseAttempt] = [:]
-        guard keys.count > 1 else {
-            for key in keys { leases[key] = attemptLease(key: key, replacingCAS: nil) }
-            return leases
-        }
-        let newLeases = keys.map { newLease(for: $0) }
-        let tokens = newLeases.map(\.token)
-        let stores = newLeases.map(\.entry)
-        switch cache.addAndGet(many: stores, flags: 0) {
-        case .success(let items):
-            for (key, token) in zip(keys, tokens) {
-                // The lease read back is this reader's only if it carries its token.
-                leases[key] = LeaseAttempt(readBack: items[key].map { .hit($0) } ?? .miss, token: token, shape: configuration.entryShape)
-            }
-        case .failure:
-            for key in keys { leases[key] = attemptLease(key: key, replacingCAS: nil) }
-        }
-        return leases
-    }
-
-    /// ``storeLoaded(_:id:key:lease:flight:)`` for every load at once: the populates over the
-    /// loads' leases go in one round trip (`cas`es pipelined with one multi-get), and a populate
-    /// landed exactly when the entry read back is the value it stored — no other write can leave
-    /// those bytes there, since a version names one content (§2.5) and a populate of an older
-    /// row loses its `cas`. When the pipelined round trip fails, one populate at a time, as a
-    /// single load's (a `cas` that did land is then reported lost: its flight's followers read
-    /// for themselves, which is always safe). A load without a lease of its own, and one whose
-    /// populate lost, settles its key before its row is answered (monotonic reads, §2.9).
-    private func storeLoaded(_ loads: inout [Load], rows: [Int64: Profile]) {
-        let leased = loads.indices.filter { loads[$0].lease.ownCAS != nil }
-        guard leased.count > 1 else {
-            for index in loads.indices {
-                let load = loads[index]
-                loads[index].outcome = storeLoaded(rows[load.id], id: load.id, key: load.key, lease: load.lease, flight: load.flight)
-            }
-            return
-        }
+    /// Stores what each leader read under its lease — the row, or the record that there is none
+    /// (absence is cached like a row, §2.6: a storm of reads of ids that do not exist costs
+    /// PostgreSQL one read per id, not one per request) — and sets its flight's outcome. Without a
+    /// lease of its own a leader populates nothing, but settles the key (over the other reader's
+    /// lease it found) before the row is answered; so does a leader whose populate lost (§2.9).
+    private func storeLoaded(_ leaders: inout [Leader], rows: [Int64: Profile]) {
+        var settlements: [Settlement] = []
+        var populating: [Int] = []
         var stores: [MemcachedStore] = []
-        for index in loads.indices {
-            let load = loads[index]
-            guard let leaseCAS = load.lease.ownCAS else {
-                loads[index].outcome = storeLoaded(rows[load.id], id: load.id, key: load.key, lease: load.lease, flight: load.flight)
+        for index in leaders.indices {
+            let leader = leaders[index]
+            let row = rows[leader.id]
+            leaders[index].outcome = row.map { .found($0, populated: false) } ?? .notFound
+            guard let leaseCAS = leader.lease.ownCAS else {
+                if row != nil { statistics.record(.populateSkipped) }
+                // A profile entry at the row's version or above before the read needs nothing: from
+                // then on the key only grows, or empties and is filled by a later lease's reader.
+                if let cachedVersion = leader.lease.cachedVersion, cachedVersion >= row?.version ?? 0 { continue }
+                settlements.append(Settlement(id: leader.id, key: leader.key, row: row, seenCAS: leader.lease.othersCAS))
                 continue
             }
-            // Closed to new followers before the populate is sent (§2.1).
-            shared.inFlight.close(load.id, flight: load.flight)
-            let value = rows[load.id].map(CacheEntry.encode) ?? CacheEntry.encodedAbsent
-            stores.append(
-                MemcachedStore(key: load.key, value: value, expiration: configuration.jitteredTTLSeconds(using: &random), cas: leaseCAS))
+            // Closed to new followers before the populate is sent: one that joined after the row
+            // landed could miss a write acknowledged (and evicted) since (§2.1).
+            if let flight = leader.flight { shared.inFlight.close(leader.id, flight: flight) }
+            populating.append(index)
+            stores.append(entryStore(row.map(CacheEntry.encode) ?? CacheEntry.encodedAbsent, key: leader.key, over: leaseCAS))
         }
-        let confirmed: [StoreConfirmation]
-        switch storeConfirming(stores) {
-        case .success(let confirmations):
-            confirmed = confirmations
-        case .failure(let error):
-            statistics.record(.error)
-            logger.debug("cache populates failed", metadata: ["error": "\(error)"])
-            for index in leased {
-                let load = loads[index]
-                loads[index].outcome = storeLoaded(rows[load.id], id: load.id, key: load.key, lease: load.lease, flight: load.flight)
-            }
-            return
-        }
-        for (index, confirmation) in zip(leased, confirmed) {
-            let load = loads[index]
-            let landed = confirmation.landed
-            statistics.record(landed ? .populateStored : .populateLost)
-            if !landed {
-                // What was read back is the key after the populate: settle from it, no look of its own.
-                let lookup: MemcachedGetResult = confirmation.readBack.map { .hit($0) } ?? .miss
-                settle(answering: rows[load.id], id: load.id, key: load.key, seenCAS: nil, lookup: lookup)
-            }
-            if let row = rows[load.id] {
-                shared.hooks.afterPopulate?(load.id)
-                loads[index].outcome = .found(row, populated: landed)
-            } else {
-                loads[index].outcome = .notFound
+        for (index, confirmation) in zip(populating, storeConfirming(stores)) {
+            let leader = leaders[index]
+            let row = rows[leader.id]
+            switch confirmation {
+            case .landed:
+                statistics.record(.populateStored)
+                if let row { leaders[index].outcome = .found(row, populated: true) }
+            case .lost(let readBack):
+                statistics.record(.populateLost)
+                settlements.append(Settlement(id: leader.id, key: leader.key, row: row, seenCAS: nil, lookup: readBack))
+            case .failed:
+                // Whether it landed is unknown: its followers read for themselves.
+                statistics.record(.populateLost)
             }
         }
+        settle(settlements)
+        for index in populating where rows[leaders[index].id] != nil { shared.hooks.afterPopulate?(leaders[index].id) }
+    }
+
+    /// Waits for another reader's PostgreSQL read in this process and uses it if it may.
+    ///
+    /// The wait is bounded, and so is the number of readers waiting (docs/design.md §5): a
+    /// reader that cannot wait, or waited in vain, answers 503 rather than read the row itself —
+    /// a read that is slow for the leader would be as slow for it, and could end up running in
+    /// every worker.
+    func follow(
+        _ flight: InFlightReads.Flight, id: Int64, floor: Int32?, since began: ContinuousClock.Instant
+    ) throws(ProfileStoreError) -> Representation? {
+        shared.hooks.willFollow?(id)
+        let wait = flight.wait(timeout: configuration.coalescedWait, slots: shared.coalescedWaitSlots, since: began)
+        var reads = [KeyRead(id: id, key: configuration.key(for: id), floor: floor, waits: [])]
+        switch wait {
+        case .usable(.found(let profile, _), let readAfterJoin):
+            statistics.record(.coalesced)
+            guard let floor, profile.version < floor else { return Representation(profile, outcome: .miss) }
+            // A row read after this request arrived is PostgreSQL's answer to its floor: the
+            // floor is above every version there is, and the current row is the answer (§2.1).
+            if readAfterJoin { return Representation(profile, outcome: .bypass) }
+            statistics.record(.bypass)
+            try readPast([PastRead(index: 0, cachedVersion: profile.version)], of: &reads, since: began)
+        case .usable(.notFound, _):
+            statistics.record(.coalesced)
+            return nil
+        case .usable(.failed(let error), _):
+            statistics.record(.coalesced)
+            throw error
+        case .unusable:
+            // The leader's row may predate this request: read it again, settling the key (§2.9).
+            try readSettling([0], of: &reads, after: began)
+        case .timedOut, .refused:
+            throw gaveUpWaiting(wait)
+        }
+        return try reads[0].answer!.get()
+    }
+
+    /// A wait for another reader's read that ended without an answer (it ran out, or no waiting
+    /// place was free): counted, and the read is answered 503 rather than read again (§5.3).
+    func gaveUpWaiting(_ wait: InFlightReads.Wait) -> ProfileStoreError {
+        if case .refused = wait { statistics.record(.coalescedWaitRefused) } else { statistics.record(.coalescedWaitExpired) }
+        return .unavailable
     }
 }

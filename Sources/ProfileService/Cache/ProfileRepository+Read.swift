@@ -2,7 +2,11 @@ import Logging
 import MemcachedClient
 import ServiceRuntime
 
-/// Read and populate (docs/design.md §2.1): hits from memcached, misses populated under a lease.
+/// Read and populate (docs/design.md §2.1), over a batch of ids: a single read is a batch of one,
+/// a list is a batch, a batch lane's misses are a batch. Each id keeps the rules of §2.1 whatever
+/// the batch: hits answer from memcached, misses load under a lease, entries below a floor are
+/// read past, another reader's lease is waited on; what the batch shares is the round trips —
+/// one look for every id, one lease round trip, one query, one populate round trip.
 extension ProfileRepository {
     /// The profile with this id, never older than `minVersion` when PostgreSQL has that version.
     ///
@@ -16,96 +20,45 @@ extension ProfileRepository {
     public func read(id: Int64, minVersion: Int32?, batched: BatchedRead?) throws(ProfileStoreError) -> Representation? {
         // A shared PostgreSQL read that began after this instant answers this read, floor included.
         let began = ContinuousClock.now
-        var prefetched: Prefetch?
+        var first = FirstLook.byStrategy
         switch batched {
         case .loaded(let answer)?:
             // Loaded with others for this request, after it arrived.
             return try answer.get()
         case .prefetched(let prefetch)?:
-            prefetched = prefetch
+            first = .given(prefetch)
         case nil:
             break
         }
-        cache.beginRequest()
-        let key = configuration.key(for: id)
-        var waits = configuration.leaseWaits[...]
-        var sentLease: UInt64?
-        var firstLookup = true
-        while true {
-            let found: MemcachedGetResult
-            if firstLookup, readStrategy.leaseFirst {
-                // While misses are common, the first lookup puts a lease down too (see ReadStrategy);
-                // later looks (after a lease wait) only read.
-                let lease = addLease(key: key)
-                sentLease = lease.token
-                found = lease.found
-            } else if let prefetch = prefetched.take() {
-                found = prefetch.lookup
-            } else {
-                found = cache.get(key)
-            }
-            let entry: CacheEntry?
-            if case .hit(let item) = found { entry = CacheEntry(decoding: item.value, shape: configuration.entryShape) } else { entry = nil }
-            if firstLookup {
-                firstLookup = false
-                switch entry {
-                case .profile?, .absent?: readStrategy.record(miss: false)
-                case .lease?, nil: readStrategy.record(miss: true)
-                }
-            }
-            let lookup: ReadStep.Lookup
-            switch (found, entry) {
-            case (.hit, .profile(let version, _)?): lookup = .profile(version: version)
-            case (.hit, .absent?): lookup = .absent
-            case (.hit, .lease(let token)?): lookup = token == sentLease ? .ownLease : .othersLease
-            case (.hit, nil): lookup = .undecodable
-            case (.miss, _): lookup = .miss
-            case (.failure, _): lookup = .failed
-            }
-            // Only another reader's lease needs to know of a read in this process (a lock).
-            let flight = lookup == .othersLease ? shared.inFlight.existing(id) : nil
-            switch ReadStep.next(after: lookup, minVersion: minVersion, readingInProcess: flight != nil, waits: &waits) {
-            case .answerCached:
-                guard case .profile(let version, let json)? = entry else {
-                    preconditionFailure("a cached answer without a cached profile")
-                }
-                statistics.record(.hit)
-                return Representation(version: version, json: Array(json), cacheOutcome: .hit)
-            case .answerAbsent:
-                statistics.record(.absentHit)
-                return nil
-            case .bypass(let cachedVersion):
-                statistics.record(.bypass)
-                return try bypass(id: id, cachedVersion: cachedVersion, floor: minVersion, since: began)
-            case .populateOverOwnLease:
-                guard case .hit(let item) = found else { preconditionFailure("our lease without a hit") }
-                statistics.record(.miss)
-                return try load(
-                    id: id, key: key, minVersion: minVersion, replacingCAS: nil, heldLeaseCAS: item.cas, since: began)
-            case .load(let replacingUndecodable):
-                statistics.record(.miss)
-                var replacingCAS: UInt64?
-                if replacingUndecodable, case .hit(let item) = found { replacingCAS = item.cas }
-                return try load(id: id, key: key, minVersion: minVersion, replacingCAS: replacingCAS, since: began)
-            case .followInFlight:
-                guard let flight else { preconditionFailure("following without a read in this process") }
-                return try follow(flight, id: id, minVersion: minVersion, since: began)
-            case .waitAndLookAgain(let wait):
-                statistics.record(.leaseWait)
-                sleepThread(for: wait)
-                continue
-            case .readWithoutPopulating(let memcachedFailed):
-                if memcachedFailed, case .failure(let error) = found {
-                    statistics.record(.error)
-                    logger.debug("cache read failed", metadata: ["error": "\(error)"])
-                    return try readDatabase(id: id, floor: minVersion, outcome: .error, since: began)
-                }
-                statistics.record(.miss)
-                guard case .hit(let item) = found else { preconditionFailure("another reader's lease without a hit") }
-                // As of a moment after the look that saw the lease (a standby's row too, §8): the row
-                // may be stored over that lease, whose reader may have read an older one.
-                return try readSettling(id: id, key: key, floor: minVersion, after: .now, seenCAS: item.cas)
-            }
+        var reads = [KeyRead(id: id, key: configuration.key(for: id), floor: minVersion, waits: configuration.leaseWaits[...])]
+        try read(&reads, first: first, since: began)
+        return try reads[0].answer!.get()
+    }
+
+    /// The members of a list, in its order (`nil`: no such profile): one batch (§2.7). Every
+    /// entry is looked up in one multi-get; the members with no entry load together, the members
+    /// below their floors are read past the cache together, each member by the rules of a single
+    /// read.
+    ///
+    /// - Throws: ``ProfileStoreError/unavailable`` when a member needs PostgreSQL and it is down.
+    public func read(_ list: ProfileListRequest) throws(ProfileStoreError) -> [Representation?] {
+        let answers = try read(list.members, first: .plain, since: .now)
+        return try list.members.map { member throws(ProfileStoreError) in try answers[member.id]!.get() }
+    }
+
+    /// Loads `members` — the reads of requests whose entries a batch's multi-get found missing —
+    /// together, for each request to be answered from its id's answer (``read(id:minVersion:batched:)``
+    /// with ``BatchedRead/loaded(_:)``): the load began after the request arrived, so it answers any
+    /// floor PostgreSQL can meet (each id is loaded once, at the highest floor asked of it).
+    ///
+    /// - Returns: the answer of each id. A failed load is every id's error (PostgreSQL
+    ///   unavailable: 503 at once), rather than each waiting on the same server again.
+    public func loadTogether(_ members: [ProfileListRequest.Member]) -> [Int64: Result<Representation?, ProfileStoreError>] {
+        let distinct = ProfileListRequest(mentions: members).members
+        do {
+            return try read(distinct, first: .missing, since: .now)
+        } catch {
+            return Dictionary(distinct.map { ($0.id, .failure(error)) }, uniquingKeysWith: { first, _ in first })
         }
     }
 
@@ -114,339 +67,224 @@ extension ProfileRepository {
 
     /// Looks up the entries of `ids` in one round trip (a multi-get), for the reads of a batch of
     /// requests taken together: a read handed its id's entry (``read(id:minVersion:batched:)``)
-    /// is a hit without a round trip of its own (docs/design.md §6).
+    /// takes it as its first look, and a hit needs no round trip of its own (docs/design.md §6).
     ///
-    /// A prefetched entry is as good as the read's own lookup for a request that arrived before
-    /// it was made, and only until that id is written: the batch hands it to its own reads only.
+    /// A prefetched entry is as good as the read's own look for a request that arrived before it
+    /// was made, and only until that id is written: the batch hands it to its own reads only.
     /// Nothing is looked up while reads send their lease first (misses are common: each read's
-    /// first lookup puts its lease down at once) unless `whileMissesAreCommon` — a list's, whose
-    /// misses then load together with one query (§2.7), which beats a lease-first lookup and a
-    /// query per member. An id without an entry in the answer is read as if alone: an entry
-    /// that is a lease or undecodable, or a key on a node that answered while another failed.
-    func prefetch(ids: [Int64], whileMissesAreCommon: Bool = false) -> [Int64: Prefetch] {
-        guard !ids.isEmpty, whileMissesAreCommon || !readStrategy.leaseFirst else { return [:] }
-        var prefetched: [Int64: Prefetch] = [:]
+    /// first look puts its lease down at once). An id left out of the answer is read as if
+    /// alone: an entry that is a lease or undecodable, or a key on a node that answered while
+    /// another failed.
+    func prefetch(ids: [Int64]) -> [Int64: Prefetch] {
+        guard !ids.isEmpty, !readStrategy.leaseFirst else { return [:] }
         cache.beginRequest()
-        let keys = ids.map { configuration.key(for: $0) }
-        switch cache.get(many: keys) {
-        case .success(let items):
-            for (id, key) in zip(ids, keys) {
-                guard let item = items[key] else {
-                    prefetched[id] = .missing
-                    continue
-                }
-                switch CacheEntry(decoding: item.value, shape: configuration.entryShape) {
-                case .profile(let version, _)?: prefetched[id] = .profile(item, version: version)
-                case .absent?: prefetched[id] = .absent(item)
-                case .lease?, nil: break  // the read looks again, and waits or loads
-                }
-            }
-        case .failure(let error):
-            // The keys of the node that failed have had their one wait (§5.1).
-            if let failed = error.node {
-                for (id, key) in zip(ids, keys) where cache.server(forKey: key) == failed {
-                    prefetched[id] = .failed(error)
-                }
+        var prefetched: [Int64: Prefetch] = [:]
+        for (id, look) in zip(ids, look(ids.map(configuration.key(for:)))) {
+            switch look.found {
+            case .hit where look.cachedVersion != nil: prefetched[id] = .cached(look)
+            case .hit: break  // a lease or undecodable: the read looks again, and waits or loads
+            case .miss: prefetched[id] = .missing
+            case .failure(let error): prefetched[id] = .failed(error)
             }
         }
         return prefetched
     }
 
-    /// A miss: coalesce with other readers of the id in this process, else populate under a lease.
+    /// How a batch read takes its first look at its keys.
+    enum FirstLook {
+        /// A `gets` (a multi-get for several), or — while most of this worker's reads miss — the
+        /// lease `add`ed with it (``ReadStrategy``); for a read alone.
+        case byStrategy
+        /// A `gets`, or one multi-get: a list's members, whose misses then load together.
+        case plain
+        /// A batch's multi-get found no entry: the reads load at once.
+        case missing
+        /// The batch's multi-get made it (``prefetch(ids:)``).
+        case given(Prefetch)
+    }
+
+    /// One id of a batch read.
+    struct KeyRead {
+        let id: Int64
+        let key: String
+        let floor: Int32?
+        /// The lease waits left (§2.1).
+        var waits: ArraySlice<Duration>
+        /// The token of the lease sent with the first look, if one was.
+        var sentLease: UInt64?
+        var look: Look?
+        var answer: Result<Representation?, ProfileStoreError>?
+
+        init(id: Int64, key: String, floor: Int32?, waits: ArraySlice<Duration>) {
+            self.id = id
+            self.key = key
+            self.floor = floor
+            self.waits = waits
+        }
+    }
+
+    /// Reads `members` (distinct ids) as one batch; the answer of each, by id.
+    private func read(
+        _ members: [ProfileListRequest.Member], first: FirstLook, since began: ContinuousClock.Instant
+    ) throws(ProfileStoreError) -> [Int64: Result<Representation?, ProfileStoreError>] {
+        var reads = members.map {
+            KeyRead(id: $0.id, key: configuration.key(for: $0.id), floor: $0.floor, waits: configuration.leaseWaits[...])
+        }
+        try read(&reads, first: first, since: began)
+        var answers: [Int64: Result<Representation?, ProfileStoreError>] = [:]
+        answers.reserveCapacity(reads.count)
+        for read in reads { answers[read.id] = read.answer }
+        return answers
+    }
+
+    /// Runs the read protocol over `reads` until each has its answer: looks at the keys still
+    /// unanswered, decides each one's next step (``ReadStep``), and takes every step of one kind
+    /// for the whole batch at once. Only another process's lease sends a key round again, after
+    /// a wait (§2.1).
     ///
-    /// - Parameter heldLeaseCAS: the CAS value of a lease this reader already holds (sent with its
-    ///   first lookup). It then reads and populates itself even if another reader of this process
-    ///   is reading the id: following would leave its lease to block every other reader.
-    private func load(
-        id: Int64, key: String, minVersion: Int32?, replacingCAS: UInt64?, heldLeaseCAS: UInt64? = nil,
-        since began: ContinuousClock.Instant
-    ) throws(ProfileStoreError) -> Representation? {
-        var flight: InFlightReads.Flight?
-        switch shared.inFlight.join(id) {
-        case .follower(let leadersFlight):
-            if heldLeaseCAS == nil { return try follow(leadersFlight, id: id, minVersion: minVersion, since: began) }
-        case .leader(let newFlight):
-            flight = newFlight
-        }
-
-        var outcome = InFlightReads.Outcome.failed(.unavailable)
-        defer { if let flight { shared.inFlight.finish(id, flight: flight, outcome: outcome) } }
-
-        let lease = heldLeaseCAS.map { LeaseAttempt(ownCAS: $0) } ?? attemptLease(key: key, replacingCAS: replacingCAS)
-        let leaseCAS = lease.ownCAS
-        shared.hooks.beforeDatabaseRead?(id)
-        flight?.markReadStarted()
-        let profile: Profile?
-        do {
-            // After the lease: a standby's row must be as new as any version cached before it (§8).
-            profile = try readRow(id: id, floor: minVersion, after: .now)
-        } catch {
-            outcome = .failed(error)
-            // Deleting is always safe: at worst the next reader misses.
-            if leaseCAS != nil { _ = cache.delete(key) }
-            throw error
-        }
-        shared.hooks.afterDatabaseRead?(id)
-
-        outcome = storeLoaded(profile, id: id, key: key, lease: lease, flight: flight)
-        return profile.map { Representation($0, outcome: .miss) }
-    }
-
-    /// Stores what a load read under the reader's lease — the row, or the record that there is
-    /// none (absence is cached like a row, §2.6: a storm of reads of ids that do not exist costs
-    /// PostgreSQL one read per id, not one per request) — and returns the outcome for the flight's
-    /// followers. Without a lease of its own the reader populates nothing, but settles the key
-    /// (over the other reader's lease it found) before the row is answered; so does a reader
-    /// whose populate lost.
-    func storeLoaded(
-        _ profile: Profile?, id: Int64, key: String, lease: LeaseAttempt, flight: InFlightReads.Flight?
-    ) -> InFlightReads.Outcome {
-        guard let leaseCAS = lease.ownCAS else {
-            if profile != nil { statistics.record(.populateSkipped) }
-            settle(answering: profile, id: id, key: key, lease: lease)
-            return profile.map { .found($0, populated: false) } ?? .notFound
-        }
-        // Closed to new followers before the populate is sent: one that joined after the row
-        // landed could miss a write acknowledged (and evicted) since (§2.1).
-        if let flight { shared.inFlight.close(id, flight: flight) }
-        guard let profile else {
-            let populate = populateAbsent(key: key, leaseCAS: leaseCAS)
-            statistics.record(populate == .stored ? .populateStored : .populateLost)
-            settle(answering: nil, id: id, key: key, populate: populate)
-            return .notFound
-        }
-        let populate = populate(key: key, profile: profile, leaseCAS: leaseCAS)
-        statistics.record(populate == .stored ? .populateStored : .populateLost)
-        settle(answering: profile, id: id, key: key, populate: populate)
-        shared.hooks.afterPopulate?(id)
-        return .found(profile, populated: populate == .stored)
-    }
-
-    /// Waits for another reader's PostgreSQL read in this process and uses it if it may.
-    ///
-    /// The wait is bounded, and so is the number of readers waiting (docs/design.md §5): a
-    /// reader that cannot wait, or waited in vain, answers 503 rather than read the row itself —
-    /// a read that is slow for the leader would be as slow for it, and could end up running in
-    /// every worker.
-    private func follow(
-        _ flight: InFlightReads.Flight, id: Int64, minVersion: Int32?, since began: ContinuousClock.Instant
-    ) throws(ProfileStoreError) -> Representation? {
-        shared.hooks.willFollow?(id)
-        let outcome: InFlightReads.Outcome
-        let wait = flight.wait(timeout: configuration.coalescedWait, slots: shared.coalescedWaitSlots, since: began)
-        switch wait {
-        case .usable(let usable, let readAfterJoin):
-            outcome = usable
-            if case .found(let profile, _) = usable, let minVersion, profile.version < minVersion {
-                statistics.record(.coalesced)
-                // A row read after this request arrived is PostgreSQL's answer to its floor: the
-                // floor is above every version there is, and the current row is the answer (§2.1).
-                if readAfterJoin { return Representation(profile, outcome: .bypass) }
-                statistics.record(.bypass)
-                return try bypass(id: id, cachedVersion: profile.version, floor: minVersion, since: began)
-            }
-        case .unusable:
-            return try readSettling(id: id, key: configuration.key(for: id), floor: minVersion, after: began, seenCAS: nil)
-        case .timedOut, .refused:
-            throw gaveUpWaiting(wait)
-        }
-        statistics.record(.coalesced)
-        switch outcome {
-        case .found(let profile, _):
-            return Representation(profile, outcome: .miss)
-        case .notFound: return nil
-        case .failed(let error): throw error
-        }
-    }
-
-    /// Puts a lease where there is no entry (or replaces an undecodable one) and returns the
-    /// lease's CAS value, or `nil` if another reader or a writer got there first.
-    func takeLease(key: String, replacingCAS: UInt64?) -> UInt64? {
-        attemptLease(key: key, replacingCAS: replacingCAS).ownCAS
-    }
-
-    /// What an attempt to put a lease down left at the key.
-    struct LeaseAttempt {
-        /// The CAS value of the lease, when it is this reader's.
-        var ownCAS: UInt64?
-        /// The CAS value of another reader's lease (or an undecodable entry) read back instead: a
-        /// row read after it may be stored over it (``settle(answering:id:key:seenCAS:)``).
-        var othersCAS: UInt64?
-        /// The version of a profile entry (0: a record of absence) read back instead.
-        var cachedVersion: Int32?
-
-        /// What the key held when read back: the reader's own lease, another's, or neither; a
-        /// profile counts only in the reader's `shape`.
-        init(readBack: MemcachedGetResult, token: UInt64, shape: UInt32) {
-            guard case .hit(let item) = readBack else { return }
-            switch CacheEntry(decoding: item.value, shape: shape) {
-            case .lease(let found)? where found == token: ownCAS = item.cas
-            case .lease?, nil: othersCAS = item.cas
-            case .profile(let version, _)?: cachedVersion = version
-            case .absent?: cachedVersion = 0
-            }
-        }
-
-        init(ownCAS: UInt64? = nil) { self.ownCAS = ownCAS }
-    }
-
-    /// Puts a lease where there is no entry (or replaces an undecodable one), and says whose
-    /// lease is there now.
-    func attemptLease(key: String, replacingCAS: UInt64?) -> LeaseAttempt {
-        let token: UInt64
-        let readBack: MemcachedGetResult
-        if let replacingCAS {
-            let lease = newLease(for: key)
-            token = lease.token
-            guard case .stored = cache.cas(
-                key, value: lease.entry.value, cas: replacingCAS, flags: 0, expiration: lease.entry.expiration)
-            else { return LeaseAttempt() }
-            readBack = cache.get(key)
-        } else {
-            (token, readBack) = addLease(key: key)
-        }
-        // Neither `add` nor `cas` returns the new CAS value; read it back, and make sure the lease is ours.
-        return LeaseAttempt(readBack: readBack, token: token, shape: configuration.entryShape)
-    }
-
-    /// A new lease for `key` (docs/design.md §2.1): a random token, and the entry that holds it
-    /// for the lease's lifetime. Every lease the repository takes is made here.
-    func newLease(for key: String) -> (token: UInt64, entry: MemcachedStore) {
-        let token = UInt64.random(in: 1...UInt64.max, using: &random)
-        let entry = MemcachedStore(
-            key: key, value: CacheEntry.encodeLease(token: token), expiration: configuration.leaseTTLSeconds)
-        return (token, entry)
-    }
-
-    /// Adds a new lease and reads the key back in one round trip (`addAndGet`): the add's own
-    /// answer is not needed, the token read back says whether the lease there is this reader's.
-    private func addLease(key: String) -> (token: UInt64, found: MemcachedGetResult) {
-        let lease = newLease(for: key)
-        let found = cache.addAndGet(key, value: lease.entry.value, flags: 0, expiration: lease.entry.expiration)
-        return (lease.token, found)
-    }
-
-    enum PopulateOutcome {
-        case stored
-        /// The lease was replaced (a write, another reader) before the populate arrived.
-        case lost
-        /// The key held nothing when the populate arrived (an eviction, a flush, a refresh): a
-        /// later lease's reader reads after this, so nothing older than the row can land.
-        case gone
-        case failed
-    }
-
-    /// Stores the record of an absent profile over the reader's lease, if the lease is still there.
-    func populateAbsent(key: String, leaseCAS: UInt64) -> PopulateOutcome {
-        store(CacheEntry.encodedAbsent, key: key, overLease: leaseCAS)
-    }
-
-    /// Stores `profile` over the lease whose CAS value is `leaseCAS`, if the lease is still there.
-    func populate(key: String, profile: Profile, leaseCAS: UInt64) -> PopulateOutcome {
-        store(CacheEntry.encode(profile), key: key, overLease: leaseCAS)
-    }
-
-    func store(_ value: [UInt8], key: String, overLease leaseCAS: UInt64) -> PopulateOutcome {
-        let result = cache.cas(
-            key, value: value, cas: leaseCAS, flags: 0, expiration: configuration.jitteredTTLSeconds(using: &random))
-        switch result {
-        case .stored:
-            return .stored
-        case .notFound:
-            return .gone
-        case .exists, .notStored:
-            return .lost
-        case .failure(let error):
-            statistics.record(.error)
-            logger.debug("cache populate failed", metadata: ["error": "\(error)"])
-            return .failed
-        }
-    }
-
-    /// The cached entry is older than the reader's `min_version`: answer from PostgreSQL and
-    /// bring the entry up to the row.
-    ///
-    /// Concurrent bypasses of one id share one read, like misses (§2.1): a read that began after
-    /// this request arrived answers its floor, whatever it finds. When the row is older than the
-    /// floor — no such version exists, say a client sent `min_version=2147483647` — the current
-    /// row is the answer, and a flood of such requests costs one read per id at a time.
-    private func bypass(
-        id: Int64, cachedVersion: Int32, floor: Int32?, since began: ContinuousClock.Instant
-    ) throws(ProfileStoreError) -> Representation? {
-        // A flight whose read began before this reader's cannot answer its floor, but the next one
-        // it joins (or leads) can: it begins after the first ends.
-        for _ in 0..<3 {
-            switch shared.inFlight.join(id) {
-            case .leader(let flight):
-                var outcome = InFlightReads.Outcome.failed(.unavailable)
-                defer { shared.inFlight.finish(id, flight: flight, outcome: outcome) }
-                // Spaced from the last read of this id past the cache: readers arriving in the
-                // wait follow this read, so a flood of unreachable floors is a read per interval.
-                let turn = shared.inFlight.turnToReadPastCache(id, spacing: configuration.floorReadSpacing)
-                let wait = ContinuousClock.now.duration(to: turn)
-                if wait > .zero { sleepThread(for: wait) }
-                flight.markReadStarted()
-                do {
-                    let profile = try readPast(cachedVersion: cachedVersion, floor: floor, id: id)
-                    outcome = profile.map { .found($0, populated: false) } ?? .notFound
-                    return profile.map { Representation($0, outcome: .bypass) }
-                } catch {
-                    outcome = .failed(error)
-                    throw error
-                }
-            case .follower(let flight):
-                let wait = flight.wait(timeout: configuration.coalescedWait, slots: shared.coalescedWaitSlots, since: began)
-                switch wait {
-                case .usable(.found(let profile, _), readAfterJoin: true):
-                    statistics.record(.coalesced)
-                    return Representation(profile, outcome: .bypass)
-                case .usable(.notFound, readAfterJoin: true):
-                    statistics.record(.coalesced)
-                    return nil
-                case .usable(.failed(let error), _):
-                    throw error
-                case .usable, .unusable:
-                    continue
-                case .timedOut, .refused:
-                    throw gaveUpWaiting(wait)
+    /// - Throws: when a step that needs PostgreSQL fails for the batch (a list fails whole, as
+    ///   one of its reads would).
+    func read(_ reads: inout [KeyRead], first: FirstLook, since began: ContinuousClock.Instant) throws(ProfileStoreError) {
+        cache.beginRequest()
+        takeFirstLook(&reads, first)
+        var pending = Array(reads.indices)
+        var hits = 0
+        defer { statistics.record(.hit, count: hits) }
+        while !pending.isEmpty {
+            var loads: [LoadRequest] = []
+            var readsPast: [PastRead] = []
+            var settling: [Int] = []
+            var memcachedFailed: [Int] = []
+            var again: [Int] = []
+            var wait = Duration.zero
+            for index in pending {
+                let look = reads[index].look!  // every pending read was looked at
+                let lookup = ReadStep.Lookup(look, sentLease: reads[index].sentLease)
+                // Only another reader's lease needs to know of a read in this process (a lock).
+                let flight = lookup == .othersLease ? shared.inFlight.existing(reads[index].id) : nil
+                switch ReadStep.next(
+                    after: lookup, minVersion: reads[index].floor, readingInProcess: flight != nil, waits: &reads[index].waits)
+                {
+                case .answerCached:
+                    guard case .profile(let version, let json)? = look.entry else {
+                        preconditionFailure("a cached answer without a cached profile")
+                    }
+                    hits += 1
+                    reads[index].answer = .success(Representation(version: version, json: Array(json), cacheOutcome: .hit))
+                case .answerAbsent:
+                    statistics.record(.absentHit)
+                    reads[index].answer = .success(nil)
+                case .bypass(let cachedVersion):
+                    statistics.record(.bypass)
+                    readsPast.append(PastRead(index: index, cachedVersion: cachedVersion))
+                case .populateOverOwnLease:
+                    statistics.record(.miss)
+                    loads.append(LoadRequest(index: index, lease: .held(look, token: reads[index].sentLease)))
+                case .load(let replacingUndecodable):
+                    statistics.record(.miss)
+                    loads.append(LoadRequest(index: index, lease: .replacing(replacingUndecodable ? look.cas : nil)))
+                case .followInFlight:
+                    guard let flight else { preconditionFailure("following without a read in this process") }
+                    reads[index].answer = Result { () throws(ProfileStoreError) in
+                        try follow(flight, id: reads[index].id, floor: reads[index].floor, since: began)
+                    }
+                case .waitAndLookAgain(let leaseWait):
+                    statistics.record(.leaseWait)
+                    wait = max(wait, leaseWait)
+                    again.append(index)
+                case .readWithoutPopulating(let failed):
+                    if failed, case .failure(let error) = look.found {
+                        statistics.record(.error)
+                        logger.debug("cache read failed", metadata: ["error": "\(error)"])
+                        memcachedFailed.append(index)
+                    } else {
+                        statistics.record(.miss)
+                        settling.append(index)
+                    }
                 }
             }
+            if !loads.isEmpty { try load(loads, of: &reads, since: began) }
+            if !readsPast.isEmpty { try readPast(readsPast, of: &reads, since: began) }
+            // As of a moment after the look that saw the lease (a standby's row too, §8).
+            if !settling.isEmpty { try readSettling(settling, of: &reads, after: .now) }
+            if !memcachedFailed.isEmpty {
+                // Nothing to populate or settle: memcached failed. The rows as of a moment after
+                // the request arrived.
+                let rows = try readRows(ids: memcachedFailed.map { reads[$0].id }, floors: floors(memcachedFailed, of: reads), after: began)
+                for index in memcachedFailed {
+                    reads[index].answer = .success(rows[reads[index].id].map { Representation($0, outcome: .error) })
+                }
+            }
+            pending = again
+            if !again.isEmpty {
+                sleepThread(for: wait)
+                for (index, look) in zip(again, look(again.map { reads[$0].key })) { reads[index].look = look }
+            }
         }
-        return try readPast(cachedVersion: cachedVersion, floor: floor, id: id).map { Representation($0, outcome: .bypass) }
     }
 
-    /// Reads the row past a cached entry at `cachedVersion` and brings the entry up to it (or
-    /// clears a lease taken meanwhile) before it is answered.
-    private func readPast(cachedVersion: Int32, floor: Int32?, id: Int64) throws(ProfileStoreError) -> Profile? {
-        guard let profile = try readRow(id: id, floor: floor, after: .now) else { return nil }
-        if profile.version > cachedVersion {
-            settle(answering: profile, id: id, key: configuration.key(for: id), seenCAS: nil)
+    /// The first look of every read (the only one, for a hit), counted for ``ReadStrategy``.
+    private func takeFirstLook(_ reads: inout [KeyRead], _ first: FirstLook) {
+        switch first {
+        case .given(let prefetch):
+            reads[0].look = prefetch.look
+        case .missing:
+            for index in reads.indices { reads[index].look = Look(.miss, shape: configuration.entryShape) }
+        case .byStrategy where readStrategy.leaseFirst:
+            // While misses are common, the first look puts a lease down too (see ReadStrategy);
+            // later looks (after a lease wait) only read.
+            for (index, lease) in zip(reads.indices, putLeases(reads.map { ($0.key, nil) })) {
+                reads[index].sentLease = lease.token
+                reads[index].look = lease.look
+            }
+        case .byStrategy, .plain:
+            for (index, look) in zip(reads.indices, look(reads.map(\.key))) { reads[index].look = look }
         }
-        return profile
+        for read in reads {
+            switch read.look?.entry {
+            case .profile?, .absent?: readStrategy.record(miss: false)
+            case .lease?, nil: readStrategy.record(miss: true)
+            }
+        }
     }
 
-    /// A wait for another reader's read that ended without an answer (it ran out, or no waiting
-    /// place was free): counted, and the read is answered 503 rather than read again (§5.3).
-    func gaveUpWaiting(_ wait: InFlightReads.Wait) -> ProfileStoreError {
-        if case .refused = wait { statistics.record(.coalescedWaitRefused) } else { statistics.record(.coalescedWaitExpired) }
-        return .unavailable
+    /// Reads that populate nothing of their own — the lease waits ran out on another process's
+    /// lease, or a follower's leader read too early: their rows as of a moment after `began`,
+    /// answered once each key is settled (§2.9) — over the lease the read saw, if any, whose
+    /// reader may have read an older row.
+    func readSettling(_ indices: [Int], of reads: inout [KeyRead], after began: ContinuousClock.Instant)
+        throws(ProfileStoreError)
+    {
+        let rows = try readRows(ids: indices.map { reads[$0].id }, floors: floors(indices, of: reads), after: began)
+        settle(indices.map { index in
+            Settlement(id: reads[index].id, key: reads[index].key, row: rows[reads[index].id], seenCAS: reads[index].look?.cas)
+        })
+        for index in indices {
+            reads[index].answer = .success(rows[reads[index].id].map { Representation($0, outcome: .miss) })
+        }
     }
 
-    /// A read that populates nothing of its own: the row as of a moment after `began`, answered
-    /// once the key is settled (§2.9) — over `seenCAS`, the lease it saw before the read, if any.
-    private func readSettling(
-        id: Int64, key: String, floor: Int32?, after began: ContinuousClock.Instant, seenCAS: UInt64?
-    ) throws(ProfileStoreError) -> Representation? {
-        let row = try readRow(id: id, floor: floor, after: began)
-        settle(answering: row, id: id, key: key, seenCAS: seenCAS)
-        return row.map { Representation($0, outcome: .miss) }
+    /// The floors of the reads at `indices`, by id.
+    func floors(_ indices: [Int], of reads: [KeyRead]) -> [Int64: Int32] {
+        var floors: [Int64: Int32] = [:]
+        for index in indices { floors[reads[index].id] = reads[index].floor }
+        return floors
     }
+}
 
-    /// A read that populates nothing and settles nothing — memcached failed: the row as of a
-    /// moment after the request arrived.
-    private func readDatabase(
-        id: Int64, floor: Int32?, outcome: CacheOutcome, since began: ContinuousClock.Instant
-    ) throws(ProfileStoreError) -> Representation? {
-        try readRow(id: id, floor: floor, after: began).map { Representation($0, outcome: outcome) }
+extension ReadStep.Lookup {
+    /// What a look found, for a reader that sent the lease `sentLease` with it (if any).
+    init(_ look: ProfileRepository.Look, sentLease: UInt64?) {
+        switch look.found {
+        case .miss: self = .miss
+        case .failure: self = .failed
+        case .hit:
+            switch look.entry {
+            case .profile(let version, _)?: self = .profile(version: version)
+            case .absent?: self = .absent
+            case .lease?: self = look.ownLeaseCAS(token: sentLease) != nil ? .ownLease : .othersLease
+            case nil: self = .undecodable
+            }
+        }
     }
 }

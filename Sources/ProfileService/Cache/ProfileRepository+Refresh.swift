@@ -35,65 +35,88 @@ extension ProfileRepository {
 
     @discardableResult
     public func refresh(after change: ProfileChange) -> RefreshOutcome {
-        refresh(after: change, lookup: nil)
+        refresh([(change, nil)])[0]
     }
 
     /// Refreshes several changes (of different ids), reading their entries in one round trip:
     /// most are already current (their writers wrote them through), and then that is all.
     /// - Returns: each change's outcome, in order.
     public func refresh(after changes: [ProfileChange]) -> [RefreshOutcome] {
-        let keys = changes.map { configuration.key(for: $0.id) }
-        guard changes.count > 1, case .success(let items) = cache.get(many: keys) else {
-            return changes.map { refresh(after: $0, lookup: nil) }
-        }
-        return zip(changes, keys).map { change, key in
-            refresh(after: change, lookup: items[key].map { .hit($0) } ?? .miss)
-        }
+        refresh(changes.map { ($0, nil) })
     }
 
-    /// - Parameter lookup: the entry as read just now, if it was; else it is read first.
-    func refresh(after change: ProfileChange, lookup: MemcachedGetResult?) -> RefreshOutcome {
-        let key = configuration.key(for: change.id)
-        guard case .changed(_, let version, let row) = change else {
-            // A deletion: only an entry memcached holds needs deleting (a reader that leases after
-            // this look reads the row's absence from PostgreSQL).
-            if case .miss? = lookup { return .absent }
-            return invalidate(key)
+    /// Refreshes each change — from `lookup`, the entry as read just now, when given; else from a
+    /// look of its own (one round trip for the batch) — and returns each one's outcome, in order.
+    /// The committed row replaces an older profile entry with `cas` (a conflict looks again, up to
+    /// ``ProfileCacheConfiguration/writeThroughAttempts`` times); anything else older is deleted.
+    @discardableResult
+    func refresh(_ changes: [(change: ProfileChange, lookup: MemcachedGetResult?)]) -> [RefreshOutcome] {
+        var outcomes = [RefreshOutcome?](repeating: nil, count: changes.count)
+        var lookups = changes.map(\.lookup)
+        var invalidating: [Int] = []
+        var pending: [Int] = []
+        for (index, (change, lookup)) in changes.enumerated() {
+            if case .changed = change {
+                pending.append(index)
+            } else if case .miss? = lookup {
+                outcomes[index] = .absent
+            } else {
+                // A deletion: only an entry memcached holds needs deleting (a reader that leases
+                // after this look reads the row's absence from PostgreSQL).
+                invalidating.append(index)
+            }
         }
-        var lookup = lookup
-        for _ in 0..<configuration.writeThroughAttempts {
-            let found = lookup ?? cache.get(key)
-            lookup = nil
-            switch found {
-            case .miss:
-                return .absent
-            case .failure:
-                return .failed
-            case .hit(let item):
-                guard let cachedVersion = CacheEntry(decoding: item.value, shape: configuration.entryShape)?.version else {
-                    // A lease may belong to a reader whose row predates this commit.
-                    return invalidate(key)
+        for _ in 0..<configuration.writeThroughAttempts where !pending.isEmpty {
+            let unlooked = pending.filter { lookups[$0] == nil }
+            for (index, look) in zip(unlooked, look(unlooked.map { configuration.key(for: changes[$0].change.id) })) {
+                lookups[index] = look.found
+            }
+            var replacing: [(index: Int, store: MemcachedStore)] = []
+            for index in pending {
+                guard let found = lookups[index], case .changed(let id, let version, let row) = changes[index].change else {
+                    preconditionFailure("a change to refresh without a look")
                 }
-                if cachedVersion >= version { return .current }
-                guard let row, row.version == version else { return invalidate(key) }
-                let stored = cache.cas(
-                    key, value: CacheEntry.encode(row), cas: item.cas, flags: 0,
-                    expiration: configuration.jitteredTTLSeconds(using: &random))
-                switch stored {
-                case .stored: return .stored
-                case .exists, .notFound: continue  // changed meanwhile: look again
-                case .notStored, .failure: return invalidate(key)
+                lookups[index] = nil
+                switch found {
+                case .miss:
+                    outcomes[index] = .absent
+                case .failure:
+                    outcomes[index] = .failed
+                case .hit(let item):
+                    // A lease may belong to a reader whose row predates this commit.
+                    guard let cachedVersion = CacheEntry(decoding: item.value, shape: configuration.entryShape)?.version else {
+                        invalidating.append(index)
+                        continue
+                    }
+                    if cachedVersion >= version {
+                        outcomes[index] = .current
+                    } else if let row, row.version == version {
+                        replacing.append((index, entryStore(CacheEntry.encode(row), key: configuration.key(for: id), over: item.cas)))
+                    } else {
+                        invalidating.append(index)
+                    }
+                }
+            }
+            pending = []
+            for ((index, _), confirmation) in zip(replacing, storeConfirming(replacing.map(\.store))) {
+                switch confirmation {
+                case .landed: outcomes[index] = .stored
+                case .lost(let readBack):
+                    // Changed meanwhile: look again.
+                    lookups[index] = readBack
+                    pending.append(index)
+                case .failed: invalidating.append(index)
                 }
             }
         }
-        return invalidate(key)
-    }
-
-    private func invalidate(_ key: String) -> RefreshOutcome {
-        switch cache.delete(key) {
-        case .deleted: return .invalidated
-        case .notFound: return .absent
-        case .failure: return .failed
+        invalidating += pending
+        for (index, deleted) in zip(invalidating, forget(invalidating.map { configuration.key(for: changes[$0].change.id) })) {
+            switch deleted {
+            case .deleted: outcomes[index] = .invalidated
+            case .notFound: outcomes[index] = .absent
+            case .failure: outcomes[index] = .failed
+            }
         }
+        return outcomes.map { $0 ?? .failed }  // each ends in one of the branches above
     }
 }

@@ -18,61 +18,57 @@ import MemcachedClient
 ///   earlier may be stored over it (the "absent → add" race); its reader's populate then fails;
 /// - an equal or newer entry, or no entry: nothing (the next reader leases after this look).
 extension ProfileRepository {
-    /// Settles `key` for an answer of `row` (`nil`: no such profile, version 0 as in §2.6).
-    ///
-    /// - Parameters:
-    ///   - seenCAS: the CAS value of a lease or undecodable entry this reader looked at before its
-    ///     PostgreSQL read, which the row may replace.
-    ///   - lookup: the key as read after the PostgreSQL read, when it was (a batch's populates read
-    ///     back); else it is read here.
-    func settle(answering row: Profile?, id: Int64, key: String, seenCAS: UInt64?, lookup: MemcachedGetResult? = nil) {
-        if let seenCAS {
-            let value = row.map(CacheEntry.encode) ?? CacheEntry.encodedAbsent
-            switch store(value, key: key, overLease: seenCAS) {
-            case .stored:
-                statistics.record(.settleStored)
-                return
-            case .gone, .failed: return  // nothing there now, or memcached does not answer
-            case .lost: break  // changed since the look: look again
-            }
-        }
-        switch refresh(after: .changed(id: id, version: row?.version ?? 0, row: row), lookup: lookup) {
-        case .stored: statistics.record(.settleStored)
-        case .invalidated: statistics.record(.settleInvalidated)
-        case .current, .absent, .failed: break
-        }
+    /// A row read from PostgreSQL, to be answered once its key is settled.
+    struct Settlement {
+        let id: Int64
+        let key: String
+        /// The row (`nil`: no such profile, version 0 as in §2.6).
+        let row: Profile?
+        /// The CAS value of a lease or undecodable entry the reader looked at before its
+        /// PostgreSQL read, which the row may replace.
+        let seenCAS: UInt64?
+        /// The key as read after the PostgreSQL read, when it was (a populate's round trip read it
+        /// back); else it is read here.
+        var lookup: MemcachedGetResult?
     }
 
-    /// ``settle(answering:id:key:seenCAS:)`` for a row read from PostgreSQL outside the read path
-    /// (the live updates' fetch of a change): nothing of the key was seen before the read.
-    func settle(answering row: Profile?, id: Int64) {
-        settle(answering: row, id: id, key: configuration.key(for: id), seenCAS: nil)
+    /// Settles the key of each settlement before its row is answered: first every row over the
+    /// lease its reader saw (one round trip), then each key that did not take it, as a refresh to
+    /// the row's version (§2.3).
+    func settle(_ settlements: [Settlement]) {
+        guard !settlements.isEmpty else { return }
+        var refreshing: [(change: ProfileChange, lookup: MemcachedGetResult?)] = []
+        let overSeen = settlements.filter { $0.seenCAS != nil }
+        let stores = overSeen.map { settlement in
+            entryStore(settlement.row.map(CacheEntry.encode) ?? CacheEntry.encodedAbsent, key: settlement.key, over: settlement.seenCAS!)
+        }
+        for (settlement, confirmation) in zip(overSeen, storeConfirming(stores)) {
+            switch confirmation {
+            case .landed: statistics.record(.settleStored)
+            case .failed: break  // memcached does not answer
+            case .lost(let readBack): refreshing.append((settlement.change, readBack))  // changed since the look
+            }
+        }
+        for settlement in settlements where settlement.seenCAS == nil { refreshing.append((settlement.change, settlement.lookup)) }
+        for outcome in refresh(refreshing) {
+            switch outcome {
+            case .stored: statistics.record(.settleStored)
+            case .invalidated: statistics.record(.settleInvalidated)
+            case .current, .absent, .failed: break
+            }
+        }
     }
 
     /// The profile as PostgreSQL has it, past the cache, settled before it is returned: what a
     /// caller answers or publishes from it, memcached can no longer serve older (docs/design.md §2.9).
     public func settledRow(id: Int64) throws(ProfileStoreError) -> Profile? {
         let row = try store.profile(id: id)
-        settle(answering: row, id: id)
+        settle([Settlement(id: id, key: configuration.key(for: id), row: row, seenCAS: nil)])
         return row
     }
+}
 
-    /// ``settle(answering:id:key:seenCAS:)`` for a load that could not put its lease down. When
-    /// the key held a profile entry at the row's version or above before the read, nothing is
-    /// needed: from then on the key only grows, or empties and is filled by a reader whose lease
-    /// went down later, so whose row is at least as new.
-    func settle(answering row: Profile?, id: Int64, key: String, lease: LeaseAttempt) {
-        if let cachedVersion = lease.cachedVersion, cachedVersion >= row?.version ?? 0 { return }
-        settle(answering: row, id: id, key: key, seenCAS: lease.othersCAS)
-    }
-
-    /// ``settle(answering:id:key:seenCAS:)`` for what a load's populate came to: nothing to do when
-    /// it landed, or found the key empty (`gone`: a later reader leases after that, so reads after
-    /// it); a failed one cannot be settled from here either.
-    func settle(answering row: Profile?, id: Int64, key: String, populate: PopulateOutcome) {
-        switch populate {
-        case .stored, .gone, .failed: return
-        case .lost: settle(answering: row, id: id, key: key, seenCAS: nil)
-        }
-    }
+extension ProfileRepository.Settlement {
+    /// The change the row stands for: a refresh to its version brings the key up to it.
+    var change: ProfileChange { .changed(id: id, version: row?.version ?? 0, row: row) }
 }

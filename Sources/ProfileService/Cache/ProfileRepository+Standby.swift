@@ -4,36 +4,26 @@ import PostgresClient
 /// replayed a position of the primary taken after the read began and its row meets the read's
 /// floor; the primary otherwise. Writes, refreshes and the live updates' reads stay on the primary.
 extension ProfileRepository {
-    /// The row of `id` as of a moment after `began`, from a standby when one may answer.
-    func readRow(id: Int64, floor: Int32?, after began: ContinuousClock.Instant) throws(ProfileStoreError) -> Profile? {
-        if let standby, let position = standbyPosition(after: began) {
-            switch standby.profile(id: id, replayedThrough: position) {
-            case .read(let row):
-                if StandbyFloorRule.accepts(row, floor: floor) {
-                    statistics.record(.standbyRead)
-                    return row
-                }
-                statistics.record(.standbyBelowFloor)
-            case .behind:
-                statistics.record(.standbyBehind)
-            case .unavailable:
-                statistics.record(.standbyUnavailable)
-            }
-        }
-        statistics.record(.databaseRead)
-        return try store.profile(id: id)
-    }
-
     /// The rows of `ids` that exist, as of a moment after `began`: from a standby when one may
-    /// answer, except the members whose floor its rows do not meet, which one query reads from
-    /// the primary.
+    /// answer, except the members whose floor its rows do not meet, which the primary reads. One
+    /// id is one prepared single-row read; several, one query.
     func readRows(ids: [Int64], floors: [Int64: Int32], after began: ContinuousClock.Instant) throws(ProfileStoreError)
         -> [Int64: Profile]
     {
         var rows: [Int64: Profile] = [:]
         var fromPrimary = ids
         if let standby, let position = standbyPosition(after: began) {
-            switch standby.profiles(ids: ids, replayedThrough: position) {
+            let answer: StandbyAnswer<[Int64: Profile]>
+            if ids.count == 1 {
+                switch standby.profile(id: ids[0], replayedThrough: position) {
+                case .read(let row): answer = .read(row.map { [ids[0]: $0] } ?? [:])
+                case .behind: answer = .behind
+                case .unavailable: answer = .unavailable
+                }
+            } else {
+                answer = standby.profiles(ids: ids, replayedThrough: position)
+            }
+            switch answer {
             case .read(let standbyRows):
                 fromPrimary = []
                 for id in ids {
@@ -53,8 +43,12 @@ extension ProfileRepository {
         }
         guard !fromPrimary.isEmpty else { return rows }
         statistics.record(.databaseRead, count: fromPrimary.count)
-        statistics.record(.databaseBatchRead)
-        rows.merge(try store.profiles(ids: fromPrimary)) { _, primary in primary }
+        if fromPrimary.count == 1 {
+            if let row = try store.profile(id: fromPrimary[0]) { rows[row.id] = row }
+        } else {
+            statistics.record(.databaseBatchRead)
+            rows.merge(try store.profiles(ids: fromPrimary)) { _, primary in primary }
+        }
         return rows
     }
 

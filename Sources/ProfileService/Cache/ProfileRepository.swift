@@ -54,16 +54,14 @@ public final class ProfileRepository {
         case loaded(Result<Representation?, ProfileStoreError>)
     }
 
-    /// What a batch's multi-get found for one id.
+    /// What a batch's multi-get found for one id: the read's first look.
     public enum Prefetch {
-        /// A cached profile at `version`.
-        case profile(MemcachedItem, version: Int32)
-        /// A record that the profile does not exist (§2.6).
-        case absent(MemcachedItem)
-        /// No entry at all: the read loads (a list's misses load together, §2.7).
+        /// A cached profile, or the record that the profile does not exist (§2.6), decoded.
+        case cached(Look)
+        /// No entry at all: the read loads (a batch's misses load together, §2.7).
         case missing
         /// Its node failed the batch's multi-get: the read goes to PostgreSQL without waiting on
-        /// the node a second time, as a read whose own lookup failed does.
+        /// the node a second time, as a read whose own look failed does.
         case failed(MemcachedError)
 
         /// Whether a read with this floor is answered without waiting on memcached again: a
@@ -71,18 +69,22 @@ public final class ProfileRepository {
         /// or a failed node (the read goes to PostgreSQL).
         public func answers(minVersion: Int32?) -> Bool {
             switch self {
-            case .profile(_, let version): version >= minVersion ?? 0
-            case .absent: minVersion == nil
+            case .cached(let look):
+                switch look.entry {
+                case .profile(let version, _)?: version >= minVersion ?? 0
+                case .absent?: minVersion == nil
+                case .lease?, nil: false
+                }
             case .failed: true
             case .missing: false
             }
         }
 
-        var lookup: MemcachedGetResult {
+        var look: Look {
             switch self {
-            case .profile(let item, _), .absent(let item): .hit(item)
-            case .missing: .miss
-            case .failed(let error): .failure(error)
+            case .cached(let look): look
+            case .missing: Look(.miss, shape: 0)
+            case .failed(let error): Look(.failure(error), shape: 0)
             }
         }
     }
