@@ -23,6 +23,37 @@ public protocol RepositoryBackends: AnyObject, SendableMetatype {
 
 extension InMemoryBackends: RepositoryBackends {}
 
+/// How a scenario reads or writes its profile: alone — a batch of one — or in one batch with
+/// other profiles (a list, a batch lane's misses, writes made together). Every step of the cache
+/// protocol is one code path for both, and every scenario runs both ways.
+public enum Batching: String, CaseIterable, Sendable {
+    case alone
+    case withOthers
+
+    /// Other profiles, at version 1 and not cached, for the batches to take with the scenario's:
+    /// none alone.
+    func others<Backends: RepositoryBackends>(_ backends: Backends, count: Int = 2) throws -> [Int64] {
+        self == .alone ? [] : try (0..<count).map { _ in try backends.seed().id }
+    }
+
+    /// Reads `id` — alone, or first in a list with `others` — and returns its answer.
+    func read(
+        _ repository: ProfileRepository, _ id: Int64, minVersion: Int32? = nil, others: [Int64]
+    ) throws(ProfileStoreError) -> ProfileRepository.Representation? {
+        guard self == .withOthers else { return try repository.read(id: id, minVersion: minVersion) }
+        let list = ProfileListRequest(members: [.init(id: id, floor: minVersion)] + others.map { .init(id: $0) })
+        return try repository.read(list)[0]
+    }
+
+    /// Makes `writes` as a batch of requests would: each alone, or together when there are several.
+    func update(_ writes: [ProfileUpdate], with writer: ProfileRepository) -> [Result<ProfileUpdateOutcome, ProfileStoreError>] {
+        let together = self == .withOthers ? writer.writeTogetherInOrder(writes) : writes.map { _ in nil }
+        return zip(writes, together).map { write, made in
+            Result { () throws(ProfileStoreError) in try writer.update(write, madeTogether: made) }
+        }
+    }
+}
+
 /// The cache protocol's scenarios that run twice: in memory, in the unit tests' fast loop, and
 /// once more on the real servers (ProfileServiceIntegrationTests), so the in-memory cluster is held to what
 /// memcached and PostgreSQL really do (docs/design.md §2.1).
@@ -30,7 +61,8 @@ public enum CacheProtocolScenarios {
     /// `threads` threads, each with its own backends, read `id` `readsPerThread` times, all
     /// starting together; returns every version read (-1 for a failed read).
     public static func readHerd<Backends: RepositoryBackends>(
-        _: Backends.Type, of id: Int64, shared: ProfileCacheShared, threads: Int = 16, readsPerThread: Int = 7
+        _: Backends.Type, of id: Int64, shared: ProfileCacheShared, threads: Int = 16, readsPerThread: Int = 7,
+        _ batching: Batching = .alone, others: [Int64] = []
     ) -> [Int32] {
         let versions = Mutex<[Int32]>([])
         let start = DispatchSemaphore(value: 0)
@@ -43,7 +75,7 @@ public enum CacheProtocolScenarios {
                 connected.signal()
                 start.wait()
                 for _ in 0..<readsPerThread {
-                    let version = (try? repository.read(id: id))?.version ?? -1
+                    let version = (try? batching.read(repository, id, others: others))?.version ?? -1
                     versions.withLock { $0.append(version) }
                 }
             }
@@ -55,77 +87,65 @@ public enum CacheProtocolScenarios {
     }
 
     /// 112 concurrent reads of a cold profile (its PostgreSQL read slowed by `shared`'s hook) all
-    /// answer version 1, and PostgreSQL is read once.
+    /// answer version 1, and PostgreSQL reads it once — each other profile of the batches too.
     public static func expectAHerdSharesOneRead<Backends: RepositoryBackends>(
-        _ backends: Backends.Type, _ shared: ProfileCacheShared
+        _ backends: Backends.Type, _ shared: ProfileCacheShared, _ batching: Batching
     ) throws {
-        let profile = try Backends().seed()
-        let versions = readHerd(backends, of: profile.id, shared: shared)
+        let seeder = try Backends()
+        let profile = try seeder.seed()
+        let others = try batching.others(seeder)
+        let versions = readHerd(backends, of: profile.id, shared: shared, batching, others: others)
         #expect(versions.count == 16 * 7)
         #expect(versions.allSatisfy { $0 == 1 })
-        #expect(shared.statistics.count(.databaseRead) == 1, "\(shared.statistics.snapshot)")
+        #expect(shared.statistics.count(.databaseRead) == 1 + others.count, "\(shared.statistics.snapshot)")
     }
 
     /// The stale-set race: a reader held between its PostgreSQL read and its populate while a
-    /// writer commits and writes through; the late populate must not land.
+    /// writer commits and writes through; the late populate must not land. In a list, the raced
+    /// member's populate loses and the others' land; the misses are read with one query (§2.7).
     public static func lateReaderDoesNotOverwriteTheWritersVersion<Backends: RepositoryBackends>(
-        _: Backends.Type
+        _: Backends.Type, _ batching: Batching
     ) throws {
         let race = try StaleSetRace<Backends>()
-        let read = race.run { repository, id in [try? repository.read(id: id)].map { $0??.version } }
+        let others = try batching.others(race.backends)
+        let read = race.run { repository, id in [try? batching.read(repository, id, others: others)].map { $0??.version } }
         #expect(read == [1], "the reader began before the write: version 1 is a fair answer")
         #expect(race.cachedVersion(race.written.id) == 2, "the late populate must not land")
+        for other in others { #expect(race.cachedVersion(other) == 1, "the other members were populated") }
+        #expect(race.shared.statistics.count(.databaseBatchRead) == (others.isEmpty ? 0 : 1), "the misses in one query")
         #expect(race.shared.statistics.count(.populateLost) == 1)
-        #expect(race.shared.statistics.count(.populateStored) == 0)
-    }
-
-    /// The stale-set race for a list's misses, loaded with one query (docs/design.md §2.7): the
-    /// list's reader is held after the query, before it populates, while a writer commits a
-    /// member and writes it through; that member's late populate must not land, the other's does.
-    public static func aListsLateLoadDoesNotOverwriteTheWritersVersion<Backends: RepositoryBackends>(
-        _: Backends.Type
-    ) throws {
-        let race = try StaleSetRace<Backends>()
-        let other = try race.backends.seed()
-        let read = race.run { repository, id in
-            let list = ProfileListRequest(members: [.init(id: id), .init(id: other.id)])
-            return (try? repository.read(list))?.map { $0?.version } ?? []
-        }
-        #expect(read == [1, 1], "the list began before the write: version 1 is a fair answer")
-        #expect(race.cachedVersion(race.written.id) == 2, "the late populate must not land")
-        #expect(race.cachedVersion(other.id) == 1, "the other member was populated")
-        #expect(race.shared.statistics.count(.databaseBatchRead) == 1, "both misses in one query")
-        #expect(race.shared.statistics.count(.populateLost) == 1)
-        #expect(race.shared.statistics.count(.populateStored) == 1)
+        #expect(race.shared.statistics.count(.populateStored) == others.count)
     }
 
     /// The same race for reads loaded together (the batch lane's misses, docs/design.md §9): the
     /// leases go down in one round trip, the rows come from one query, the populates go in one
     /// round trip — and the late populate of the raced id still loses to the writer's version.
     public static func aLoadTogethersLatePopulateDoesNotOverwriteTheWritersVersion<Backends: RepositoryBackends>(
-        _: Backends.Type
+        _: Backends.Type, _ batching: Batching
     ) throws {
         let race = try StaleSetRace<Backends>()
-        let others = try (0..<3).map { _ in try race.backends.seed() }
+        let others = try batching.others(race.backends, count: 3)
         let read = race.run { repository, id in
-            let ids = [id] + others.map(\.id)
+            let ids = [id] + others
             let loaded = repository.loadTogether(ids.map { .init(id: $0) })
             return ids.map { id in
                 (try? repository.read(id: id, minVersion: nil, batched: loaded[id].map { .loaded($0) }))??.version
             }
         }
-        #expect(read == [1, 1, 1, 1], "the reads began before the write: version 1 is a fair answer")
+        #expect(read == Array(repeating: 1, count: 1 + others.count), "the reads began before the write: version 1 is a fair answer")
         #expect(race.cachedVersion(race.written.id) == 2, "the late populate must not land")
-        for other in others { #expect(race.cachedVersion(other.id) == 1, "the others were populated") }
-        #expect(race.shared.statistics.count(.databaseBatchRead) == 1, "every miss in one query")
+        for other in others { #expect(race.cachedVersion(other) == 1, "the others were populated") }
+        #expect(race.shared.statistics.count(.databaseBatchRead) == (others.isEmpty ? 0 : 1), "every miss in one query")
         #expect(race.shared.statistics.count(.populateLost) == 1)
-        #expect(race.shared.statistics.count(.populateStored) == 3)
+        #expect(race.shared.statistics.count(.populateStored) == others.count)
     }
 
     /// Updates made together (docs/design.md §9.5), each answered as if alone: a cached profile
     /// and an uncached one are updated in the one statement and written through; a stale version
     /// and a second write of the same id in the batch go alone and answer 409; a missing id 404.
-    public static func writesMadeTogetherAnswerEachAsAlone<Backends: RepositoryBackends>(_: Backends.Type) throws {
+    public static func writesMadeTogetherAnswerEachAsAlone<Backends: RepositoryBackends>(
+        _: Backends.Type, _ batching: Batching
+    ) throws {
         let shared = ProfileCacheShared()
         let backends = try Backends()
         let cached = try backends.seed()
@@ -142,11 +162,7 @@ public enum CacheProtocolScenarios {
             ProfileUpdate(id: cached.id, displayName: "Cached again", expectedVersion: 1),
             ProfileUpdate(id: missing, displayName: "Nobody", expectedVersion: 1),
         ]
-        let outcomes = zip(writes, writer.writeTogetherInOrder(writes)).map { write, together in
-            Result { () throws(ProfileStoreError) in
-                try writer.update(write, madeTogether: together)
-            }
-        }
+        let outcomes = batching.update(writes, with: writer)
         guard case .success(.updated(let first)) = outcomes[0], case .success(.updated(let second)) = outcomes[1] else {
             Issue.record("not updated: \(outcomes)")
             return
@@ -168,7 +184,7 @@ public enum CacheProtocolScenarios {
     /// The stale-set race with the writer's version made together with another write: the
     /// reader's late populate of version 1 must not replace the batch's version 2.
     public static func aLateReaderDoesNotOverwriteAVersionWrittenTogether<Backends: RepositoryBackends>(
-        _: Backends.Type
+        _: Backends.Type, _ batching: Batching
     ) throws {
         let race = try StaleSetRace<Backends>()
         let other = try race.backends.seed()
@@ -179,9 +195,7 @@ public enum CacheProtocolScenarios {
                     ProfileUpdate(id: id, displayName: "Writer", expectedVersion: 1),
                     ProfileUpdate(id: other.id, displayName: "Other", expectedVersion: 1),
                 ]
-                let together = writer.writeTogether(writes)
-                _ = try? writer.updateDisplayName(id: other.id, to: "Other", expectedVersion: 1, madeTogether: together[other.id])
-                return try? writer.updateDisplayName(id: id, to: "Writer", expectedVersion: 1, madeTogether: together[id])
+                return try? batching.update(writes, with: writer)[0].get()
             })
         #expect(read == [1], "the reader began before the write: version 1 is a fair answer")
         #expect(race.cachedVersion(race.written.id) == 2, "the late populate must not land")
@@ -195,18 +209,20 @@ extension CacheProtocolScenarios {
     /// before the deletion and populates after it. The deletion took the reader's lease with the
     /// entry, so the populate does not land, and the profile does not come back.
     public static func aReadFromBeforeADeletionDoesNotBringTheProfileBack<Backends: RepositoryBackends>(
-        _: Backends.Type
+        _: Backends.Type, _ batching: Batching
     ) throws {
         let race = try StaleSetRace<Backends>()
+        let others = try batching.others(race.backends)
         let id = race.written.id
         let shared = race.shared
-        let answered = race.run({ repository, id in [(try? repository.read(id: id))?.version] }, beside: { deleter, id in
+        let answered = race.run({ repository, id in [(try? batching.read(repository, id, others: others))?.version] }, beside: { deleter, id in
             #expect((try? deleter.delete(id: id, expectedVersion: nil)) == .deleted(version: 1))
         })
         #expect(answered == [1], "the read began before the deletion: version 1 is a fair answer")
         #expect((race.cachedVersion(id) ?? 0) == 0, "the late populate must not land")
-        #expect(try race.backends.repository(shared, cache: nil).read(id: id) == nil, "404 after the deletion")
-        #expect(try race.backends.repository(shared, cache: nil).read(id: id, minVersion: 1) == nil)
+        let reader = race.backends.repository(shared, cache: nil)
+        #expect(try batching.read(reader, id, others: others) == nil, "404 after the deletion")
+        #expect(try batching.read(reader, id, minVersion: 1, others: others) == nil)
     }
 }
 
@@ -220,17 +236,16 @@ extension CacheProtocolScenarios {
     /// reads PostgreSQL (version 2, committed behind the cache) and answers it. The lease's reader
     /// read version 1 before that commit; its populate must not land afterwards.
     public static func aReaderPastAnotherReadersLeaseLeavesNoOlderPopulateBehind<Backends: RepositoryBackends>(
-        _: Backends.Type
+        _: Backends.Type, _ batching: Batching
     ) throws {
-        let stage = try MonotonicReadStage<Backends>()
-        let id = stage.profile.id
+        let stage = try MonotonicReadStage<Backends>(batching)
         let slow = stage.startReader(held: .afterDatabaseRead)
         try stage.commitBehindTheCache()
-        let past = try stage.instance().read(id: id)
+        let past = try stage.read(stage.instance())
         #expect(past?.version == 2, "the lease waits ran out: PostgreSQL answered")
         slow.finish()
         #expect(slow.answered == 1, "the slow reader began before the commit: version 1 is a fair answer")
-        let next = try stage.instance().read(id: id)
+        let next = try stage.read(stage.instance())
         #expect(next?.version == 2, "version 2 was answered before this read began")
         #expect(stage.cachedVersion() != 1, "the slow reader's populate of version 1 must not land")
     }
@@ -239,10 +254,9 @@ extension CacheProtocolScenarios {
     /// again) answers the row it read — version 2 — only once the other reader's lease, taken
     /// before the commit, can no longer land version 1.
     public static func aLoadWhosePopulateLostLeavesNoOlderPopulateBehind<Backends: RepositoryBackends>(
-        _: Backends.Type
+        _: Backends.Type, _ batching: Batching
     ) throws {
-        let stage = try MonotonicReadStage<Backends>()
-        let id = stage.profile.id
+        let stage = try MonotonicReadStage<Backends>(batching)
         let first = stage.startReader(held: .beforeDatabaseRead)
         stage.evict()
         let second = stage.startReader(held: .afterDatabaseRead)
@@ -251,7 +265,7 @@ extension CacheProtocolScenarios {
         #expect(first.answered == 2, "its read came after the commit")
         second.finish()
         #expect(second.answered == 1, "its read came before the commit: version 1 is a fair answer")
-        let next = try stage.instance().read(id: id)
+        let next = try stage.read(stage.instance())
         #expect(next?.version == 2, "version 2 was answered before this read began")
         #expect(stage.cachedVersion() != 1, "the second reader's populate of version 1 must not land")
     }
@@ -260,23 +274,22 @@ extension CacheProtocolScenarios {
     /// another reader's lease from their one query; that reader's later populate must not land
     /// below what they answered.
     public static func aLoadTogetherPastAnotherReadersLeaseLeavesNoOlderPopulateBehind<Backends: RepositoryBackends>(
-        _: Backends.Type
+        _: Backends.Type, _ batching: Batching
     ) throws {
-        let stage = try MonotonicReadStage<Backends>()
+        let stage = try MonotonicReadStage<Backends>(batching)
         let id = stage.profile.id
-        let other = try stage.backends.seed()
         let slow = stage.startReader(held: .afterDatabaseRead)
         try stage.commitBehindTheCache()
         let together = stage.instance()
-        let ids = [id, other.id]
+        let ids = [id] + stage.others
         let loaded = together.loadTogether(ids.map { .init(id: $0) })
         let answered = ids.map { id in
             (try? together.read(id: id, minVersion: nil, batched: loaded[id].map { .loaded($0) }))??.version
         }
-        #expect(answered == [2, 1])
+        #expect(answered == [2] + stage.others.map { _ in 1 })
         slow.finish()
         #expect(slow.answered == 1, "the slow reader began before the commit: version 1 is a fair answer")
-        let next = try stage.instance().read(id: id)
+        let next = try stage.read(stage.instance())
         #expect(next?.version == 2, "version 2 was answered before this read began")
         #expect(stage.cachedVersion() != 1, "the slow reader's populate of version 1 must not land")
     }
@@ -289,10 +302,20 @@ struct MonotonicReadStage<Backends: RepositoryBackends> {
 
     let backends: Backends
     let profile: Profile
+    let batching: Batching
+    /// The other profiles its batches read with ``profile``.
+    let others: [Int64]
 
-    init() throws {
+    init(_ batching: Batching) throws {
         backends = try Backends()
         profile = try backends.seed()
+        self.batching = batching
+        others = try batching.others(backends)
+    }
+
+    /// The profile as `repository` reads it, alone or in a batch with ``others``.
+    func read(_ repository: ProfileRepository) throws(ProfileStoreError) -> ProfileRepository.Representation? {
+        try batching.read(repository, profile.id, others: others)
     }
 
     /// A repository of a new instance: its own in-flight reads, so it shares nothing in process.
@@ -321,11 +344,11 @@ struct MonotonicReadStage<Backends: RepositoryBackends> {
         case .afterDatabaseRead: .init(afterDatabaseRead: gate.pause)
         }
         let shared = ProfileCacheShared(hooks: hooks)
-        let id = profile.id
+        let (id, batching, others) = (profile.id, batching, others)
         let reader = HeldReader(gate: gate) { () -> Int32? in
             let readerBackends = try! Backends()
             defer { withExtendedLifetime(readerBackends) {} }
-            return (try? readerBackends.repository(shared, cache: nil).read(id: id))??.version
+            return (try? batching.read(readerBackends.repository(shared, cache: nil), id, others: others))??.version
         }
         gate.waitUntilPaused()
         return reader

@@ -116,8 +116,8 @@ import Testing
         #expect(backends.cachedVersion(profile.id, shared: shared) == 1)
     }
 
-    @Test func concurrentMissesShareOnePostgreSQLRead() throws {
+    @Test(arguments: Batching.allCases) func concurrentMissesShareOnePostgreSQLRead(_ batching: Batching) throws {
         let shared = Self.leaseFirst(.init(afterDatabaseRead: { _ in usleep(50_000) }))
-        try CacheProtocolScenarios.expectAHerdSharesOneRead(InMemoryBackends.self, shared)
+        try CacheProtocolScenarios.expectAHerdSharesOneRead(InMemoryBackends.self, shared, batching)
     }
 }

@@ -50,14 +50,6 @@ import TestSupport
         #expect(unfloored.first??.version == 2)
     }
 
-    @Test func aListsLateLoadDoesNotOverwriteTheWritersVersion() throws {
-        try CacheProtocolScenarios.aListsLateLoadDoesNotOverwriteTheWritersVersion(InMemoryBackends.self)
-    }
-
-    @Test func aLoadTogethersLatePopulateDoesNotOverwriteTheWritersVersion() throws {
-        try CacheProtocolScenarios.aLoadTogethersLatePopulateDoesNotOverwriteTheWritersVersion(InMemoryBackends.self)
-    }
-
     /// Counts the store's reads: one by id, or many in one query.
     final class CountingStore: ForwardingProfileStore {
         var singleReads = 0

@@ -30,14 +30,6 @@ import TestSupport
         return result.withLock { $0 }
     }
 
-    @Test func lateReaderDoesNotOverwriteTheWritersVersion() throws {
-        try CacheProtocolScenarios.lateReaderDoesNotOverwriteTheWritersVersion(InMemoryBackends.self)
-    }
-
-    @Test func aReadFromBeforeADeletionDoesNotBringTheProfileBack() throws {
-        try CacheProtocolScenarios.aReadFromBeforeADeletionDoesNotBringTheProfileBack(InMemoryBackends.self)
-    }
-
     @Test func aLateRecordOfAbsenceDoesNotHideACreation() throws {
         let gate = ReaderGate()
         let shared = ProfileCacheShared(hooks: .init(afterDatabaseRead: gate.pause))
@@ -135,18 +127,3 @@ import TestSupport
     }
 }
 
-/// Monotonic reads (docs/design.md §2.9), replayed deterministically in memory; the same
-/// scenarios run on the real servers in RealServerCacheProtocolTests.
-@Suite struct MonotonicReadTests {
-    @Test func aReaderPastAnotherReadersLeaseLeavesNoOlderPopulateBehind() throws {
-        try CacheProtocolScenarios.aReaderPastAnotherReadersLeaseLeavesNoOlderPopulateBehind(InMemoryBackends.self)
-    }
-
-    @Test func aLoadWhosePopulateLostLeavesNoOlderPopulateBehind() throws {
-        try CacheProtocolScenarios.aLoadWhosePopulateLostLeavesNoOlderPopulateBehind(InMemoryBackends.self)
-    }
-
-    @Test func aLoadTogetherPastAnotherReadersLeaseLeavesNoOlderPopulateBehind() throws {
-        try CacheProtocolScenarios.aLoadTogetherPastAnotherReadersLeaseLeavesNoOlderPopulateBehind(InMemoryBackends.self)
-    }
-}

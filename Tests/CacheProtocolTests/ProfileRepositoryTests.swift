@@ -99,9 +99,4 @@ import TestSupport
         #expect(backends.cachedVersion(profile.id, shared: shared) == 1)
     }
 
-    @Test func concurrentMissesShareOnePostgreSQLRead() throws {
-        // Slow the leader's read so that the others arrive while it is in flight.
-        let shared = ProfileCacheShared(hooks: .init(afterDatabaseRead: { _ in usleep(50_000) }))
-        try CacheProtocolScenarios.expectAHerdSharesOneRead(InMemoryBackends.self, shared)
-    }
 }

@@ -7,14 +7,6 @@ import Testing
 /// Updates made together (docs/design.md §9.5): one statement, the looks beside it, one round
 /// trip of `cas`es — and every request answered as a single write would be.
 @Suite(.serialized) struct WritesTogetherTests {
-    @Test func eachWriteIsAnsweredAsIfAlone() throws {
-        try CacheProtocolScenarios.writesMadeTogetherAnswerEachAsAlone(InMemoryBackends.self)
-    }
-
-    @Test func aLateReaderDoesNotOverwriteAVersionWrittenTogether() throws {
-        try CacheProtocolScenarios.aLateReaderDoesNotOverwriteAVersionWrittenTogether(InMemoryBackends.self)
-    }
-
     /// What a batch costs, in order: its looks travel beside its one statement, the uncached
     /// rows are read again in one query, the `cas`es go in one round trip — and answering the
     /// requests afterwards touches neither server.

@@ -5,48 +5,44 @@ import Testing
 
 @testable import ProfileService
 
-/// The cache protocol's scenarios that the unit tests run in memory (CacheProtocolTests), once
-/// more on the real PostgreSQL and memcached of scripts/deps.sh: the in-memory cluster must not
+/// The cache protocol's scenarios that the unit tests run in memory (CacheProtocolTests), each
+/// alone and in a batch with others, once more on the real PostgreSQL and memcached of scripts/deps.sh: the in-memory cluster must not
 /// pass what real memcached would fail.
 @Suite(.serialized, .requires(.postgres, .memcached)) struct RealServerCacheProtocolTests {
-    @Test func lateReaderDoesNotOverwriteTheWritersVersion() throws {
-        try CacheProtocolScenarios.lateReaderDoesNotOverwriteTheWritersVersion(IntegrationBackends.self)
-    }
-
-    @Test func aHerdOfReadsSharesOnePostgreSQLRead() throws {
+    @Test(arguments: Batching.allCases) func aHerdOfReadsSharesOnePostgreSQLRead(_ batching: Batching) throws {
         let shared = ProfileCacheShared(hooks: .init(afterDatabaseRead: { _ in usleep(20_000) }))
-        try CacheProtocolScenarios.expectAHerdSharesOneRead(IntegrationBackends.self, shared)
+        try CacheProtocolScenarios.expectAHerdSharesOneRead(IntegrationBackends.self, shared, batching)
     }
 
-    @Test func aListsLateLoadDoesNotOverwriteTheWritersVersion() throws {
-        try CacheProtocolScenarios.aListsLateLoadDoesNotOverwriteTheWritersVersion(IntegrationBackends.self)
+    @Test(arguments: Batching.allCases) func lateReaderDoesNotOverwriteTheWritersVersion(_ batching: Batching) throws {
+        try CacheProtocolScenarios.lateReaderDoesNotOverwriteTheWritersVersion(IntegrationBackends.self, batching)
     }
 
-    @Test func aLoadTogethersLatePopulateDoesNotOverwriteTheWritersVersion() throws {
-        try CacheProtocolScenarios.aLoadTogethersLatePopulateDoesNotOverwriteTheWritersVersion(IntegrationBackends.self)
+    @Test(arguments: Batching.allCases) func aLoadTogethersLatePopulateDoesNotOverwriteTheWritersVersion(_ batching: Batching) throws {
+        try CacheProtocolScenarios.aLoadTogethersLatePopulateDoesNotOverwriteTheWritersVersion(IntegrationBackends.self, batching)
     }
 
-    @Test func writesMadeTogetherAnswerEachAsAlone() throws {
-        try CacheProtocolScenarios.writesMadeTogetherAnswerEachAsAlone(IntegrationBackends.self)
+    @Test(arguments: Batching.allCases) func writesMadeTogetherAnswerEachAsAlone(_ batching: Batching) throws {
+        try CacheProtocolScenarios.writesMadeTogetherAnswerEachAsAlone(IntegrationBackends.self, batching)
     }
 
-    @Test func aReadFromBeforeADeletionDoesNotBringTheProfileBack() throws {
-        try CacheProtocolScenarios.aReadFromBeforeADeletionDoesNotBringTheProfileBack(IntegrationBackends.self)
+    @Test(arguments: Batching.allCases) func aLateReaderDoesNotOverwriteAVersionWrittenTogether(_ batching: Batching) throws {
+        try CacheProtocolScenarios.aLateReaderDoesNotOverwriteAVersionWrittenTogether(IntegrationBackends.self, batching)
     }
 
-    @Test func aLateReaderDoesNotOverwriteAVersionWrittenTogether() throws {
-        try CacheProtocolScenarios.aLateReaderDoesNotOverwriteAVersionWrittenTogether(IntegrationBackends.self)
+    @Test(arguments: Batching.allCases) func aReadFromBeforeADeletionDoesNotBringTheProfileBack(_ batching: Batching) throws {
+        try CacheProtocolScenarios.aReadFromBeforeADeletionDoesNotBringTheProfileBack(IntegrationBackends.self, batching)
     }
 
-    @Test func aReaderPastAnotherReadersLeaseLeavesNoOlderPopulateBehind() throws {
-        try CacheProtocolScenarios.aReaderPastAnotherReadersLeaseLeavesNoOlderPopulateBehind(IntegrationBackends.self)
+    @Test(arguments: Batching.allCases) func aReaderPastAnotherReadersLeaseLeavesNoOlderPopulateBehind(_ batching: Batching) throws {
+        try CacheProtocolScenarios.aReaderPastAnotherReadersLeaseLeavesNoOlderPopulateBehind(IntegrationBackends.self, batching)
     }
 
-    @Test func aLoadWhosePopulateLostLeavesNoOlderPopulateBehind() throws {
-        try CacheProtocolScenarios.aLoadWhosePopulateLostLeavesNoOlderPopulateBehind(IntegrationBackends.self)
+    @Test(arguments: Batching.allCases) func aLoadWhosePopulateLostLeavesNoOlderPopulateBehind(_ batching: Batching) throws {
+        try CacheProtocolScenarios.aLoadWhosePopulateLostLeavesNoOlderPopulateBehind(IntegrationBackends.self, batching)
     }
 
-    @Test func aLoadTogetherPastAnotherReadersLeaseLeavesNoOlderPopulateBehind() throws {
-        try CacheProtocolScenarios.aLoadTogetherPastAnotherReadersLeaseLeavesNoOlderPopulateBehind(IntegrationBackends.self)
+    @Test(arguments: Batching.allCases) func aLoadTogetherPastAnotherReadersLeaseLeavesNoOlderPopulateBehind(_ batching: Batching) throws {
+        try CacheProtocolScenarios.aLoadTogetherPastAnotherReadersLeaseLeavesNoOlderPopulateBehind(IntegrationBackends.self, batching)
     }
 }

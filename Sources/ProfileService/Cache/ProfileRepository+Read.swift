@@ -155,6 +155,7 @@ extension ProfileRepository {
             var readsPast: [PastRead] = []
             var settling: [Int] = []
             var memcachedFailed: [Int] = []
+            var following: [(index: Int, flight: InFlightReads.Flight)] = []
             var again: [Int] = []
             var wait = Duration.zero
             for index in pending {
@@ -185,9 +186,7 @@ extension ProfileRepository {
                     loads.append(LoadRequest(index: index, lease: .replacing(replacingUndecodable ? look.cas : nil)))
                 case .followInFlight:
                     guard let flight else { preconditionFailure("following without a read in this process") }
-                    reads[index].answer = Result { () throws(ProfileStoreError) in
-                        try follow(flight, id: reads[index].id, floor: reads[index].floor, since: began)
-                    }
+                    following.append((index, flight))
                 case .waitAndLookAgain(let leaseWait):
                     statistics.record(.leaseWait)
                     wait = max(wait, leaseWait)
@@ -213,6 +212,13 @@ extension ProfileRepository {
                 let rows = try readRows(ids: memcachedFailed.map { reads[$0].id }, floors: floors(memcachedFailed, of: reads), after: began)
                 for index in memcachedFailed {
                     reads[index].answer = .success(rows[reads[index].id].map { Representation($0, outcome: .error) })
+                }
+            }
+            // Last, once this batch's own loads have ended: its other steps act on looks just taken.
+            for (index, flight) in following {
+                let read = reads[index]
+                reads[index].answer = Result { () throws(ProfileStoreError) in
+                    try follow(flight, id: read.id, floor: read.floor, since: began)
                 }
             }
             pending = again
