@@ -3,14 +3,22 @@
 /// `id` is the user's id from the identity system; `version` grows by one on every change and
 /// is the profile's `ETag` and read-your-writes token.
 public struct Profile: Sendable, Hashable {
-    public var id: Int64
-    public var username: String
-    public var displayName: String
+    public var id: Int64 { didSet { encode() } }
+    public var username: String { didSet { encode() } }
+    public var displayName: String { didSet { encode() } }
     /// The declared fields (``ProfileFieldCatalog``), in their order, each with its value or unset.
-    public var fields: ProfileFields
-    public var version: Int32
+    public var fields: ProfileFields { didSet { encode() } }
+    public var version: Int32 { didSet { encode() } }
     /// RFC 3339 timestamp in UTC, as PostgreSQL formatted it.
-    public var updatedAt: String
+    public var updatedAt: String { didSet { encode() } }
+
+    /// The API's JSON representation (snake_case keys), as UTF-8 bytes: made once per version, when
+    /// the profile is made (a row read, a write's answer), and carried as it is to the cache entry,
+    /// the HTTP answer and the live-update event.
+    ///
+    /// Hand-written rather than `JSONEncoder`: the shape is fixed, and the same bytes are stored
+    /// in memcached so that a cache hit sends them as they are.
+    public private(set) var jsonBytes: [UInt8]
 
     public init(
         id: Int64, username: String, displayName: String, fields: ProfileFields = ProfileFields(), version: Int32,
@@ -22,16 +30,14 @@ public struct Profile: Sendable, Hashable {
         self.fields = fields
         self.version = version
         self.updatedAt = updatedAt
+        jsonBytes = []
+        encode()
     }
 
     /// The strong entity tag of this version: `"<version>"`.
     public var entityTag: String { "\"\(version)\"" }
 
-    /// The API's JSON representation (snake_case keys), as UTF-8 bytes.
-    ///
-    /// Hand-written rather than `JSONEncoder`: it is on every populate and write, the shape is
-    /// fixed, and the same bytes are stored in memcached so that a cache hit sends them as they are.
-    public var jsonBytes: [UInt8] {
+    private mutating func encode() {
         var json = JSONWriter(capacity: 160 + fields.valueBytes)
         json.beginObject()
         json.key("id"); json.integer(id)
@@ -44,7 +50,7 @@ public struct Profile: Sendable, Hashable {
         json.key("version"); json.integer(Int64(version))
         json.key("updated_at"); json.string(updatedAt)
         json.endObject()
-        return json.bytes
+        jsonBytes = json.bytes
     }
 }
 
