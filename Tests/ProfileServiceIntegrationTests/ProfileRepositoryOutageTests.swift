@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import MemcachedClient
+import ProfileServiceTesting
 import Testing
 import TestSupport
 

@@ -33,31 +33,13 @@ extension ProfileRepository {
         return try written.get()
     }
 
-    /// An optimistic change of the display name alone.
-    public func updateDisplayName(id: Int64, to displayName: String, expectedVersion: Int32)
-        throws(ProfileStoreError) -> ProfileUpdateOutcome
-    {
-        try update(ProfileUpdate(id: id, displayName: displayName, expectedVersion: expectedVersion), madeTogether: nil)
-    }
-
-    /// ``updateDisplayName(id:to:expectedVersion:)``, for a write a batch may have made.
-    public func updateDisplayName(
-        id: Int64, to displayName: String, expectedVersion: Int32, madeTogether: WrittenTogether?
-    ) throws(ProfileStoreError) -> ProfileUpdateOutcome {
-        try update(ProfileUpdate(id: id, displayName: displayName, expectedVersion: expectedVersion), madeTogether: madeTogether)
-    }
-
-    /// The display name set whatever the stored version (a patch without `If-Match`).
-    public func setDisplayName(id: Int64, to displayName: String) throws(ProfileStoreError) -> ProfileUpdateOutcome {
-        try update(id: id, changes: ProfileChanges(displayName: displayName), expectedVersion: nil)
-    }
-
     /// Brings the cache in line with what each update came to: a new version written through, a
     /// 409's current row or a deletion refreshed, an unknown outcome invalidated, and the lease of
     /// a look whose write did not happen released — each kind for every write at once.
     func settle(_ writes: [(write: ProfileUpdate, written: Result<ProfileUpdateOutcome, ProfileStoreError>, look: LeaseAttempt?)]) {
         var writingThrough: [(profile: Profile, look: LeaseAttempt?)] = []
         var refreshing: [(change: ProfileChange, lookup: MemcachedGetResult?)] = []
+        // The leases of looks whose writes did not happen: readers would wait on them until they expire.
         var releasing: [String] = []
         for (write, written, look) in writes {
             switch written {
@@ -81,7 +63,7 @@ extension ProfileRepository {
         }
         writeThrough(writingThrough)
         refresh(refreshing)
-        releaseLeases(releasing)
+        forget(releasing)
     }
 
     /// The deletion (at `expectedVersion` when given), then the cache brought in line: after it,
@@ -115,7 +97,7 @@ extension ProfileRepository {
         case .success(let profile):
             writeThrough([(profile, looks[0])])
         case .failure:
-            if looks[0]?.ownCAS != nil { releaseLeases([configuration.key(for: id)]) }
+            if looks[0]?.ownCAS != nil { forget([configuration.key(for: id)]) }
         }
         return try written.get()
     }
@@ -148,12 +130,6 @@ extension ProfileRepository {
         return (sent.value, leases.map { lease in
             LeaseAttempt(token: lease.token, look: Look(items[lease.entry.key].map { .hit($0) } ?? .miss, shape: shape))
         })
-    }
-
-    /// Deletes the leases that looks put down (at `keys`) for writes that did not happen: readers
-    /// would wait on them until they expire.
-    func releaseLeases(_ keys: [String]) {
-        forget(keys)
     }
 
     /// Brings the cache up to `profile` without ever moving it backwards.

@@ -52,7 +52,7 @@ extension ProfileRepository {
                 made.append((write, .failure(error), look))
             }
         }
-        releaseLeases(notMade)
+        forget(notMade)  // their looks' leases: readers would wait on them until they expire
         settle(made)
         var together: [Int64: WrittenTogether] = [:]
         for (write, written, _) in made { together[write.id] = WrittenTogether(write: write, outcome: written) }
