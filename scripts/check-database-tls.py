@@ -18,9 +18,10 @@ Needs openssl, PostgreSQL's server binaries and memcached (scripts/deps.sh insta
 
   scripts/check-database-tls.py --binary .build/debug/profile-service
 """
-import argparse, glob, json, os, shutil, subprocess, sys, tempfile, time, urllib.request, urllib.error
+import argparse, glob, json, os, shutil, subprocess, sys, tempfile, time
 
-from checklist import check, failures, free_port
+from checklist import check, failures
+from service_helpers import JSON, free_port, request_url
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PASSWORD = "scram-" + os.urandom(12).hex()
@@ -80,21 +81,11 @@ def start_postgres(folder, port):
     return data, psql + ["-d", "profiles"]
 
 
-def http(method, url, body=None):
-    request = urllib.request.Request(url, method=method, data=body.encode() if body else None,
-                                     headers={"Content-Type": "application/json"} if body else {})
-    try:
-        with urllib.request.urlopen(request, timeout=10) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
-
-
 def wait_ready(url, seconds=20):
     deadline = time.time() + seconds
     while time.time() < deadline:
         try:
-            status, body = http("GET", url + "/readyz")
+            status, body = request_url(url + "/readyz")
             if status in (200, 503):
                 return status, body
         except OSError:
@@ -168,18 +159,19 @@ def main():
         services.append(service)
         status, body = wait_ready(service.url)
         check(status == 200, f"serve over verify-full answers /readyz 200 ({status} {body[:200]})")
-        put = http("PUT", f"{service.url}/users/profile/4242", '{"username":"tls4242","display_name":"Over TLS"}')
+        put = request_url(f"{service.url}/users/profile/4242", "PUT",
+                          '{"username":"tls4242","display_name":"Over TLS"}', JSON)
         check(put[0] in (200, 201), f"a PUT over TLS: {put[0]}")
-        read = http("GET", f"{service.url}/users/profile/4242")
+        read = request_url(f"{service.url}/users/profile/4242")
         check(read[0] == 200 and "Over TLS" in read[1], f"its read: {read[0]}")
         deadline = time.time() + 20
-        while time.time() < deadline and '"state":"active"' not in http("GET", service.url + "/readyz")[1]:
+        while time.time() < deadline and '"state":"active"' not in request_url(service.url + "/readyz")[1]:
             time.sleep(0.2)
         run(psql + ["-c", "UPDATE user_profiles SET display_name = 'Changed in psql' WHERE id = 4242"])
         changed_at = time.time()
         seen = None
         while time.time() < changed_at + 2:
-            if "Changed in psql" in http("GET", f"{service.url}/users/profile/4242")[1]:
+            if "Changed in psql" in request_url(f"{service.url}/users/profile/4242")[1]:
                 seen = time.time() - changed_at
                 break
             time.sleep(0.05)
@@ -187,8 +179,8 @@ def main():
         pid = service.process.pid
         argv = open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace")
         environ = open(f"/proc/{pid}/environ", "rb").read().decode(errors="replace")
-        metrics = http("GET", service.url + "/metrics")[1]
-        readiness = http("GET", service.url + "/readyz")[1]
+        metrics = request_url(service.url + "/metrics")[1]
+        readiness = request_url(service.url + "/readyz")[1]
         for where, text in (("argv", argv), ("the environment", environ), ("/metrics", metrics),
                             ("/readyz", readiness), ("the log", service.log())):
             check(PASSWORD not in text, f"the password is not in {where}")

@@ -19,26 +19,14 @@ give PostgreSQL itself as --database-direct-url.
   eval "$(scripts/deps.sh env)"
   scripts/check-pooler.py --binary .build/debug/profile-service
 """
-import argparse, http.client, json, os, random, subprocess, sys, tempfile, threading, time
+import argparse, functools, http.client, json, os, random, subprocess, sys, tempfile, threading, time
 
-from checklist import check, failures, free_port
+import service_helpers
+from checklist import check, failures
+from service_helpers import JSON, free_port, psql
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-def request(port, method, path, body=None, connection=None):
-    own = connection is None
-    connection = connection or http.client.HTTPConnection("127.0.0.1", port, timeout=15)
-    headers = {"Content-Type": "application/json"} if body else {}
-    connection.request(method, path, body=body, headers=headers)
-    answer = connection.getresponse()
-    data = answer.read().decode()
-    if own:
-        connection.close()
-    return answer.status, data, answer.headers
-
-
-def psql(database, sql):
-    return subprocess.run(["psql", "-X", "-q", "-tA", database, "-c", sql], check=True, capture_output=True,
-                          text=True).stdout.strip()
+request = functools.partial(service_helpers.request, timeout=15)  # this check's requests wait up to 15 s
 
 
 def deps(*arguments):
@@ -84,18 +72,18 @@ def run_mode(binary, mode, pooled_url, direct_url, folder):
         # 1. A cold read.
         psql(direct_url, f"INSERT INTO user_profiles (id, username, display_name) VALUES ({base}, 'pool{base}', 'Cold')")
         status, body, _ = request(port, "GET", f"/users/profile/{base}")
-        check(status == 200 and '"Cold"' in body, f"{mode}: a cold read through the pooler: {status}")
+        check(status == 200 and b'"Cold"' in body, f"{mode}: a cold read through the pooler: {status}")
         # 2. A PUT; 3. its read, with its version as the floor.
         status, body, _ = request(port, "PUT", f"/users/profile/{base}",
-                                  json.dumps({"display_name": "Written", "version": 1}))
+                                  json.dumps({"display_name": "Written", "version": 1}), JSON)
         version = json.loads(body).get("version") if status == 200 else None
         check(status == 200 and version == 2, f"{mode}: a PUT through the pooler: {status} version {version}")
         status, body, _ = request(port, "GET", f"/users/profile/{base}?min_version={version}")
-        check(status == 200 and '"Written"' in body, f"{mode}: the read of the write: {status}")
+        check(status == 200 and b'"Written"' in body, f"{mode}: the read of the write: {status}")
         # 4. A psql UPDATE, served new within 2 s.
         psql(direct_url, f"UPDATE user_profiles SET display_name = 'From psql' WHERE id = {base}")
         updated = time.time()
-        seen = wait_for(lambda: '"From psql"' in request(port, "GET", f"/users/profile/{base}")[1], 2)
+        seen = wait_for(lambda: b'"From psql"' in request(port, "GET", f"/users/profile/{base}")[1], 2)
         check(seen is not None, f"{mode}: a psql UPDATE is served new within 2 s ({(time.time() - updated) * 1000:.0f} ms)")
         # 5. 3,200 concurrent reads of rows not cached, from 16 clients.
         first = base + 1
@@ -141,7 +129,7 @@ def run_mode(binary, mode, pooled_url, direct_url, folder):
         check(back is not None, f"{mode}: pooler back: /readyz 200 again")
         status, body, _ = request(port, "GET", f"/users/profile/{first + 3200 - 1}")
         check(status == 200, f"{mode}: reads through the pooler again: {status}")
-        metrics = request(port, "GET", "/metrics")[1]
+        metrics = request(port, "GET", "/metrics").text
         violations = [line for line in metrics.splitlines()
                       if line.startswith('profile_service_consistency_checks_total{result="violation"}')]
         checked = sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()

@@ -30,8 +30,12 @@ each alert's transitions with their timings. Python's standard library only.
 
   scripts/check-prometheus.py [--binary .build/debug/profile-service]
 """
-import argparse, glob, json, os, random, re, shutil, signal, socket, subprocess, sys, tempfile, threading, time
-import urllib.error, urllib.parse, urllib.request
+import argparse, functools, glob, json, os, random, re, shutil, signal, socket, subprocess, sys, tempfile
+import threading, time
+import urllib.parse
+
+import service_helpers
+from service_helpers import free_port, request_url
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RULES = sorted(glob.glob(os.path.join(ROOT, "deploy/prometheus/*.rules.yml")))
@@ -54,10 +58,9 @@ class Failure(Exception):
     pass
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+# A failed statement raises service_helpers.PsqlError ("psql failed: SQL: psql's message"), a
+# CalledProcessError: main reports it as it reports a Failure.
+psql = functools.partial(service_helpers.psql, timeout=60)
 
 
 def wait_port(port, timeout, what):
@@ -71,28 +74,9 @@ def wait_port(port, timeout, what):
     raise Failure(f"{what} does not listen on 127.0.0.1:{port} after {timeout} s")
 
 
-def request(url, method="GET", body=None, headers=None, timeout=10):
-    """(status, body text) of one HTTP request; HTTP errors are answers too."""
-    data = body.encode() if isinstance(body, str) else body
-    req = urllib.request.Request(url, data=data, method=method, headers=headers or {})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as answer:
-            return answer.status, answer.read().decode(errors="replace")
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode(errors="replace")
-
-
 def deps_env():
     out = subprocess.run([DEPS, "env"], capture_output=True, text=True, check=True).stdout
     return dict(re.findall(r"^export (\w+)='([^']*)'$", out, re.M))
-
-
-def psql(url, sql):
-    run = subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", url, "-tAc", sql], capture_output=True,
-                         text=True, timeout=60)
-    if run.returncode != 0:
-        raise Failure(f"psql failed: {sql}: {run.stderr.strip()}")
-    return run.stdout.strip()
 
 
 def memcached_pid(port, state_dir):
@@ -153,7 +137,7 @@ class AlertWatch(threading.Thread):
     def run(self):
         while not self.stop.is_set():
             try:
-                _, body = request(self.base + "/api/v1/alerts", timeout=2)
+                _, body = request_url(self.base + "/api/v1/alerts", timeout=2)
                 states = {}
                 for alert in json.loads(body)["data"]["alerts"]:
                     name = alert["labels"]["alertname"]
@@ -204,7 +188,7 @@ class Traffic(threading.Thread):
                 if self.stop.is_set():
                     break
                 try:
-                    status, _ = request(f"{self.base}/users/profile/{i}", timeout=5)
+                    status, _ = request_url(f"{self.base}/users/profile/{i}", timeout=5)
                 except Exception:
                     status = "error"
                 self.answers[status] = self.answers.get(status, 0) + 1
@@ -285,14 +269,14 @@ class Check:
         deadline = time.monotonic() + 60
         while True:
             try:
-                if request(self.prom + "/-/ready", timeout=1)[0] == 200:
+                if request_url(self.prom + "/-/ready", timeout=1)[0] == 200:
                     break
             except OSError:
                 pass
             if time.monotonic() > deadline or self.prometheus.poll() is not None:
                 raise Failure("prometheus did not become ready; see " + self.prometheus_log.name)
             time.sleep(0.2)
-        _, body = request(self.prom + "/api/v1/rules")
+        _, body = request_url(self.prom + "/api/v1/rules")
         groups = json.loads(body)["data"]["groups"]
         rules = [r for g in groups for r in g["rules"]]
         alerts = [r for r in rules if r["type"] == "alerting"]
@@ -310,7 +294,7 @@ class Check:
     def wait_scraped(self):
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            _, body = request(self.prom + "/api/v1/query?" + urllib.parse.urlencode(
+            _, body = request_url(self.prom + "/api/v1/query?" + urllib.parse.urlencode(
                 {"query": f'count(profile_service_http_requests_total{{job="{JOB}"}})'}))
             if json.loads(body)["data"]["result"]:
                 return
@@ -326,34 +310,35 @@ class Check:
     def every_kind_of_traffic(self):
         i = TEST_IDS[0]
         answers = []
-        answers.append(("GET (miss, then cached)", request(f"{self.base}/users/profile/{i}")[0]))
-        status, body = request(f"{self.base}/users/profile/{i}")
+        answers.append(("GET (miss, then cached)", request_url(f"{self.base}/users/profile/{i}")[0]))
+        status, body = request_url(f"{self.base}/users/profile/{i}")
         answers.append(("GET (hit)", status))
         version = json.loads(body)["version"]
-        answers.append(("PUT", request(
+        answers.append(("PUT", request_url(
             f"{self.base}/users/profile/{i}", "PUT", json.dumps({"display_name": "Prometheus check", "version": version}),
             {"Content-Type": "application/json", "Authorization": f"Bearer {self.token(i)}"})[0]))
-        answers.append(("PUT (stale version)", request(
+        answers.append(("PUT (stale version)", request_url(
             f"{self.base}/users/profile/{i}", "PUT", json.dumps({"display_name": "Prometheus check", "version": version}),
             {"Content-Type": "application/json", "Authorization": f"Bearer {self.token(i)}"})[0]))
         new = 7_300_999
         psql(self.database, f"DELETE FROM user_profiles WHERE id = {new}")
-        answers.append(("PUT (create, username taken)", request(
+        answers.append(("PUT (create, username taken)", request_url(
             f"{self.base}/users/profile/{new}", "PUT",
             json.dumps({"username": f"prom_check_{i}", "display_name": "Taken"}),
             {"Content-Type": "application/json", "Authorization": f"Bearer {self.token(new)}"})[0]))
         answers.append(("PUT (row locked in SQL past lock_timeout)", self.put_locked_row(TEST_IDS[3])))
-        answers.append(("GET list", request(f"{self.base}/users/profiles?ids={TEST_IDS[1]},{TEST_IDS[2]},9300999")[0]))
-        answers.append(("GET 404", request(f"{self.base}/users/profile/9399999")[0]))
-        answers.append(("GET 400", request(f"{self.base}/users/profile/not-an-id")[0]))
-        answers.append(("GET unmatched", request(f"{self.base}/no/such/route")[0]))
-        answers.append(("GET /readyz", request(f"{self.base}/readyz")[0]))
-        answers.append(("GET /healthz", request(f"{self.base}/healthz")[0]))
+        answers.append(("GET list",
+                        request_url(f"{self.base}/users/profiles?ids={TEST_IDS[1]},{TEST_IDS[2]},9300999")[0]))
+        answers.append(("GET 404", request_url(f"{self.base}/users/profile/9399999")[0]))
+        answers.append(("GET 400", request_url(f"{self.base}/users/profile/not-an-id")[0]))
+        answers.append(("GET unmatched", request_url(f"{self.base}/no/such/route")[0]))
+        answers.append(("GET /readyz", request_url(f"{self.base}/readyz")[0]))
+        answers.append(("GET /healthz", request_url(f"{self.base}/healthz")[0]))
         answers.append(("event stream", self.open_stream(f"/users/profile/{i}/events")))
         answers.append(("list event stream", self.open_stream(f"/users/profiles/events?ids={i},{TEST_IDS[1]}")))
         log("traffic of every kind: " + ", ".join(f"{what} {status}" for what, status in answers))
         time.sleep(1.5)  # the next /metrics includes everything
-        status, metrics = request(f"{self.base}/metrics")
+        status, metrics = request_url(f"{self.base}/metrics")
         if status != 200:
             raise Failure(f"/metrics answered {status}")
         check = subprocess.run(["promtool", "check", "metrics"], input=metrics, capture_output=True, text=True)
@@ -368,7 +353,7 @@ class Check:
     def put_locked_row(self, i):
         """A PUT of a row that a SQL session holds locked: refused after the service's lock_timeout
         (a database error of kind lockNotAvailable, 503). The status."""
-        status, body = request(f"{self.base}/users/profile/{i}")
+        status, body = request_url(f"{self.base}/users/profile/{i}")
         version = json.loads(body)["version"]
         locker = subprocess.Popen(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", self.database], stdin=subprocess.PIPE,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
@@ -381,10 +366,10 @@ class Check:
                 if time.monotonic() > deadline:
                     raise Failure("the SQL session did not lock the row")
                 time.sleep(0.1)
-            return request(f"{self.base}/users/profile/{i}", "PUT",
-                           json.dumps({"display_name": "Locked", "version": version}),
-                           {"Content-Type": "application/json", "Authorization": f"Bearer {self.token(i)}"},
-                           timeout=30)[0]
+            return request_url(f"{self.base}/users/profile/{i}", "PUT",
+                               json.dumps({"display_name": "Locked", "version": version}),
+                               {"Content-Type": "application/json", "Authorization": f"Bearer {self.token(i)}"},
+                               timeout=30)[0]
         finally:
             try:
                 locker.stdin.write("ROLLBACK;\n")
@@ -477,7 +462,7 @@ class Check:
     def feed_stalled(self):
         deadline = time.monotonic() + 20
         while True:
-            _, body = request(f"{self.base}/readyz")
+            _, body = request_url(f"{self.base}/readyz")
             state = json.loads(body).get("change_feed", {}).get("state")
             if state == "active":
                 break
@@ -507,7 +492,7 @@ class Check:
         # of the service run on these servers).
         deadline = time.monotonic() + 30
         while True:
-            _, body = request(f"{self.base}/readyz")
+            _, body = request_url(f"{self.base}/readyz")
             feed = json.loads(body).get("change_feed", {})
             if feed.get("state") in ("active", "standby"):
                 who = "this instance consumes the slot again" if feed["state"] == "active" else \
@@ -523,7 +508,7 @@ class Check:
 
     def dashboard(self):
         dash = json.load(open(DASHBOARD))
-        _, metrics = request(f"{self.base}/metrics")
+        _, metrics = request_url(f"{self.base}/metrics")
         known = exposed_names(metrics) | recorded_names()
         queries, failures, empty = [], [], []
         for panel in dash["panels"]:
@@ -542,7 +527,7 @@ class Check:
             unknown = sorted(n for n in metric_names(q) if n not in known)
             if unknown:
                 failures.append(f"{title}: names series that are on neither /metrics nor a recording rule: {unknown}: {expr}")
-            status, body = request(self.prom + "/api/v1/query?" + urllib.parse.urlencode({"query": q}))
+            status, body = request_url(self.prom + "/api/v1/query?" + urllib.parse.urlencode({"query": q}))
             answer = json.loads(body)
             if status != 200 or answer.get("status") != "success":
                 failures.append(f"{title}: {answer.get('errorType')}: {answer.get('error')}: {expr}")

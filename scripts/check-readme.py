@@ -13,7 +13,7 @@ of its own, so that no test's "ada" stands in its way).
 """
 import argparse, os, re, socket, subprocess, sys, tempfile, time
 
-from checklist import free_port
+from service_helpers import free_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -12,20 +12,13 @@ changing every row. Prints, as figures:
 
   scripts/bench/backfill.py --port 18098 --first 3000000001 --rows 1000000 --cached 20000
 """
-import argparse, http.client, json, os, random, re, signal, subprocess, sys, threading, time
+import argparse, functools, http.client, json, os, random, re, signal, subprocess, sys, threading, time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # service_helpers
+import service_helpers  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def get(port, path, connection=None):
-    own = connection is None
-    connection = connection or http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    connection.request("GET", path)
-    answer = connection.getresponse()
-    body = answer.read().decode()
-    if own:
-        connection.close()
-    return answer.status, body
+get = functools.partial(service_helpers.get, timeout=30)  # this script's GETs wait up to 30 s
 
 
 def rss_kib(pid):
@@ -56,7 +49,7 @@ def walsender_pid(database_url):
 
 
 def metric(port, name, labels=""):
-    text = get(port, "/metrics")[1]
+    text = get(port, "/metrics").text
     pattern = re.escape(name + (("{" + labels + "}") if labels else "")) + r" ([0-9.e+]+)"
     match = re.search(pattern, text)
     return float(match.group(1)) if match else 0.0
@@ -71,7 +64,7 @@ def read_all(port, ids, threads=8):
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         mine = {}
         for profile in part:
-            mine[profile] = get(port, f"/users/profile/{profile}", connection)[1]
+            mine[profile] = get(port, f"/users/profile/{profile}", connection=connection).text
         with lock:
             bodies.update(mine)
 
@@ -166,7 +159,7 @@ def main():
     output = wrk.communicate()[0]
     violations = metric(port, "profile_service_consistency_checks_total", 'result="violation"') - violations_before
     checks = sum(float(v) for v in re.findall(r"profile_service_consistency_checks_total\{[^}]*\} ([0-9.]+)",
-                                              get(port, "/metrics")[1]))
+                                              get(port, "/metrics").text))
     after_commit = [s for s in samples if s[0] is not None]
     peak = max([s[2] for s in samples] or [rss_before])
     repaired_at = all_new_after if all_new_after is not None else float("inf")

@@ -15,6 +15,7 @@ against the servers of scripts/deps.sh (PROFILE_DATABASE_URL, PROFILE_MEMCACHED 
 """
 
 import contextlib
+import functools
 import http.client
 import json
 import os
@@ -28,19 +29,17 @@ import uuid
 
 import jsonschema
 
+import service_helpers  # scripts/, on sys.path as check-deploy.py's folder
+from service_helpers import free_port, get, request
+
 from .common import BIN, Checks, nginx_local_config, nginx_test, openapi
 
 DB_URL = os.environ.get("PROFILE_DATABASE_URL", "postgres://postgres@127.0.0.1:55432/profiles")
 MEMCACHED = os.environ.get("PROFILE_MEMCACHED", "127.0.0.1:21211,127.0.0.1:21212")
 SERVE_ARGUMENTS = ["--auth", "none"]
+psql = functools.partial(service_helpers.psql, DB_URL, timeout=30)  # raises PsqlError on failure
 
 checks = Checks()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Server:
@@ -94,28 +93,6 @@ def wait_for(condition, what, process=None, seconds=20):
             raise AssertionError(f"{what} exited with status {process.returncode}")
         time.sleep(0.1)
     raise AssertionError(f"{what} did not come up in {seconds}s")
-
-
-def request(conn_or_port, method, path, body=None, headers=None):
-    conn = conn_or_port if isinstance(conn_or_port, http.client.HTTPConnection) else \
-        http.client.HTTPConnection("127.0.0.1", conn_or_port, timeout=10)
-    try:
-        conn.request(method, path, body=body, headers=headers or {})
-        response = conn.getresponse()
-        data = response.read()
-        return response.status, {k.lower(): v for k, v in response.getheaders()}, data
-    finally:
-        if conn is not conn_or_port:
-            conn.close()
-
-
-def get(port, path):
-    return request(port, "GET", path)
-
-
-def psql(sql):
-    r = subprocess.run(["psql", "-q", "-v", "ON_ERROR_STOP=1", DB_URL, "-c", sql], capture_output=True, text=True, timeout=30)
-    assert r.returncode == 0, r.stderr
 
 
 class Fixture:
@@ -178,7 +155,8 @@ def gateway_in_front_of_two_instances():
         for n in range(200):
             profile_id = fixture.ids[n % 2] if n % 4 else fixture.missing
             rid = f"deploy-check-{fixture.tag}-{n}"
-            status, headers, body = request(conn, "GET", f"/users/profile/{profile_id}", headers={"X-Request-ID": rid})
+            status, body, headers = request(gateway.port, "GET", f"/users/profile/{profile_id}",
+                                            headers={"X-Request-ID": rid}, connection=conn)
             expected = 404 if profile_id == fixture.missing else 200
             assert status == expected, f"request {n}: {status} for id {profile_id}: {body[:200]!r}"
             assert headers.get("x-request-id") == rid, f"request id not echoed: {headers.get('x-request-id')}"
@@ -188,7 +166,7 @@ def gateway_in_front_of_two_instances():
             by_status[status] = by_status.get(status, 0) + 1
         conn.close()
         # nginx mints a request id when the client sends none.
-        status, headers, _ = get(gateway.port, f"/users/profile/{fixture.ids[0]}")
+        status, _, headers = get(gateway.port, f"/users/profile/{fixture.ids[0]}")
         assert status == 200 and re.fullmatch(r"[0-9a-f]{32}", headers.get("x-request-id", "")), headers
         # /metrics and unknown paths stop at the gateway.
         for path in ("/metrics", "/", "/users/profile/../../metrics"):
@@ -214,7 +192,7 @@ def gateway_in_front_of_two_instances():
         assert sum(seen) == 200 and min(seen) > 0, f"instances logged {seen} of 200 request ids"
         print(f"      per instance (their own access logs): {seen}")
         metrics = [get(i.port, "/metrics") for i in instances]
-        for status, headers, body in metrics:
+        for status, body, headers in metrics:
             assert status == 200, f"/metrics answered {status}"
             assert headers.get("content-type", "").startswith("text/plain"), headers
             assert re.search(rb"(?m)^# TYPE \S+ (counter|histogram|gauge)", body), body[:200]
@@ -222,7 +200,7 @@ def gateway_in_front_of_two_instances():
         assert instances[0].stop() == 0, f"instance a exited with {instances[0].process.returncode}"
         conn = http.client.HTTPConnection("127.0.0.1", gateway.port, timeout=10)
         for n in range(40):
-            status, _, body = request(conn, "GET", f"/users/profile/{fixture.ids[n % 2]}")
+            status, body, _ = get(gateway.port, f"/users/profile/{fixture.ids[n % 2]}", connection=conn)
             assert status == 200, f"after stopping one instance, request {n}: {status} {body[:200]!r}"
         conn.close()
 
@@ -356,7 +334,7 @@ def service_answers_conform_to_openapi():
             ("HEAD", "/metrics", None, {}, 200),
         ]
         for method, path, body, headers, expected in cases:
-            status, response_headers, data = request(port, method, path, body, headers)
+            status, data, response_headers = request(port, method, path, body, headers)
             assert status == expected, f"{method} {path}: expected {expected}, got {status}: {data[:300]!r}"
             spec.conform(path, method, status, response_headers, data)
             if status == 405:
@@ -450,9 +428,9 @@ def event_stream_through_the_gateway():
             assert json.loads(first["data"])["display_name"] == "Deploy A"
         # A write through the gateway lands on one instance; the other hears of it from the
         # change feed (running in one of them): commit stream -> memcached -> NOTIFY -> LISTEN.
-        wait_for(lambda: any(b'"state":"active"' in get(i.port, "/readyz")[2] for i in instances),
+        wait_for(lambda: any(b'"state":"active"' in get(i.port, "/readyz").body for i in instances),
                  "an active change-feed consumer")
-        status, _, body = request(
+        status, body, _ = request(
             gateway.port, "PUT", f"/users/profile/{profile_id}",
             body=json.dumps({"display_name": "Streamed", "version": 1}),
             headers={"Content-Type": "application/json"})

@@ -5,9 +5,10 @@ with the figures it gives. Run `eval "$(scripts/deps.sh env)"` and build first:
     python3 scripts/drills/abuse.py
 
 PROFILE_SERVICE_BIN picks the binary (default .build/debug/profile-service)."""
-import http.client, os, re, socket, subprocess, sys, tempfile, threading, time
+import functools, http.client, os, re, socket, subprocess, sys, tempfile, threading, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import drill  # noqa: E402
 from drill import BIN, serve  # noqa: E402
 
 STARTED = []
@@ -27,13 +28,7 @@ def start(*extra):
     return process, port
 
 
-def request(port, method, path, headers=None, body=None):
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    connection.request(method, path, body=body.encode() if isinstance(body, str) else body, headers=headers or {})
-    response = connection.getresponse()
-    data = response.read()
-    connection.close()
-    return response.status, data
+request = functools.partial(drill.request, timeout=30)  # this drill's requests wait up to 30 s
 
 
 def rss_mib(process):
@@ -97,9 +92,9 @@ def main():
     process, port = start()
     base_rss = rss_mib(process)
     owner = 9_300_000_000_000_000 + int(time.time() * 1000) % 1_000_000_000
-    status, _ = request(port, "PUT", f"/users/profile/{owner}", {
+    status = request(port, "PUT", f"/users/profile/{owner}", headers={
         "Authorization": f"Bearer {token(owner)}", "If-None-Match": "*", "Content-Type": "application/json"},
-        f'{{"username":"abuse{owner % 100000000}","display_name":"Abuse drill"}}')
+        body=f'{{"username":"abuse{owner % 100000000}","display_name":"Abuse drill"}}').status
     assert status == 201, status
 
     # 1. Made-up methods.
@@ -141,7 +136,7 @@ def main():
                                         ("PUT", f"/users/profile/{owner}", {"Authorization": f"Bearer {token(owner)}", "Content-Type": "application/json"},
                                          '{"display_name":"Still answered","version":1}')]:
         t0 = time.time()
-        code, _ = request(port, method, path, headers, body)
+        code = request(port, method, path, body, headers).status
         times.append(f"{method} {path.split('/')[1] or path} {code} in {(time.time() - t0) * 1000:.0f} ms")
         statuses[method + path] = code
     rows.append(("one client opens streams until refused",
@@ -158,9 +153,9 @@ def main():
     # 3b. The same floors in lists: 160 lists of 20 cached ids, each at @2147483647, from 16 connections.
     members = [owner] + [9_500_000_000_000_000 + owner % 1_000_000 * 100 + i for i in range(19)]
     for member in members[1:]:
-        status, _ = request(port, "PUT", f"/users/profile/{member}", {
+        status = request(port, "PUT", f"/users/profile/{member}", headers={
             "Authorization": f"Bearer {token(member)}", "If-None-Match": "*", "Content-Type": "application/json"},
-            f'{{"username":"abl{member % 100000000}","display_name":"Abuse list"}}')
+            body=f'{{"username":"abl{member % 100000000}","display_name":"Abuse list"}}').status
         assert status == 201, status
     listed = "/users/profiles?ids=" + ",".join(f"{member}@2147483647" for member in members)
     reads_before = metric(port, "profile_service_cache_events_total", 'event="database_read"')
@@ -199,11 +194,11 @@ b = lambda d: base64.urlsafe_b64encode(json.dumps(d).encode()).rstrip(b"=")
 msg = b({{"alg": "HS256", "typ": "JWT"}}) + b"." + b({{"sub": "{owner}", "exp": 1e300}})
 print((msg + b"." + base64.urlsafe_b64encode(hmac.new(key, msg, hashlib.sha256).digest()).rstrip(b"=")).decode())
 """], check=True, capture_output=True, text=True).stdout.strip()
-    code, _ = request(port, "PUT", f"/users/profile/{owner}", {"Authorization": f"Bearer {forever}", "Content-Type": "application/json"},
-                      '{"display_name":"Forever","version":2}')
+    code = request(port, "PUT", f"/users/profile/{owner}", headers={"Authorization": f"Bearer {forever}", "Content-Type": "application/json"},
+                   body='{"display_name":"Forever","version":2}').status
     rows.append(("a token with exp: 1e300", f"{code}"))
-    code, body = request(port, "PUT", f"/users/profile/{owner}", {"Authorization": f"Bearer {token(owner)}", "Content-Type": "application/json"},
-                         '{"display_name":"' + "\uFB2C" * 64 + '","version":2}')
+    code = request(port, "PUT", f"/users/profile/{owner}", headers={"Authorization": f"Bearer {token(owner)}", "Content-Type": "application/json"},
+                   body='{"display_name":"' + "\uFB2C" * 64 + '","version":2}').status
     rows.append(("display_name of 64 × U+FB2C", f"{code}"))
     _, head = raw(port, f"GET /users/profile/{owner} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token(owner)}\r\n"
                         f"Authorization: Bearer bad.to.ken\r\n\r\n")

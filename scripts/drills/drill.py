@@ -1,6 +1,11 @@
 """What the black-box drills share: the servers of scripts/deps.sh, instances of the built binary
-with their defaults, and small HTTP and SQL helpers. Run `eval "$(scripts/deps.sh env)"` first."""
-import http.client, json, os, signal, socket, subprocess, sys, threading, time
+with their defaults, and the HTTP and SQL helpers of scripts/service_helpers.py (free_port, get,
+request; psql on the drills' database). Run `eval "$(scripts/deps.sh env)"` first."""
+import functools, json, os, signal, subprocess, sys, threading, time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # service_helpers
+import service_helpers  # noqa: E402
+from service_helpers import free_port, get, request  # noqa: E402,F401 (the drills import them from here)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.environ.get("PROFILE_SERVICE_BIN", os.path.join(ROOT, ".build/debug/profile-service"))
@@ -9,17 +14,7 @@ PG_PORT = os.environ.get("PROFILE_PG_PORT", "55432")
 MC_PORTS = os.environ.get("PROFILE_MC_PORTS", "21211,21212").split(",")
 DB_URL = os.environ.get("PROFILE_DATABASE_URL", f"postgres://postgres@127.0.0.1:{PG_PORT}/profiles")
 MEMCACHED = os.environ.get("PROFILE_MEMCACHED", ",".join(f"127.0.0.1:{p}" for p in MC_PORTS))
-
-
-def psql(sql):
-    out = subprocess.run(["psql", "-X", "-q", "-At", DB_URL, "-c", sql], check=True, capture_output=True, text=True)
-    return out.stdout.strip()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+psql = functools.partial(service_helpers.psql, DB_URL)  # psql(sql): its output; PsqlError on failure
 
 
 def start_service():
@@ -44,17 +39,8 @@ def serve(binary, arguments, log_prefix):
     raise SystemExit(f"{binary} on {port} did not become ready")
 
 
-def get(port, path, headers=None):
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    connection.request("GET", path, headers=headers or {})
-    response = connection.getresponse()
-    body = response.read()
-    connection.close()
-    return response.status, body
-
-
 def version(port, id):
-    status, body = get(port, f"/users/profile/{id}")
+    status, body, _ = get(port, f"/users/profile/{id}")
     return json.loads(body)["version"] if status == 200 else None
 
 

@@ -23,9 +23,10 @@ more than 2 s to serve, to take the slot or to repair.
 PROFILE_MC_PORTS needs at least two ports (deps.sh starts one node per port): region A takes the
 first half, region B the rest. The delay proxy's PostgreSQL route (scripts/delay.sh env) is B's
 --database-url; its memcached nodes are B's own, direct."""
-import argparse, http.client, json, math, os, re, signal, socket, statistics, subprocess, sys, tempfile, threading, time
+import argparse, functools, json, math, os, re, signal, socket, statistics, subprocess, sys, tempfile, threading, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import drill  # noqa: E402
 from drill import BIN, MC_PORTS, PG_PORT, STATE, free_port, psql, serve  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -44,14 +45,7 @@ def far_database_url():
     return match.group(1)
 
 
-def get(port, path, timeout=2.0):
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        connection.request("GET", path)
-        response = connection.getresponse()
-        return response.status, response.read()
-    finally:
-        connection.close()
+get = functools.partial(drill.get, timeout=2.0)  # a start is polled: a request waits 2 s at most
 
 
 def memcached_version(ports, key):
@@ -108,7 +102,7 @@ class FirstOK(threading.Thread):
     def run(self):
         while time.time() - self.started < LIMIT_S:
             try:
-                status, _ = get(self.port, self.path)
+                status = get(self.port, self.path).status
             except ConnectionRefusedError:
                 status = "refused"
             except socket.timeout:

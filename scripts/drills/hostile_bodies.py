@@ -8,9 +8,10 @@ and build first:
 PROFILE_SERVICE_BIN picks the binary (default .build/debug/profile-service; measure a release
 build); BASELINE_BIN, when set, runs the same rounds against a second binary (an earlier
 revision) after the first, so both are printed side by side. Needs wrk."""
-import argparse, http.client, json, os, re, subprocess, sys, tempfile, threading, time
+import argparse, functools, json, os, re, subprocess, sys, tempfile, threading, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import drill  # noqa: E402
 from drill import BIN, serve  # noqa: E402
 
 SECRET = os.path.join(tempfile.mkdtemp(), "jwt-secret")
@@ -23,13 +24,7 @@ def token(binary, subject):
                           check=True, capture_output=True, text=True).stdout.strip()
 
 
-def request(port, method, path, headers=None, body=None):
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    connection.request(method, path, body=body, headers=headers or {})
-    response = connection.getresponse()
-    data = response.read()
-    connection.close()
-    return response.status, data
+request = functools.partial(drill.request, timeout=60)  # this drill's requests wait up to 60 s
 
 
 def start(binary):
@@ -72,7 +67,7 @@ def bursts(port, path, headers, body, burst, every, stop, costs, statuses):
     """Every `every` seconds, `burst` writes at once, each on its own connection."""
     def one():
         started = time.perf_counter()
-        status, _ = request(port, "PATCH", path, headers, body)
+        status = request(port, "PATCH", path, body, headers).status
         costs.append((time.perf_counter() - started) * 1000)
         statuses[status] = statuses.get(status, 0) + 1
     while not stop.is_set():
@@ -90,9 +85,9 @@ def rounds(binary, arguments):
         base = 9_600_000_000_000_000 + int(time.time() * 1000) % 1_000_000_000 * 10
         reader, writer = base, base + 1
         for id in (reader, writer):
-            status, body = request(port, "PUT", f"/users/profile/{id}", {
+            status, body, _ = request(port, "PUT", f"/users/profile/{id}", headers={
                 "Authorization": f"Bearer {token(binary, id)}", "If-None-Match": "*", "Content-Type": "application/json"},
-                json.dumps({"username": f"hb{id % 100_000_000}", "display_name": "Hostile bodies"}).encode())
+                body=json.dumps({"username": f"hb{id % 100_000_000}", "display_name": "Hostile bodies"}).encode())
             assert status == 201, (status, body)
         request(port, "GET", f"/users/profile/{reader}")  # cached: every read below is a hit
         headers = {"Authorization": f"Bearer {token(binary, writer)}", "Content-Type": "application/merge-patch+json"}

@@ -39,7 +39,7 @@ class Stream:
 
 
 def cached(port, id):
-    status, body = get(port, f"/users/profile/{id}")
+    status, body, _ = get(port, f"/users/profile/{id}")
     return json.loads(body) if status == 200 else None
 
 
@@ -57,7 +57,7 @@ def case(port, name, statement, expect, prepare=None):
     on_get = until(lambda: expect(cached(port, id)), 5)
     on_stream = until(lambda: stream.events and expect(stream.events[-1][1]), 5)
     after = cached(port, id)
-    status, _ = get(port, f"/users/profile/{id}", {"If-None-Match": etag})
+    status = get(port, f"/users/profile/{id}", {"If-None-Match": etag}).status
     stream.close()
     higher = after is not None and after["version"] > before["version"]
     ok = on_get is not None and on_get <= 2 and on_stream is not None and on_stream <= 2 and higher and status != 304
@@ -92,7 +92,7 @@ def main():
         gone = until(lambda: get(port, f"/users/profile/{id}")[0] == 404, 5)
         psql(f"INSERT INTO user_profiles (id, username, display_name) VALUES ({id}, 'again{id}', 'created again')")
         back = until(lambda: (cached(port, id) or {}).get("display_name") == "created again", 5)
-        status, _ = get(port, f"/users/profile/{id}", {"If-None-Match": etag})
+        status = get(port, f"/users/profile/{id}", {"If-None-Match": etag}).status
         after = cached(port, id)
         ok = gone is not None and back is not None and status != 304 and after["version"] > before["version"]
         print(f"{'DELETE, later INSERT of the same id':44} 404 after {gone and gone * 1000:.0f} ms, new row after "

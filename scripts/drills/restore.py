@@ -12,19 +12,17 @@ write from the restored version is answered, and whether its ETag is one a clien
 It replaces the cluster's data directory (the old one is kept as data.before-restore until the end),
 and resets the version floor the restore raised, so that the test suite still starts versions at 1.
 """
-import http.client, json, os, shutil, subprocess, sys, time
+import json, os, shutil, subprocess, sys, time
 
-from drill import DB_URL, PG_PORT, ROOT, STATE, get, psql, seed, start_service, until, version
+from drill import DB_URL, PG_PORT, ROOT, STATE, get, psql, request, seed, start_service, until, version
 
 
 def put(port, id, name, expected):
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    body = json.dumps({"display_name": name, "version": expected})
-    connection.request("PUT", f"/users/profile/{id}", body=body, headers={"Content-Type": "application/json"})
-    response = connection.getresponse()
-    answer = (response.status, response.getheader("ETag"), response.read())
-    connection.close()
-    return answer
+    """(status, ETag, body) of a PUT of `name` at version `expected`."""
+    status, body, headers = request(port, "PUT", f"/users/profile/{id}",
+                                    json.dumps({"display_name": name, "version": expected}),
+                                    {"Content-Type": "application/json"})
+    return status, headers.get("etag"), body
 
 
 def deps(*arguments):

@@ -11,7 +11,9 @@ floor not met, a bio lost to an old rename, a floorless reader of either going b
 
   scripts/drills/rolling_fields.py OLD_BINARY [NEW_BINARY (.build/release/profile-service)]
 """
-import json, http.client, random, subprocess, time, os, sys
+import json, random, subprocess, time, os, sys
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from drill import get, request  # noqa: E402
 old_bin = sys.argv[1]
 new_bin = sys.argv[2] if len(sys.argv) > 2 else ".build/release/profile-service"
 procs = []
@@ -21,15 +23,13 @@ def start(binary, port):
     procs.append(p)
     for _ in range(100):
         try:
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2); c.request("GET", "/healthz"); c.getresponse().read(); return
+            get(port, "/healthz", timeout=2); return
         except Exception: time.sleep(0.1)
     sys.exit(f"{binary} did not start")
-def req(port, method, path, body=None, headers=None):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-    h = {"Content-Type": "application/json"}; h.update(headers or {})
-    c.request(method, path, body=json.dumps(body) if body is not None else None, headers=h)
-    r = c.getresponse(); data = r.read()
-    return r.status, (json.loads(data) if data else None)
+def req(port, method, path, body=None, headers=None):  # JSON both ways
+    status, data, _ = request(port, method, path, json.dumps(body) if body is not None else None,
+                              {"Content-Type": "application/json", **(headers or {})}, timeout=5)
+    return status, (json.loads(data) if data else None)
 OLD, NEW = 18201, 18202
 start(old_bin, OLD); start(new_bin, NEW)
 problems = []; counts = {"old_hits_without_fields": 0, "new_with_fields": 0}

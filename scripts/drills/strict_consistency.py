@@ -381,7 +381,7 @@ class Background(threading.Thread):
 
 def cache_events(port, event):
     """An instance's profile_service_cache_events_total{event=…} (memcached failures: `error`)."""
-    status, body = get(port, "/metrics")
+    status, body, _ = get(port, "/metrics")
     for line in body.decode().splitlines() if status == 200 else []:
         if line.startswith("profile_service_cache_events_total{") and f'event="{event}"' in line:
             return int(float(line.split()[-1]))
@@ -489,7 +489,7 @@ def run_once(number, args, database_url, memcached, far=None):
         cache_errors = sum(cache_events(port, "error") for port in ports + region_a)
         for port in ports + region_a:
             for id in ids:
-                status, body = get(port, f"/users/profile/{id}")
+                status, body, _ = get(port, f"/users/profile/{id}")
                 # A profile deleted at the end is absent in both: 404 is its answer.
                 answered = json.loads(body)["version"] if status == 200 else None if status == 404 else f"status {status}"
                 if answered != database.get(id):
