@@ -9,7 +9,8 @@
 # the log) on the servers of scripts/deps.sh, plus an unmeasured instance of this checkout that
 # consumes the change feed, and runs wrk -t2 -c64 against each in turn, the order changing by
 # round: get_hit (every read a hit), get_db (memcached flushed every 2 ms) and put_100 (versions
-# reset to 1 first). Prints each round and the medians (requests/s, p99, and the CPU time the
+# reset to 1 first); on request (BENCH_WORKLOADS) also patch (a PATCH without If-Match of a random
+# profile's bio) and list (lists of 100 random ids, every entry cached; a list counts as one request). Prints each round and the medians (requests/s, p99, and the CPU time the
 # instance spent per request — user and system, from /proc — which a busy or shared machine
 # disturbs far less than the rates) with the ratio.
 # BENCH_WORKLOADS="get_db put_100" runs only those. Ports: 18091 (checkout), 18092 (REV), 18093 (feed).
@@ -63,6 +64,9 @@ run() { # name port workload
             wrk -t2 -c64 -d2s -s $script "http://127.0.0.1:$port" -- 10000 >/dev/null ;;
         get_db) script=scripts/bench/get_random.lua; args=(10000)
             python3 scripts/bench/memcached_flush.py "${PROFILE_MEMCACHED}" 0.002 3600 2>/dev/null & flusher=$! ;;
+        patch) script=scripts/bench/patch.lua; args=(10000) ;;
+        list) script=scripts/bench/list_random.lua; args=(10000 100)
+            wrk -t2 -c64 -d2s -s $script "http://127.0.0.1:$port" -- 10000 100 >/dev/null ;;
         put_100) script=scripts/bench/mixed.lua; args=(1.0 10000 assume_v1)
             psql -q "$PROFILE_DATABASE_URL" -c "SET session_replication_role = replica" \
                 -c "UPDATE user_profiles SET version = 1 WHERE id <= 10000"

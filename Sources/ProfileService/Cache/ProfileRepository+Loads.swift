@@ -180,7 +180,7 @@ extension ProfileRepository {
         case .timedOut, .refused:
             throw gaveUpWaiting(wait)
         }
-        return try reads[0].answer!.get()
+        return try reads[0].answered()
     }
 
     /// A wait for another reader's read that ended without an answer (it ran out, or no waiting

@@ -30,9 +30,9 @@ extension ProfileRepository {
         case nil:
             break
         }
-        var reads = [KeyRead(id: id, key: configuration.key(for: id), floor: minVersion, waits: configuration.leaseWaits[...])]
+        var reads = keyReads([ProfileListRequest.Member(id: id, floor: minVersion)])
         try read(&reads, first: first, since: began)
-        return try reads[0].answer!.get()
+        return try reads[0].answered()
     }
 
     /// The members of a list, in its order (`nil`: no such profile): one batch (§2.7). Every
@@ -42,8 +42,10 @@ extension ProfileRepository {
     ///
     /// - Throws: ``ProfileStoreError/unavailable`` when a member needs PostgreSQL and it is down.
     public func read(_ list: ProfileListRequest) throws(ProfileStoreError) -> [Representation?] {
-        let answers = try read(list.members, first: .plain, since: .now)
-        return try list.members.map { member throws(ProfileStoreError) in try answers[member.id]!.get() }
+        // A list's members are distinct, in its order: each read answers its member.
+        var reads = keyReads(list.members)
+        try read(&reads, first: .plain, since: .now)
+        return try reads.map { read throws(ProfileStoreError) in try read.answered() }
     }
 
     /// Loads `members` — the reads of requests whose entries a batch's multi-get found missing —
@@ -115,6 +117,12 @@ extension ProfileRepository {
         var look: Look?
         var answer: Result<Representation?, ProfileStoreError>?
 
+        /// Its answer: the read loop leaves no read without one.
+        func answered() throws(ProfileStoreError) -> Representation? {
+            guard let answer else { preconditionFailure("a read left without an answer") }
+            return try answer.get()
+        }
+
         init(id: Int64, key: String, floor: Int32?, waits: ArraySlice<Duration>) {
             self.id = id
             self.key = key
@@ -127,14 +135,17 @@ extension ProfileRepository {
     private func read(
         _ members: [ProfileListRequest.Member], first: FirstLook, since began: ContinuousClock.Instant
     ) throws(ProfileStoreError) -> [Int64: Result<Representation?, ProfileStoreError>] {
-        var reads = members.map {
-            KeyRead(id: $0.id, key: configuration.key(for: $0.id), floor: $0.floor, waits: configuration.leaseWaits[...])
-        }
+        var reads = keyReads(members)
         try read(&reads, first: first, since: began)
         var answers: [Int64: Result<Representation?, ProfileStoreError>] = [:]
         answers.reserveCapacity(reads.count)
         for read in reads { answers[read.id] = read.answer }
         return answers
+    }
+
+    /// A read of each member (distinct ids), with every lease wait still ahead of it.
+    private func keyReads(_ members: [ProfileListRequest.Member]) -> [KeyRead] {
+        members.map { KeyRead(id: $0.id, key: configuration.key(for: $0.id), floor: $0.floor, waits: configuration.leaseWaits[...]) }
     }
 
     /// Runs the read protocol over `reads` until each has its answer: looks at the keys still
