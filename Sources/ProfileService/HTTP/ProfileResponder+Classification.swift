@@ -1,0 +1,120 @@
+public import HTTP1
+public import HTTPServer
+
+extension ProfileResponder {
+    /// Classifies a request on its event loop (``HTTPServer/HTTPResponder/classify(head:bodyFollows:)``).
+    /// Reads, writes and patches of profiles go to the batch lane. A write whose token may not make it is
+    /// refused on its head when a body follows — no `100 Continue`, no body read or buffered —
+    /// and counted in `profile_service_http_requests_refused_before_body_total`.
+    public func classify(head: HTTPRequest, bodyFollows: Bool) -> RequestClassification<ClassifiedRequest> {
+        let kind = classify(head)
+        switch kind {
+        case .read, .write, .patch:
+            return .accept(ClassifiedRequest(kind: kind), toBatchLane: true)
+        case .delete:
+            return .accept(ClassifiedRequest(kind: kind), toBatchLane: false)
+        case .unauthorizedWrite(let problem) where bodyFollows:
+            observability.metrics.recordRefusedBeforeBody()
+            var response = problem.response
+            response.headers.replaceOrAdd(name: "X-Request-ID", value: RequestID.accepting(head.headers["X-Request-ID"]))
+            return .refuse(response)
+        case .route, .refused, .unauthorizedWrite:
+            return .accept(ClassifiedRequest(kind: kind), toBatchLane: false)
+        }
+    }
+
+    /// What a write's head would be answered before its body is read: the refusal of
+    /// ``classify(head:bodyFollows:)``, or nil when the body is to be read.
+    public func screen(head: HTTPRequest) -> HTTPResponse? {
+        if case .refuse(let response) = classify(head: head, bodyFollows: true) { return response }
+        return nil
+    }
+
+    private func classify(_ head: HTTPRequest) -> ClassifiedRequest.Kind {
+        let path = head.path
+        guard let route = Route(path: path), route != .metrics || observability.renderMetrics != nil else {
+            return .refused(Problem(.noSuchRoute, detail: "no route for \(path.prefix(200))"), route: nil)
+        }
+        guard route.answers(head.method) else {
+            return .refused(Self.methodNotAllowedProblem(route), route: route)
+        }
+        if route == .profile, head.method == .put || head.method == .patch || head.method == .delete {
+            return classifyChange(head)
+        }
+        do throws(Problem) {
+            try Self.refuseDuplicateAuthorization(head)
+            guard route == .profile, !(head.method == .get && Self.acceptsEventStream(head)) else { return .route(route) }
+            try authorizeRead(head)
+            return .read(ProfileRead(id: try profileID(from: path), floor: try readFloor(of: head)))
+        } catch {
+            return .refused(error, route: route)
+        }
+    }
+
+    /// A `PUT`, `PATCH` or `DELETE` of a profile: its id, who may make it, then (`PATCH`, `DELETE`)
+    /// its `If-Match`. A change to no valid id reads its body and is 400 (or 404) after it.
+    private func classifyChange(_ head: HTTPRequest) -> ClassifiedRequest.Kind {
+        let id = Result { () throws(Problem) in try profileID(from: head.path) }
+        do throws(Problem) {
+            try Self.refuseDuplicateAuthorization(head)
+        } catch {
+            // Refused on its head only where a token is checked for a valid id.
+            if case .success = id, case .required = authorization { return .unauthorizedWrite(error) }
+            return .refused(error, route: .profile)
+        }
+        let changedID: Int64
+        switch id {
+        case .success(let value): changedID = value
+        case .failure(let error): return .refused(error, route: .profile)
+        }
+        do throws(Problem) {
+            try authorizeWrite(head, id: changedID)
+        } catch {
+            return .unauthorizedWrite(error)
+        }
+        guard head.method != .put else { return .write(ProfileWrite(id: changedID)) }
+        let expectedVersion: Int32?
+        do throws(ProfileRequestError) {
+            expectedVersion = try Self.ifMatchVersion(head.headers["If-Match"])
+        } catch {
+            return .refused(error.problem, route: .profile)
+        }
+        return head.method == .patch
+            ? .patch(ProfilePatchHead(id: changedID, expectedVersion: expectedVersion))
+            : .delete(ProfileDeletion(id: changedID, expectedVersion: expectedVersion))
+    }
+
+    // MARK: Parsing, counted
+
+    func profileID(from path: String) throws(Problem) -> Int64 {
+        parseCounts?.count(.path)
+        return try Self.profileID(from: path)
+    }
+
+    func readFloor(of request: HTTPRequest) throws(Problem) -> Int32? {
+        parseCounts?.count(.floor)
+        return try Self.readFloor(of: request)
+    }
+
+    /// Parses a patch's body, once: what the batch that grouped it parsed, else now.
+    func parsedPatch(_ patch: inout ProfilePatchHead, of request: HTTPRequest) -> Result<ProfileChanges, Problem> {
+        parsedOnce(&patch.parsed) { () throws(Problem) in try Self.patchChanges(of: request, profileFields: profileFields) }
+    }
+
+    /// Parses a write's body, once: what the batch that grouped it parsed, else now.
+    func parsedWrite(_ write: inout ProfileWrite, of request: HTTPRequest) -> Result<ProfileWriteRequest, Problem> {
+        let id = write.id
+        return parsedOnce(&write.parsed) { () throws(Problem) in try Self.writeRequest(of: request, id: id, profileFields: profileFields) }
+    }
+
+    /// What `stored` holds, else what `parse` finds, counted and kept in `stored`.
+    private func parsedOnce<Parsed>(
+        _ stored: inout Result<Parsed, Problem>?, _ parse: () throws(Problem) -> Parsed
+    ) -> Result<Parsed, Problem> {
+        if let stored { return stored }
+        parseCounts?.count(.body)
+        let parsed = Result { () throws(Problem) in try parse() }
+        stored = parsed
+        return parsed
+    }
+}
