@@ -1,8 +1,11 @@
+import ProfileAuth
+
 /// What the service makes of a request, decided once, on its event loop, when its head is
-/// parsed (docs/design.md §6): its route, and what that route needs parsed of the head — a
-/// profile's id, a read's floor, the verdict on a write's token — so no worker parses or
-/// verifies them again. A write's body is parsed once too, later: by the batch that groups it
-/// with others, or by the route.
+/// parsed (docs/design.md §6, ``ProfileResponder/classify(head:bodyFollows:)``): its route, and
+/// what that route needs parsed of the head — a profile's id, a read's floor, a list's ids, a
+/// stream's `Last-Event-ID`, the verdict on its token — so no worker parses or verifies them
+/// again. A write's body is parsed once too, later: by the batch that groups it with others, or
+/// by the route.
 public struct ClassifiedRequest: Sendable {
     enum Kind: Sendable {
         /// `GET` or `HEAD` of a profile (not its event stream), authorized: a batch may answer it
@@ -14,12 +17,17 @@ public struct ClassifiedRequest: Sendable {
         indirect case patch(ProfilePatchHead)
         /// `DELETE` of a profile, its token verified and its `If-Match` read.
         case delete(ProfileDeletion)
-        /// Any other route, answered by it as it stands: lists, event streams, health,
-        /// readiness, metrics.
-        case route(Route)
+        /// `GET` or `HEAD` of a list of profiles, authorized, its ids parsed.
+        indirect case list(ProfileListRead)
+        /// The event stream of one profile, authorized, its id and `Last-Event-ID` parsed.
+        indirect case events(ProfileStreamRead)
+        /// The event stream of a list of profiles, authorized, its ids parsed.
+        indirect case listEvents(ProfileListStreamRead)
+        /// A route about the instance itself, which takes nothing of the head.
+        case instance(InstanceRoute)
         /// Answered with a problem its head shows already: no such route (`route` nil), a method
-        /// the route does not answer, several `Authorization` fields, an invalid id or floor, a
-        /// token that may not make the request.
+        /// the route does not answer, several `Authorization` fields, an invalid id, floor or
+        /// list, a token that may not make the request.
         indirect case refused(Problem, route: Route?)
         /// A profile write its token may not make (or with several `Authorization` fields) while
         /// tokens are checked: refused on its head when a body follows, else as ``refused``.
@@ -38,6 +46,19 @@ public struct ClassifiedRequest: Sendable {
 enum BatchedAnswer {
     case read(ProfileRepository.BatchedRead)
     case write(ProfileRepository.WrittenTogether)
+}
+
+/// The routes about the instance itself rather than its profiles.
+enum InstanceRoute: Sendable {
+    case health, readiness, metrics
+
+    var route: Route {
+        switch self {
+        case .health: .health
+        case .readiness: .readiness
+        case .metrics: .metrics
+        }
+    }
 }
 
 /// A profile read, as its head asks it.
@@ -85,4 +106,28 @@ struct ProfileDeletion: Sendable {
     let id: Int64
     /// `If-Match`'s version: deleted only at that version; nil: whatever the version.
     let expectedVersion: Int32?
+}
+
+/// A list read (`GET /users/profiles?ids=…`), as its head asks it.
+struct ProfileListRead: Sendable {
+    let list: ProfileListRequest
+}
+
+/// The event stream of one profile, as its head asks it.
+struct ProfileStreamRead: Sendable {
+    /// `/users/profile/{id}/events`, or `/users/profile/{id}` with `Accept: text/event-stream`:
+    /// what its metrics are labelled with.
+    let route: Route
+    let id: Int64
+    /// `Last-Event-ID`: the version the client holds already; nil: none sent.
+    let lastEventID: Int32?
+    /// The verified token, when reads need one: it names the stream's client and bounds its life.
+    let token: VerifiedToken?
+}
+
+/// The event stream of a list of profiles (`GET /users/profiles/events?ids=…`), as its head asks it.
+struct ProfileListStreamRead: Sendable {
+    let list: ProfileListRequest
+    /// The verified token, when reads need one: it names the stream's client and bounds its life.
+    let token: VerifiedToken?
 }

@@ -2,23 +2,22 @@ public import HTTP1
 public import HTTPServer
 
 extension ProfileResponder {
-    /// Classifies a request on its event loop (``HTTPServer/HTTPResponder/classify(head:bodyFollows:)``).
-    /// Reads, writes and patches of profiles go to the batch lane. A write whose token may not make it is
-    /// refused on its head when a body follows — no `100 Continue`, no body read or buffered —
-    /// and counted in `profile_service_http_requests_refused_before_body_total`.
+    /// Classifies a request on its event loop (``HTTPServer/HTTPResponder/classify(head:bodyFollows:)``):
+    /// everything a route needs of the head is parsed and its token verified here, once
+    /// (``ClassifiedRequest``). Reads, writes and patches of profiles go to the batch lane. A write
+    /// whose token may not make it is refused on its head when a body follows — no `100 Continue`,
+    /// no body read or buffered — and counted in `profile_service_http_requests_refused_before_body_total`.
     public func classify(head: HTTPRequest, bodyFollows: Bool) -> RequestClassification<ClassifiedRequest> {
         let kind = classify(head)
         switch kind {
         case .read, .write, .patch:
             return .accept(ClassifiedRequest(kind: kind), toBatchLane: true)
-        case .delete:
-            return .accept(ClassifiedRequest(kind: kind), toBatchLane: false)
         case .unauthorizedWrite(let problem) where bodyFollows:
             observability.metrics.recordRefusedBeforeBody()
             var response = problem.response
             response.headers.replaceOrAdd(name: "X-Request-ID", value: RequestID.accepting(head.headers["X-Request-ID"]))
             return .refuse(response)
-        case .route, .refused, .unauthorizedWrite:
+        case .delete, .list, .events, .listEvents, .instance, .refused, .unauthorizedWrite:
             return .accept(ClassifiedRequest(kind: kind), toBatchLane: false)
         }
     }
@@ -43,12 +42,36 @@ extension ProfileResponder {
         }
         do throws(Problem) {
             try Self.refuseDuplicateAuthorization(head)
-            guard route == .profile, !(head.method == .get && Self.acceptsEventStream(head)) else { return .route(route) }
-            try authorizeRead(head)
-            return .read(ProfileRead(id: try profileID(from: path), floor: try readFloor(of: head)))
+            switch route {
+            case .profile where head.method == .get && Self.acceptsEventStream(head):
+                return .events(try streamRead(head, route: route, profilePath: path))
+            case .profileEvents:
+                return .events(try streamRead(head, route: route, profilePath: String(path.dropLast(Self.eventsSuffix.count))))
+            case .profile:
+                try authorizeRead(head)
+                return .read(ProfileRead(id: try profileID(from: path), floor: try readFloor(of: head)))
+            case .profiles:
+                try authorizeRead(head)
+                return .list(ProfileListRead(list: try list(of: head, maximumIDs: ProfileListRequest.maximumIDs)))
+            case .profilesEvents:
+                let token = try authorizeRead(head)
+                return .listEvents(
+                    ProfileListStreamRead(list: try list(of: head, maximumIDs: ProfileListRequest.maximumStreamIDs), token: token))
+            case .health: return .instance(.health)
+            case .readiness: return .instance(.readiness)
+            case .metrics: return .instance(.metrics)
+            }
         } catch {
             return .refused(error, route: route)
         }
+    }
+
+    /// A profile's event stream: who may read it, then its id and `Last-Event-ID`, in the order
+    /// their problems are answered.
+    private func streamRead(_ head: HTTPRequest, route: Route, profilePath: String) throws(Problem) -> ProfileStreamRead {
+        let token = try authorizeRead(head)
+        let id = try profileID(from: profilePath)
+        return ProfileStreamRead(route: route, id: id, lastEventID: try lastEventID(of: head), token: token)
     }
 
     /// A `PUT`, `PATCH` or `DELETE` of a profile: its id, who may make it, then (`PATCH`, `DELETE`)
@@ -86,14 +109,24 @@ extension ProfileResponder {
 
     // MARK: Parsing, counted
 
-    func profileID(from path: String) throws(Problem) -> Int64 {
+    private func profileID(from path: String) throws(Problem) -> Int64 {
         parseCounts?.count(.path)
         return try Self.profileID(from: path)
     }
 
-    func readFloor(of request: HTTPRequest) throws(Problem) -> Int32? {
+    private func readFloor(of request: HTTPRequest) throws(Problem) -> Int32? {
         parseCounts?.count(.floor)
         return try Self.readFloor(of: request)
+    }
+
+    private func lastEventID(of request: HTTPRequest) throws(Problem) -> Int32? {
+        parseCounts?.count(.floor)
+        return try Self.lastEventID(request.headers["Last-Event-ID"])
+    }
+
+    private func list(of request: HTTPRequest, maximumIDs: Int) throws(Problem) -> ProfileListRequest {
+        parseCounts?.count(.list)
+        return try Self.listRequest(request, maximumIDs: maximumIDs)
     }
 
     /// Parses a patch's body, once: what the batch that grouped it parsed, else now.
