@@ -4,17 +4,16 @@ import ProfileAuth
 /// parsed (docs/design.md §6, ``ProfileResponder/classify(head:bodyFollows:)``): its route, and
 /// what that route needs parsed of the head — a profile's id, a read's floor, a list's ids, a
 /// stream's `Last-Event-ID`, the verdict on its token — so no worker parses or verifies them
-/// again. A write's body is parsed once too, later: by the batch that groups it with others, or
-/// by the route.
+/// again. A write's body is parsed once too, off the loop, by the worker that answers it.
 public struct ClassifiedRequest: Sendable {
     enum Kind: Sendable {
         /// `GET` or `HEAD` of a profile (not its event stream), authorized: a batch may answer it
         /// from one multi-get.
         case read(ProfileRead)
         /// `PUT` of a profile, its token verified.
-        indirect case write(ProfileWrite)
+        case write(ProfileWrite)
         /// `PATCH` of a profile, its token verified and its `If-Match` read.
-        indirect case patch(ProfilePatchHead)
+        case patch(ProfilePatchHead)
         /// `DELETE` of a profile, its token verified and its `If-Match` read.
         case delete(ProfileDeletion)
         /// `GET` or `HEAD` of a list of profiles, authorized, its ids parsed.
@@ -40,12 +39,19 @@ public struct ClassifiedRequest: Sendable {
     var isProfileRead: Bool {
         if case .read = kind { true } else { false }
     }
-}
 
-/// What a batch learned for one of its requests, handed to the code that answers it.
-enum BatchedAnswer {
-    case read(ProfileRepository.BatchedRead)
-    case write(ProfileRepository.WrittenTogether)
+    /// The profile read it is, if one.
+    var read: ProfileRead? {
+        if case .read(let read) = kind { read } else { nil }
+    }
+
+    /// Whether it writes or patches a profile: its body is parsed by the worker that answers it.
+    var isWrite: Bool {
+        switch kind {
+        case .write, .patch: true
+        default: false
+        }
+    }
 }
 
 /// The routes about the instance itself rather than its profiles.
@@ -68,37 +74,16 @@ struct ProfileRead: Sendable {
     let floor: Int32?
 }
 
-/// A profile write, as its head asks it; its body once parsed.
+/// A profile write (`PUT`), as its head asks it; its body is parsed by the worker that answers it.
 struct ProfileWrite: Sendable {
     let id: Int64
-    /// The body's write, or why it is refused; nil until parsed.
-    var parsed: Result<ProfileWriteRequest, Problem>?
-
-    /// The update it asks for, when it is one (a creation, or a refused body, is not).
-    var update: ProfileUpdate? {
-        guard case .success(.update(let changes, let expectedVersion))? = parsed else { return nil }
-        return ProfileUpdate(id: id, changes: changes, expectedVersion: expectedVersion)
-    }
 }
 
-/// A profile patch, as its head asks it; its body once parsed.
+/// A profile patch, as its head asks it; its body is parsed by the worker that answers it.
 struct ProfilePatchHead: Sendable {
     let id: Int64
     /// `If-Match`'s version: patched only at that version; nil: whatever the version.
     let expectedVersion: Int32?
-    /// The body's changes, or why it is refused; nil until parsed.
-    var parsed: Result<ProfileChanges, Problem>?
-
-    init(id: Int64, expectedVersion: Int32?) {
-        self.id = id
-        self.expectedVersion = expectedVersion
-    }
-
-    /// The update it asks for, once its body parsed (`{}` asks for none).
-    var update: ProfileUpdate? {
-        guard case .success(let changes)? = parsed, !changes.isEmpty else { return nil }
-        return ProfileUpdate(id: id, changes: changes, expectedVersion: expectedVersion)
-    }
 }
 
 /// A profile deletion, as its head asks it.

@@ -128,26 +128,4 @@ extension ProfileResponder {
         parseCounts?.count(.list)
         return try Self.listRequest(request, maximumIDs: maximumIDs)
     }
-
-    /// Parses a patch's body, once: what the batch that grouped it parsed, else now.
-    func parsedPatch(_ patch: inout ProfilePatchHead, of request: HTTPRequest) -> Result<ProfileChanges, Problem> {
-        parsedOnce(&patch.parsed) { () throws(Problem) in try Self.patchChanges(of: request, profileFields: profileFields) }
-    }
-
-    /// Parses a write's body, once: what the batch that grouped it parsed, else now.
-    func parsedWrite(_ write: inout ProfileWrite, of request: HTTPRequest) -> Result<ProfileWriteRequest, Problem> {
-        let id = write.id
-        return parsedOnce(&write.parsed) { () throws(Problem) in try Self.writeRequest(of: request, id: id, profileFields: profileFields) }
-    }
-
-    /// What `stored` holds, else what `parse` finds, counted and kept in `stored`.
-    private func parsedOnce<Parsed>(
-        _ stored: inout Result<Parsed, Problem>?, _ parse: () throws(Problem) -> Parsed
-    ) -> Result<Parsed, Problem> {
-        if let stored { return stored }
-        parseCounts?.count(.body)
-        let parsed = Result { () throws(Problem) in try parse() }
-        stored = parsed
-        return parsed
-    }
 }

@@ -124,12 +124,13 @@ public struct ProfileResponder: HTTPResponder {
         case .read(let read):
             let outcome: ProfileRepository.BatchedRead? = if case .read(let outcome)? = batched { outcome } else { nil }
             return (handle { () throws(Problem) in try getProfile(read, request, worker: worker, batched: outcome) }, .profile)
-        case .write(var write):
-            let together: ProfileRepository.WrittenTogether? = if case .write(let written)? = batched { written } else { nil }
-            return (handle { () throws(Problem) in try putProfile(&write, request, worker: worker, madeTogether: together) }, .profile)
-        case .patch(var patch):
-            let together: ProfileRepository.WrittenTogether? = if case .write(let written)? = batched { written } else { nil }
-            return (handle { () throws(Problem) in try patchProfile(&patch, request, worker: worker, madeTogether: together) }, .profile)
+        case .write(let write):
+            // Parsed by the group that made it with others, else here, taken alone.
+            let (parsed, made) = batched?.written ?? (parsedWrite(write, request), nil)
+            return (handle { () throws(Problem) in try answerWrite(parsed, worker: worker, madeTogether: made) }, .profile)
+        case .patch(let patch):
+            let (parsed, made) = batched?.written ?? (parsedWrite(patch, request), nil)
+            return (handle { () throws(Problem) in try answerWrite(parsed, worker: worker, madeTogether: made) }, .profile)
         case .delete(let deletion):
             return (handle { () throws(Problem) in try deleteProfile(deletion, worker: worker) }, .profile)
         case .list(let list):
