@@ -62,7 +62,9 @@ extension ProfileResponder {
     }
 
     /// A JSON body (415 otherwise, naming `mediaType`) within the size of a profile write under
-    /// the declared fields (413).
+    /// the declared fields (413). The only check of that size: the server's limit
+    /// (``maximumRequestBodyBytes``) bounds every body by the largest declarations any catalog
+    /// may have, and the parsers take what this lets through.
     private static func acceptBody(
         of request: HTTPRequest, as what: String, mediaType: String, profileFields: ProfileFieldCatalog
     ) throws(Problem) {
