@@ -27,6 +27,20 @@ public struct HTTPRequest: Sendable {
         (self.path, self.query) = Self.split(target: target)
     }
 
+    /// Creates a request from a target split already (``split(target:)``): the parser splits
+    /// each target once, for the head it reports and the request it completes.
+    init(
+        method: HTTPMethod, target: String, split: (path: String, query: String?), version: HTTPVersion,
+        headers: HTTPHeaders, body: [UInt8]
+    ) {
+        self.method = method
+        self.target = target
+        (self.path, self.query) = split
+        self.version = version
+        self.headers = headers
+        self.body = body
+    }
+
     /// The first value of `name` in the query (`name=value` pairs separated by `&`), percent-decoded
     /// (`+` decodes to a space); `""` for a bare `name`; `nil` when absent.
     public func queryValue(for name: String) -> String? {

@@ -71,6 +71,8 @@ public struct HTTPRequestParser: Sendable {
 
     private var method: HTTPMethod = .get
     private var target = ""
+    /// ``target``'s path and query, split once when the request line is read.
+    private var targetSplit: (path: String, query: String?) = ("/", nil)
     private var version: HTTPVersion = .http1_1
     private var headers = HTTPHeaders()
     private var headerBytes = 0
@@ -283,6 +285,7 @@ public struct HTTPRequestParser: Sendable {
         }
         self.method = method
         self.target = target
+        self.targetSplit = HTTPRequest.split(target: target)
         self.version = version
     }
 
@@ -466,11 +469,12 @@ public struct HTTPRequestParser: Sendable {
     /// its ``Event/request(_:keepAlive:)`` — without the body, so a server can refuse it (401,
     /// 403) before it reads the body or answers `100 Continue`.
     public var headOfCurrentRequest: HTTPRequest {
-        HTTPRequest(method: method, target: target, version: version, headers: headers)
+        HTTPRequest(method: method, target: target, split: targetSplit, version: version, headers: headers, body: [])
     }
 
     private mutating func finishRequest() -> Event {
-        let request = HTTPRequest(method: method, target: target, version: version, headers: headers, body: body)
+        let request = HTTPRequest(
+            method: method, target: target, split: targetSplit, version: version, headers: headers, body: body)
         let keepAlive = version.isAtLeast1_1 ? !connectionClose : (connectionKeepAlive && !connectionClose)
         state = .requestLine
         line.removeAll(keepingCapacity: true)

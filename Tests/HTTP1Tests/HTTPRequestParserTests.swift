@@ -126,6 +126,32 @@ import Testing
         #expect(bare.requests.first?.request.path == "/")
     }
 
+    /// The head reported before a body and the request completed after it carry the target's
+    /// path and query as the request line gave them; the next request has its own.
+    @Test func theHeadAndItsRequestCarryOneSplitOfTheTarget() throws {
+        var parser = HTTPRequestParser()
+        let (_, headEvent) = try parser.parse(bytes("PUT /p/1?a=1 HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\n"))
+        guard case .head = headEvent else {
+            Issue.record("expected a head, got \(headEvent)")
+            return
+        }
+        let head = parser.headOfCurrentRequest
+        #expect(head.path == "/p/1" && head.query == "a=1" && head.body.isEmpty)
+        let (_, completed) = try parser.parse(bytes("{}"))
+        guard case .request(let request, _) = completed else {
+            Issue.record("expected a request, got \(completed)")
+            return
+        }
+        #expect(request.target == "/p/1?a=1" && request.path == "/p/1" && request.query == "a=1")
+        #expect(request.body == bytes("{}"))
+        let (_, nextEvent) = try parser.parse(bytes("GET /q HTTP/1.1\r\nHost: a\r\n\r\n"))
+        guard case .request(let next, _) = nextEvent else {
+            Issue.record("expected a request, got \(nextEvent)")
+            return
+        }
+        #expect(next.path == "/q" && next.query == nil)
+    }
+
     @Test(arguments: [false, true])
     func customMethodTokenAndLeadingEmptyLine(byteByByte: Bool) throws {
         let run = runParser(bytes("\r\nPURGE /x HTTP/1.1\r\nHost: a\r\n\r\n"), byteByByte: byteByByte)

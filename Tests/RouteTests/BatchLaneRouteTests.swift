@@ -92,10 +92,11 @@ import Testing
         return HTTPRequest(method: .put, target: "/users/profile/\(id)", headers: headers, body: Array(body.utf8))
     }
 
-    /// Updates go on as one group, to be made together; creations and bodies the route refuses
-    /// go alone; a token that may not write is refused on its head (403), before any batch.
-    /// Made together, each answers as alone: 200 with the new profile, 409 for a stale version
-    /// — and the new versions are cached.
+    /// Writes go on as one group, their bodies unparsed; a token that may not write is refused on
+    /// its head (403), before any batch. The worker that takes the group parses each body once and
+    /// makes the updates together, each answered as alone: 200 with the new profile, 409 for a
+    /// stale version — and the new versions are cached; the creation and the refused body are
+    /// answered alone.
     @Test func updatesGoTogetherAndEachIsAnsweredAsAlone() throws {
         let counts = ParseCounts()
         let service = try InProcessService(parseCounts: counts)
@@ -117,16 +118,18 @@ import Testing
         #expect(refused.keys.sorted() == [5] && refused[5]?.status == .forbidden, "refused on its head")
         let (answered, handedOn) = respond(members, from: .lane, responder: service.responder, worker: service.worker)
         #expect(answered.isEmpty, "the lane answers no write")
-        #expect(handedOn.map { $0.map(\.position) } == [[1], [4], [0, 2, 3]])
+        #expect(handedOn.map { $0.map(\.position) } == [[0, 1, 2, 3, 4]], "the writes as one group")
+        #expect(counts.bodies == bodiesBefore, "the lane parses no body")
 
-        let (written, _) = respond(handedOn[2], from: .handedOn, responder: service.responder, worker: service.worker)
+        let statementsBefore = service.shared.statistics.count(.databaseBatchWrite)
+        let (written, _) = respond(handedOn[0], from: .handedOn, responder: service.responder, worker: service.worker)
+        #expect(service.shared.statistics.count(.databaseBatchWrite) == statementsBefore + 1, "the updates in one statement")
         #expect(written[0]?.status == .ok && written[0]?.json?["display_name"] as? String == "Zero")
         #expect(written[0]?.headers["ETag"] == "\"2\"")
         #expect(written[2]?.status == .ok && written[2]?.json?["version"] as? Int == 2)
         #expect(written[3]?.status == .conflict && written[3]?.problemKind == "version-conflict")
-        let (alone, _) = respond(handedOn[0] + handedOn[1], from: .handedOn, responder: service.responder, worker: service.worker)
-        #expect(alone[1]?.status == .created && alone[4]?.status == .badRequest)
-        #expect(counts.bodies - bodiesBefore == 5, "the lane parsed each body once; what it handed on used it")
+        #expect(written[1]?.status == .created && written[4]?.status == .badRequest)
+        #expect(counts.bodies - bodiesBefore == 5, "the group's worker parsed each body once")
         #expect(counts.tokens - tokensBefore == 6, "each token verified once, on its head")
         #expect(service.shared.statistics.count(.writeThroughStored) >= 2)
         for id in ids[..<2] {

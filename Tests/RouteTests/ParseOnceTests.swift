@@ -9,8 +9,9 @@ import TestSupport
 import Testing
 
 /// A request is classified once, on its loop (docs/design.md §6): through the whole server —
-/// two loops, the batch lane, workers' batches, misses loaded together, updates made together —
-/// each read's path and floor are parsed once, each write's path and body once, and each token
+/// two loops, the batch lane, workers' batches, misses loaded together, writes made together,
+/// lists, event streams — each read's path and floor are parsed once, each write's path and body
+/// once, each list's ids once, each stream's id (or ids) and `Last-Event-ID` once, and each token
 /// is verified once.
 @Suite struct ParseOnceTests {
     @Test func everyRequestIsParsedAndVerifiedOnce() throws {
@@ -26,9 +27,10 @@ import Testing
         logger.logLevel = .critical
         let counts = ParseCounts()
         let shared = ProfileCacheShared()
+        let eventStreams = EventStreams()
         let responder = ProfileResponder(
-            lifecycle: ServiceLifecycle(), authorization: .required(verifier, forReads: true), logger: logger,
-            parseCounts: counts
+            lifecycle: ServiceLifecycle(), authorization: .required(verifier, forReads: true),
+            liveUpdates: ProfileUpdateHub(streams: eventStreams, logger: logger), logger: logger, parseCounts: counts
         ) { [logger] _ in
             ProfileWorker(
                 store: InMemoryBackends.database.store(), cache: InMemoryBackends.cluster.client(), shared: shared,
@@ -39,7 +41,7 @@ import Testing
         configuration.eventLoopCount = 2
         configuration.workerCount = 2
         configuration.batchWorkerCount = 2
-        let server = HTTPServer(configuration: configuration, responder: responder, logger: logger)
+        let server = HTTPServer(configuration: configuration, responder: responder, logger: logger, eventStreams: eventStreams)
         let port = try server.start()
         defer {
             server.shutdown()
@@ -110,10 +112,44 @@ import Testing
         #expect(shared.statistics.count(.databaseBatchWrite) > statementsBefore, "patches were made together")
         let writes = (1 + patchRounds) * profiles.count
 
-        #expect(counts.paths == reads + writes, "one path parse per request")
-        #expect(counts.floors == reads, "one floor parse per read")
+        // Lists, pipelined, and one the classification refuses: each list's ids parsed once.
+        let reader = "Bearer \(minter.token(subject: "reader"))"
+        func list(_ members: [Profile]) -> String {
+            "GET /users/profiles?ids=\(members.map { "\($0.id)@1" }.joined(separator: ",")) HTTP/1.1\r\nHost: t\r\n"
+                + "Authorization: \(reader)\r\n\r\n"
+        }
+        for (index, client) in clients.enumerated() {
+            let mine = profiles.enumerated().filter { $0.offset % clients.count == index }.map(\.element)
+            try client.send(list(mine) + list(mine.reversed()))
+        }
+        for client in clients {
+            for _ in 0..<2 {
+                let response = try client.readResponse()
+                #expect(response.status == 200 && response.bodyText.contains(#""missing":[]"#), "\(response.bodyText)")
+            }
+        }
+        try clients[0].send("GET /users/profiles?ids=0 HTTP/1.1\r\nHost: t\r\nAuthorization: \(reader)\r\n\r\n")
+        let refusedList = try clients[0].readResponse()
+        #expect(refusedList.status == 400 && refusedList.bodyText.contains("invalid-ids"), "\(refusedList.bodyText)")
+        let lists = 2 * clients.count + 1
+
+        // Event streams: a profile's by either path (one with Last-Event-ID), and a list's.
+        let streams = try [
+            EventStreamTestClient(
+                port: port, path: "/users/profile/\(profiles[0].id)/events", headers: ["Authorization": reader, "Last-Event-ID": "1"]),
+            EventStreamTestClient(port: port, path: "/users/profile/\(profiles[1].id)", headers: ["Authorization": reader]),
+            EventStreamTestClient(
+                port: port, path: "/users/profiles/events?ids=\(profiles.map { String($0.id) }.joined(separator: ","))",
+                headers: ["Authorization": reader]),
+        ]
+        for stream in streams { #expect(try stream.head().status == 200) }
+        defer { for stream in streams { stream.close() } }
+
+        #expect(counts.paths == reads + writes + 2, "one path parse per request of a profile (a stream's too)")
+        #expect(counts.floors == reads + 2, "one floor parse per read, one Last-Event-ID parse per profile's stream")
         #expect(counts.bodies == writes, "one body parse per write or patch")
-        #expect(counts.tokens == reads + writes, "one token verification per request")
+        #expect(counts.lists == lists + 1, "one ids parse per list or list's stream")
+        #expect(counts.tokens == reads + writes + lists + streams.count, "one token verification per request")
         #expect(shared.statistics.count(.hit) > 0 && shared.statistics.count(.miss) > 0, "hits and misses both ran")
     }
 }

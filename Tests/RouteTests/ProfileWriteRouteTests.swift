@@ -66,6 +66,29 @@ import Testing
         #expect(service.get(id).json?["version"] as? Int == 1)
     }
 
+    /// A body larger than a write under the declared fields may be (within the server's limit,
+    /// which is the largest any declarations allow) is 413, `PUT` and `PATCH` alike, and changes
+    /// nothing.
+    @Test func aBodyLargerThanTheDeclaredFieldsAllowIs413() {
+        let id = InProcessService.newID()
+        service.create(id)
+        let limit = ProfileFieldCatalog.standard.maximumWriteBodyBytes
+        let bio = String(repeating: "a", count: limit)
+        #expect(limit < ProfileResponder.maximumRequestBodyBytes, "the server reads such a body")
+        let token = "Bearer \(service.token(for: id))"
+        for (method, contentType, what) in [
+            (HTTPMethod.put, "application/json", "a profile write"), (.patch, "application/merge-patch+json", "a profile patch"),
+        ] {
+            let response = service.request(
+                method, "/users/profile/\(id)", headers: ["Content-Type": contentType, "Authorization": token],
+                body: #"{"display_name":"Big","bio":"\#(bio)","version":1}"#)
+            #expect(response.status == .contentTooLarge, "\(method)")
+            #expect(response.problemKind == "body-too-large")
+            #expect(response.bodyText.contains("\(what) is at most \(limit) bytes"), "\(response.bodyText)")
+        }
+        #expect(service.get(id).json?["version"] as? Int == 1)
+    }
+
     /// A body's `id` (sent back as a GET gave it) must be the path's: a client that PUTs one
     /// profile to another's path has a bug, and nothing is written.
     @Test func aPutWhoseIDIsNotThePathsIs422() {

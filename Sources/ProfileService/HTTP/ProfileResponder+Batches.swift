@@ -6,9 +6,10 @@ public import HTTPServer
 /// pays one round trip — one `send`, one wait — for several hits instead of one each, and each
 /// hit is answered as soon as it is ready. What a batch does not answer it hands on, typed:
 /// from the batch lane, the reads memcached has no entry for as one group (loaded together),
-/// the display-name updates as another (made together), everything else alone; from a worker's
-/// own batch, each alone, so nothing fast waits behind it. What a batch learned for a request —
-/// its entry, its load, its write — is handed to the code that answers that request.
+/// the writes and patches as another, their bodies unparsed (the worker that takes the group
+/// parses them and makes their updates together), everything else alone; from a worker's own
+/// batch, each alone, so nothing fast waits behind it. What a batch learned for a request —
+/// its entry, its load, its parsed body and its write — is handed to the code that answers it.
 extension ProfileResponder {
     /// The most requests a worker takes from the queue at once.
     static let maxBatch = 8
@@ -67,36 +68,22 @@ extension ProfileResponder {
         }
         guard inLane else { return left.map { [$0] } }
         var handedOn: [[BatchedRequest<ClassifiedRequest>]] = []
-        var updates: [BatchedRequest<ClassifiedRequest>] = []
-        for var member in left {
-            // Parsed here, once: the worker that answers it uses what this found. Updates and
-            // patches alike are made together (docs/design.md §11.2).
-            switch member.classified.kind {
-            case .write(var write):
-                _ = parsedWrite(&write, of: member.request)
-                member.classified = ClassifiedRequest(kind: .write(write))
-            case .patch(var patch):
-                _ = parsedPatch(&patch, of: member.request)
-                member.classified = ClassifiedRequest(kind: .patch(patch))
-            default:
-                break
-            }
-            if member.classified.update != nil {
-                updates.append(member)
-            } else {
-                handedOn.append([member])
-            }
+        var writes: [BatchedRequest<ClassifiedRequest>] = []
+        for member in left {
+            // Unparsed: the lane never waits on a body's parse; the group's worker parses it.
+            if member.classified.isWrite { writes.append(member) } else { handedOn.append([member]) }
         }
-        // The misses load together, the updates are made together: one group each.
-        for group in [missing, updates] where !group.isEmpty { handedOn.append(group) }
+        // The misses load together, the writes go to one worker: one group each.
+        for group in [missing, writes] where !group.isEmpty { handedOn.append(group) }
         return handedOn
     }
 
     /// A batch another handed on: its reads memcached had no entry for load together (every
     /// lease in one round trip, the rows in one query, every populate in one round trip, each id
-    /// under the single read's rules), its updates are made together (one
-    /// statement, their write-throughs' round trips shared), and each request is answered from
-    /// what was done for it — or alone, when that was nothing.
+    /// under the single read's rules); its writes' bodies are parsed, each once, and their
+    /// updates made together (one statement, their write-throughs' round trips shared,
+    /// docs/design.md §11.2); each request is answered from what was done for it — or alone,
+    /// when that was nothing (a creation, a refused body).
     private func answerTogether(
         _ batch: [BatchedRequest<ClassifiedRequest>], worker: ProfileWorker,
         answer: (BatchedRequest<ClassifiedRequest>, HTTPResponse) -> Void
@@ -109,33 +96,44 @@ extension ProfileResponder {
         let started = ContinuousClock.now
         let reads = batch.compactMap(\.classified.read)
         let loaded = worker.repository.loadTogether(reads.map { ProfileListRequest.Member(id: $0.id, floor: $0.floor) })
-        var written = worker.repository.writeTogether(batch.compactMap(\.classified.update))
-        for member in batch {
+        let parsed = batch.map { parsedWrite($0.request, $0.classified) }
+        var written = worker.repository.writeTogether(parsed.compactMap { $0?.update })
+        for (member, write) in zip(batch, parsed) {
             var batched: BatchedAnswer?
             if let read = member.classified.read, let answer = loaded[read.id] {
                 batched = .read(.loaded(answer))
-            } else if let update = member.classified.update, let made = written.removeValue(forKey: update.id), made.made(update) {
-                // The first request of each id is the one whose write was made.
-                batched = .write(made)
+            } else if let write {
+                // The first request of each id is the one whose write was made; the others of
+                // the id, the creations and the refused bodies are answered alone.
+                var made: ProfileRepository.WrittenTogether?
+                if let update = write.update, let outcome = written.removeValue(forKey: update.id), outcome.made(update) {
+                    made = outcome
+                }
+                batched = .write(write, made: made)
             }
             answer(member, respond(to: member.request, member.classified, worker: worker, started: started, batched: batched))
         }
     }
-}
 
-extension ClassifiedRequest {
-    /// The profile read it is, if one.
-    var read: ProfileRead? {
-        if case .read(let read) = kind { read } else { nil }
-    }
-
-    /// The update its parsed body asks for (a `PUT` that updates, or a `PATCH`), if one.
-    var update: ProfileUpdate? {
-        switch kind {
-        case .write(let write): write.update
-        case .patch(let patch): patch.update
+    /// A write or patch with its body parsed; nil for any other request.
+    private func parsedWrite(_ request: HTTPRequest, _ classified: ClassifiedRequest) -> ParsedWrite? {
+        switch classified.kind {
+        case .write(let write): parsedWrite(write, request)
+        case .patch(let patch): parsedWrite(patch, request)
         default: nil
         }
+    }
+}
+
+/// What a batch learned for one of its requests, handed to the code that answers it.
+enum BatchedAnswer {
+    case read(ProfileRepository.BatchedRead)
+    /// A write's parsed body, and what its group made of it (nil: nothing, it is made alone).
+    case write(ParsedWrite, made: ProfileRepository.WrittenTogether?)
+
+    /// The parsed write and what was made of it, when it is a write's.
+    var written: (ParsedWrite, ProfileRepository.WrittenTogether?)? {
+        if case .write(let parsed, let made) = self { (parsed, made) } else { nil }
     }
 }
 

@@ -13,11 +13,10 @@ extension ProfileResponder {
     ///
     /// One client (a token's subject, else its address: ``ClientIdentity``) has at most
     /// `maxSubscribersPerClient` streams open (429 beyond), and a stream ends after its lifetime
-    /// or when the token that opened it expires (docs/design.md §5.5).
-    func openEventStream(_ request: HTTPRequest, path: String, worker: ProfileWorker) throws(Problem) -> HTTPResponse {
-        let token = try authorizeRead(request)
-        let id = try Self.profileID(from: path)
-        let lastEventID = try Self.lastEventID(request.headers["Last-Event-ID"])
+    /// or when the token that opened it expires (docs/design.md §5.5). `stream` is what its head
+    /// asked (authorized, its id and `Last-Event-ID` parsed).
+    func openEventStream(_ stream: ProfileStreamRead, _ request: HTTPRequest, worker: ProfileWorker) throws(Problem) -> HTTPResponse {
+        let (id, lastEventID, token) = (stream.id, stream.lastEventID, stream.token)
         let (liveUpdates, client) = try reserveStream(request, token: token)
         let streams = liveUpdates.streams
         // Watched before the read: a change committed meanwhile reaches the stream (EventStreams).
@@ -53,10 +52,12 @@ extension ProfileResponder {
     ///
     /// `Last-Event-ID` is not read here: one id cannot say where a list stands. A client resumes
     /// with floors (`ids=3@9,…`, the versions it holds) and misses nothing. Counts as one stream
-    /// of its client; the server bounds the topics all streams follow together.
-    func openListEventStream(_ request: HTTPRequest, worker: ProfileWorker) throws(Problem) -> HTTPResponse {
-        let token = try authorizeRead(request)
-        let list = try Self.listRequest(request, maximumIDs: ProfileListRequest.maximumStreamIDs)
+    /// of its client; the server bounds the topics all streams follow together. `stream` is what
+    /// its head asked (authorized, its ids parsed).
+    func openListEventStream(
+        _ stream: ProfileListStreamRead, _ request: HTTPRequest, worker: ProfileWorker
+    ) throws(Problem) -> HTTPResponse {
+        let (list, token) = (stream.list, stream.token)
         let (liveUpdates, client) = try reserveStream(request, token: token)
         let streams = liveUpdates.streams
         let ids = list.members.map(\.id)

@@ -4,9 +4,9 @@ extension ProfileResponder {
     /// `GET /users/profiles?ids=3@7,1,2` (and `HEAD`): the profiles in the order asked — each what
     /// `GET /users/profile/{id}` answers, never older than its floor — and the ids that do not
     /// exist in `missing`; `If-None-Match` with the list's tag is 304 (docs/design.md §2.7).
-    func getProfiles(_ request: HTTPRequest, worker: ProfileWorker) throws(Problem) -> HTTPResponse {
-        try authorizeRead(request)
-        let list = try Self.listRequest(request, maximumIDs: ProfileListRequest.maximumIDs)
+    /// `read` is what its head asked (authorized, its ids parsed).
+    func getProfiles(_ read: ProfileListRead, _ request: HTTPRequest, worker: ProfileWorker) throws(Problem) -> HTTPResponse {
+        let list = read.list
         let answers: [ProfileRepository.Representation?]
         do {
             answers = try worker.repository.read(list)

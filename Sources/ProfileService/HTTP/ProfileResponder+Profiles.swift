@@ -28,15 +28,27 @@ extension ProfileResponder {
         return HTTPResponse(status: .ok, headers: headers, body: representation.json)
     }
 
+    /// Answers a `PUT` or `PATCH` whose body is parsed; `madeTogether` is what its group made of
+    /// it with the group's other writes (docs/design.md §11.2).
+    func answerWrite(
+        _ parsed: ParsedWrite, worker: ProfileWorker, madeTogether: ProfileRepository.WrittenTogether?
+    ) throws(Problem) -> HTTPResponse {
+        switch parsed {
+        case .put(let write, let body):
+            return try putProfile(write, try body.get(), worker: worker, madeTogether: madeTogether)
+        case .patch(let patch, let changes):
+            return try patchProfile(patch, try changes.get(), worker: worker, madeTogether: madeTogether)
+        }
+    }
+
     /// `PUT /users/profile/{id}`: an optimistic update, or a creation with `If-None-Match: *`
-    /// or `"version": 0`. `write` is what its head asked (authorized), `madeTogether` what its
-    /// batch made of it with others' writes.
-    func putProfile(
-        _ write: inout ProfileWrite, _ request: HTTPRequest, worker: ProfileWorker,
+    /// or `"version": 0`. `write` is what its head asked (authorized), `parsed` what its body
+    /// asks, `madeTogether` what its group made of it with others' writes.
+    private func putProfile(
+        _ write: ProfileWrite, _ parsed: ProfileWriteRequest, worker: ProfileWorker,
         madeTogether: ProfileRepository.WrittenTogether?
     ) throws(Problem) -> HTTPResponse {
         let id = write.id
-        let parsed = try parsedWrite(&write, of: request).get()
         do {
             switch parsed {
             case .update(let changes, let expectedVersion):
@@ -62,11 +74,11 @@ extension ProfileResponder {
     /// left. With `If-Match: "N"` only at version N (409 otherwise, as `PUT`); without, whatever
     /// the version — two patches never conflict, the later one's fields win — and the answer is
     /// the whole new profile, so the writer reads its own write from its version as after `PUT`.
-    /// `madeTogether` is what its batch made of it with other writes (docs/design.md §11.2).
-    func patchProfile(
-        _ patch: inout ProfilePatchHead, _ request: HTTPRequest, worker: ProfileWorker, madeTogether: ProfileRepository.WrittenTogether?
+    /// `changes` is what its body asks, `madeTogether` what its group made of it with other writes.
+    private func patchProfile(
+        _ patch: ProfilePatchHead, _ changes: ProfileChanges, worker: ProfileWorker,
+        madeTogether: ProfileRepository.WrittenTogether?
     ) throws(Problem) -> HTTPResponse {
-        let changes = try parsedPatch(&patch, of: request).get()
         if changes.isEmpty { return try unchanged(patch, worker: worker) }
         let update = ProfileUpdate(id: patch.id, changes: changes, expectedVersion: patch.expectedVersion)
         let outcome: ProfileUpdateOutcome
@@ -116,16 +128,6 @@ extension ProfileResponder {
             current: current)
     }
 
-    /// The changes a `PATCH`'s headers and body ask for (its id, `If-Match` and authorization aside).
-    static func patchChanges(of request: HTTPRequest, profileFields: ProfileFieldCatalog) throws(Problem) -> ProfileChanges {
-        try acceptBody(of: request, as: "a profile patch", mediaType: "application/merge-patch+json", profileFields: profileFields)
-        do {
-            return try ProfilePatch.parse(body: request.body, catalog: profileFields)
-        } catch {
-            throw error.problem
-        }
-    }
-
     /// `DELETE /users/profile/{id}` by its owner or an administrator (`If-Match`: only at that
     /// version): 204, and every open stream of it hears `deleted`.
     func deleteProfile(_ deletion: ProfileDeletion, worker: ProfileWorker) throws(Problem) -> HTTPResponse {
@@ -148,34 +150,6 @@ extension ProfileResponder {
     }
 
     // MARK: Input
-
-    /// The write a `PUT` of profile `id` asks for by its headers and body (authorization aside).
-    static func writeRequest(of request: HTTPRequest, id: Int64, profileFields: ProfileFieldCatalog) throws(Problem)
-        -> ProfileWriteRequest
-    {
-        try acceptBody(of: request, as: "a profile write", mediaType: "application/json", profileFields: profileFields)
-        do {
-            return try ProfileWriteRequest.parse(
-                body: request.body,
-                ifMatchVersion: try ifMatchVersion(request.headers["If-Match"]),
-                ifNoneMatchAny: try ifNoneMatchAny(request.headers["If-None-Match"]), catalog: profileFields, id: id)
-        } catch {
-            throw error.problem
-        }
-    }
-
-    /// A JSON body (415 otherwise, naming `mediaType`) within the size of a profile write under
-    /// the declared fields (413).
-    private static func acceptBody(
-        of request: HTTPRequest, as what: String, mediaType: String, profileFields: ProfileFieldCatalog
-    ) throws(Problem) {
-        if let contentType = request.headers["Content-Type"], !isJSON(contentType) {
-            throw Problem(.unsupportedMediaType, detail: "send the body as \(mediaType)")
-        }
-        if request.body.count > profileFields.maximumWriteBodyBytes {
-            throw Problem(.bodyTooLarge, detail: "\(what) is at most \(profileFields.maximumWriteBodyBytes) bytes")
-        }
-    }
 
     /// A positive 64-bit id in canonical decimal form (no sign, no leading zeros).
     static func profileID(from path: String) throws(Problem) -> Int64 {
@@ -254,16 +228,6 @@ extension ProfileResponder {
             if candidate.hasPrefix("W/") { candidate = candidate.dropFirst(2) }
             return candidate == tag
         }
-    }
-
-    /// `application/json` or a `+json` type that is a JSON object of the profile's members: not
-    /// `application/json-patch+json`, whose document is a list of operations (RFC 6902) that a
-    /// merge patch would misread.
-    static func isJSON(_ contentType: String) -> Bool {
-        if contentType == "application/json" { return true }  // what clients send, without the parsing
-        let mediaType = contentType.split(separator: ";", maxSplits: 1).first.map { $0.trimmed.lowercased() } ?? ""
-        guard mediaType != "application/json-patch+json" else { return false }
-        return mediaType == "application/json" || (mediaType.hasPrefix("application/") && mediaType.hasSuffix("+json"))
     }
 
     // MARK: Output

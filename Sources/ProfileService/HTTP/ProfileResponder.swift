@@ -124,21 +124,28 @@ public struct ProfileResponder: HTTPResponder {
         case .read(let read):
             let outcome: ProfileRepository.BatchedRead? = if case .read(let outcome)? = batched { outcome } else { nil }
             return (handle { () throws(Problem) in try getProfile(read, request, worker: worker, batched: outcome) }, .profile)
-        case .write(var write):
-            let together: ProfileRepository.WrittenTogether? = if case .write(let written)? = batched { written } else { nil }
-            return (handle { () throws(Problem) in try putProfile(&write, request, worker: worker, madeTogether: together) }, .profile)
-        case .patch(var patch):
-            let together: ProfileRepository.WrittenTogether? = if case .write(let written)? = batched { written } else { nil }
-            return (handle { () throws(Problem) in try patchProfile(&patch, request, worker: worker, madeTogether: together) }, .profile)
+        case .write(let write):
+            // Parsed by the group that made it with others, else here, taken alone.
+            let (parsed, made) = batched?.written ?? (parsedWrite(write, request), nil)
+            return (handle { () throws(Problem) in try answerWrite(parsed, worker: worker, madeTogether: made) }, .profile)
+        case .patch(let patch):
+            let (parsed, made) = batched?.written ?? (parsedWrite(patch, request), nil)
+            return (handle { () throws(Problem) in try answerWrite(parsed, worker: worker, madeTogether: made) }, .profile)
         case .delete(let deletion):
             return (handle { () throws(Problem) in try deleteProfile(deletion, worker: worker) }, .profile)
-        case .route(let route):
-            return (answer(request, route: route, worker: worker), route)
+        case .list(let list):
+            return (handle { () throws(Problem) in try getProfiles(list, request, worker: worker) }, .profiles)
+        case .events(let stream):
+            return (handle { () throws(Problem) in try openEventStream(stream, request, worker: worker) }, stream.route)
+        case .listEvents(let stream):
+            return (handle { () throws(Problem) in try openListEventStream(stream, request, worker: worker) }, .profilesEvents)
+        case .instance(let route):
+            return (answer(route, worker: worker), route.route)
         }
     }
 
-    /// The answer of a route that takes nothing parsed on the loop.
-    private func answer(_ request: HTTPRequest, route: Route, worker: ProfileWorker) -> HTTPResponse {
+    /// The answer of a route about the instance itself: it takes nothing of the head.
+    private func answer(_ route: InstanceRoute, worker: ProfileWorker) -> HTTPResponse {
         switch route {
         case .health:
             return Self.uncached(Self.json(.ok, #"{"status":"ok"}"#))
@@ -149,16 +156,6 @@ public struct ProfileResponder: HTTPResponder {
             let body = observability.renderMetrics?() ?? []
             return Self.uncached(
                 HTTPResponse(status: .ok, headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"], body: body))
-        case .profileEvents:
-            let profilePath = String(request.path.dropLast(Self.eventsSuffix.count))
-            return handle { () throws(Problem) in try openEventStream(request, path: profilePath, worker: worker) }
-        case .profiles:
-            return handle { () throws(Problem) in try getProfiles(request, worker: worker) }
-        case .profilesEvents:
-            return handle { () throws(Problem) in try openListEventStream(request, worker: worker) }
-        case .profile:
-            // Classified as neither a read nor a write: a `GET` that asks for the event stream.
-            return handle { () throws(Problem) in try openEventStream(request, path: request.path, worker: worker) }
         }
     }
 

@@ -129,12 +129,11 @@ enum ProfileWriteRequest: Equatable {
         }
     }
 
-    /// The members of a write's body (`PUT` or `PATCH`), within `catalog`'s body size.
+    /// The members of a write's body (`PUT` or `PATCH`). Its size is the caller's to bound: the
+    /// route refuses a body above `catalog`'s ``ProfileFieldCatalog/maximumWriteBodyBytes`` (413)
+    /// before it parses it.
     static func decodeFields(_ body: [UInt8], catalog: ProfileFieldCatalog) throws(ProfileRequestError) -> ProfileWriteFields {
         guard !body.isEmpty else { throw .malformed(field: nil, "the request needs a JSON object body") }
-        guard body.count <= catalog.maximumWriteBodyBytes else {
-            throw .malformed(field: nil, "the body is larger than \(catalog.maximumWriteBodyBytes) bytes")
-        }
         let kept = othersWorthReading(catalog)
         if let fields = ProfileWriteFields(scanningFlatObject: body, keepingOthers: kept) { return fields }
         // Bounds the parser's work on hostile input such as `[[[[…]]]]`, and refuses trailing commas.
