@@ -38,7 +38,7 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
     private enum Lifecycle: Sendable {
         case idle
         case starting
-        case running(ServerCore)
+        case running(ServerCore<Responder.Classified>)
         case stopped
     }
 
@@ -46,6 +46,10 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
     private let responder: Responder
     private let logger: Logger
     private let eventStreams: EventStreams?
+    /// The loops, the workers and their queues, typed by what the responder makes of a request.
+    private typealias Core = ServerCore<Responder.Classified>
+    private typealias Loop = EventLoop<Responder.Classified>
+
     private let lifecycle = Mutex<Lifecycle>(.idle)
     /// Left once every loop has stopped and the workers with them.
     private let loopThread = DispatchGroup()
@@ -125,12 +129,7 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
         let core = ServerCore(
             queueCapacity: configuration.queueCapacity, workerCount: workerCount, batchWorkerCount: batchWorkerCount,
             loops: descriptors, eventStreams: eventStreams,
-            classify: { [responder] head, bodyFollows in
-                switch responder.classify(head: head, bodyFollows: bodyFollows) {
-                case .accept(let classified, let toBatchLane): .accept(classified, toBatchLane: toBatchLane)
-                case .refuse(let refusal): .refuse(refusal)
-                }
-            })
+            classify: { [responder] head, bodyFollows in responder.classify(head: head, bodyFollows: bodyFollows) })
 
         // Workers first: each creates its Worker on its own thread; any failure fails start().
         let workers = DispatchGroup()
@@ -174,7 +173,7 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
             for peer in core.loops {
                 loops.enter()
                 try RuntimeThread.detach(name: "http-loop-\(peer.index)") { [self] in
-                    let loop = EventLoop(
+                    let loop = Loop(
                         core: core, peer: peer, configuration: configuration, logger: logger,
                         listenFD: peer.index == 0 ? listenFD : nil)
                     let left = loop.run()
@@ -232,16 +231,16 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
         }
     }
 
-    private func runWorker(index: Int, core: ServerCore, startup: WorkerStartup) {
+    private func runWorker(index: Int, core: Core, startup: WorkerStartup) {
         guard let worker = makeWorker(index: index, startup: startup) else { return }
         var dateCache = DateCache()
-        var batch: [Job] = []
+        var batch: [Job<Responder.Classified>] = []
         var members: [BatchedRequest<Responder.Classified>] = []
-        func finish(_ job: Job, _ response: HTTPResponse) {
+        func finish(_ job: Job<Responder.Classified>, _ response: HTTPResponse) {
             self.finish(job, response, core: core, worker: index, dateCache: &dateCache)
         }
         /// A batch handed on is answered here, whole.
-        func answerHandedOn(_ jobs: [Job]) {
+        func answerHandedOn(_ jobs: [Job<Responder.Classified>]) {
             let left = respond(to: jobs, from: .handedOn, worker: worker, members: &members, answer: finish)
             for job in left.joined() { finish(job, Self.unanswered) }
         }
@@ -266,12 +265,12 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
     /// lane (up to ``HTTPServerConfiguration/batchLaneLimit``), answers what the batch can, and
     /// hands the rest to the other workers — it never answers one alone itself, so it never
     /// waits on anything but the batch's shared round trip.
-    private func runBatchWorker(index: Int, laneIndex: Int, core: ServerCore, startup: WorkerStartup) {
+    private func runBatchWorker(index: Int, laneIndex: Int, core: Core, startup: WorkerStartup) {
         let loop = core.loops[laneIndex % core.loops.count]
         guard let lane = loop.lane else { return startup.report(nil) }
         guard let worker = makeWorker(index: index, startup: startup) else { return }
         var dateCache = DateCache()
-        var batch: [Job] = []
+        var batch: [Job<Responder.Classified>] = []
         var members: [BatchedRequest<Responder.Classified>] = []
         let limit = max(configuration.batchLaneLimit, 1)
         while lane.dequeue(worker: laneIndex / core.loops.count, limit: limit, into: &batch) {
@@ -282,7 +281,7 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
             for job in handOn(handedOn, core: core) {
                 // The other workers' queue is full: answer as the loop does when it is.
                 core.refusedAtCapacity.add(1, ordering: .relaxed)
-                finish(job, EventLoop.atCapacity, core: core, worker: index, dateCache: &dateCache)
+                finish(job, Loop.atCapacity, core: core, worker: index, dateCache: &dateCache)
             }
             batch.removeAll(keepingCapacity: true)
             core.busyWorkers.subtract(1, ordering: .relaxed)
@@ -292,13 +291,13 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
     /// Hands `batch` to the responder; returns the jobs it handed on, in its groups, each with
     /// what the batch left in its classified value.
     private func respond(
-        to batch: [Job], from origin: BatchOrigin, worker: Responder.Worker,
-        members: inout [BatchedRequest<Responder.Classified>], answer: (Job, HTTPResponse) -> Void
-    ) -> [[Job]] {
+        to batch: [Job<Responder.Classified>], from origin: BatchOrigin, worker: Responder.Worker,
+        members: inout [BatchedRequest<Responder.Classified>],
+        answer: (Job<Responder.Classified>, HTTPResponse) -> Void
+    ) -> [[Job<Responder.Classified>]] {
         members.removeAll(keepingCapacity: true)
         for (slot, job) in batch.enumerated() {
-            // Made by this server's responder (``ServerCore/classify``): the cast cannot fail.
-            members.append(BatchedRequest(request: job.request, classified: job.classified as! Responder.Classified, position: slot))
+            members.append(BatchedRequest(request: job.request, classified: job.classified, position: slot))
         }
         let handedOn = responder.respond(to: members, from: origin, worker: worker) { member, response in
             answer(batch[member.position], response)
@@ -315,8 +314,8 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
 
     /// Puts what a batch handed on at the front of the workers' queue: each group to be taken
     /// whole, the requests handed on alone each by itself, in their order. Returns what did not fit.
-    private func handOn(_ groups: [[Job]], core: ServerCore) -> [Job] {
-        var overflow: [Job] = []
+    private func handOn(_ groups: [[Job<Responder.Classified>]], core: Core) -> [Job<Responder.Classified>] {
+        var overflow: [Job<Responder.Classified>] = []
         for group in groups where group.count > 1 { overflow += core.queue.requeue(group, together: true) }
         overflow += core.queue.requeue(groups.filter { $0.count == 1 }.map { $0[0] })
         return overflow
@@ -329,12 +328,13 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
 
     /// Sends `response` to the job's connection — itself, when it may — or posts it to the loop.
     private func finish(
-        _ job: Job, _ response: HTTPResponse, core: ServerCore, worker index: Int, dateCache: inout DateCache
+        _ job: Job<Responder.Classified>, _ response: HTTPResponse, core: Core, worker index: Int,
+        dateCache: inout DateCache
     ) {
         let close = !job.keepAlive || core.draining.load(ordering: .relaxed) || Self.asksToClose(response)
         let bytes = HTTPResponseEncoder.encode(
             response, date: dateCache.current(), isHeadResponse: job.request.method == .head,
-            connection: EventLoop.connectionHeader(close: close, version: job.request.version))
+            connection: Loop.connectionHeader(close: close, version: job.request.version))
         let kind: Completion.Kind
         if let stream = response.eventStream {
             // The loop owns streams: it writes the first bytes and keeps the connection.

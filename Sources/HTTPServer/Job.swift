@@ -1,15 +1,15 @@
 import HTTP1
 
 /// A request handed to a worker thread.
-struct Job: Sendable {
+struct Job<Classified: Sendable>: Sendable {
     var fd: Int32
     var connectionID: UInt64
     /// The loop that owns the connection (``ServerCore/loops``): the answer goes back there.
     var loop: Int
     var request: HTTPRequest
-    /// What the responder made of it (``HTTPResponder/Classified``), erased so that the loops
-    /// need not be generic; only the server that classified it reads it back.
-    var classified: any Sendable
+    /// What the responder made of it (``HTTPResponder/Classified``), or what a batch that handed
+    /// it on left in it.
+    var classified: Classified
     var keepAlive: Bool
     var handoff: Handoff
     /// The worker may `send` a keep-alive response itself (no output of the loop is pending).
