@@ -461,9 +461,10 @@ final class EventLoop<Classified: Sendable> {
         // With bytes buffered or possibly unread, the loop must hear when the response is out.
         connection.handoff.dispatch(watched: pipelined || connection.mayRead)
         peer.requests.add(1, ordering: .relaxed)
-        let job = Job(
-            fd: connection.fd, connectionID: connection.id, loop: peer.index, request: request, classified: classified,
-            keepAlive: keepAlive, handoff: connection.handoff, mayWriteDirectly: !connection.hasPendingOutput)
+        let ticket = ConnectionTicket(
+            fd: connection.fd, connectionID: connection.id, loop: peer.index, keepAlive: keepAlive,
+            handoff: connection.handoff, mayWriteDirectly: !connection.hasPendingOutput)
+        let job = Job(member: BatchedRequest(request: request, classified: classified, connection: ticket))
         // The batch lane first, when the responder wants it there; the other workers take it
         // when the lane's queue is full.
         let queued =
@@ -472,7 +473,7 @@ final class EventLoop<Classified: Sendable> {
             } else {
                 core.queue.tryEnqueue(job)
             }
-        if !queued { refuseAtCapacity(job, connection, now: now) }
+        if !queued { refuseAtCapacity(job.member.request, keepAlive: keepAlive, connection, now: now) }
         return true
     }
 
@@ -482,14 +483,14 @@ final class EventLoop<Classified: Sendable> {
     }
 
     private func refuseAtCapacity(
-        _ job: Job<Classified>, _ connection: Connection<Classified>, now: ContinuousClock.Instant
+        _ request: HTTPRequest, keepAlive: Bool, _ connection: Connection<Classified>, now: ContinuousClock.Instant
     ) {
         connection.handoff.reclaim()
         core.refusedAtCapacity.add(1, ordering: .relaxed)
-        let close = !job.keepAlive || core.draining.load(ordering: .relaxed)
-        let header = Self.connectionHeader(close: close, version: job.request.version)
+        let close = !keepAlive || core.draining.load(ordering: .relaxed)
+        let header = Self.connectionHeader(close: close, version: request.version)
         startResponse(
-            connection, encode(Self.atCapacity, isHead: job.request.method == .head, connection: header),
+            connection, encode(Self.atCapacity, isHead: request.method == .head, connection: header),
             closeAfter: close, now: now)
     }
 

@@ -4,7 +4,7 @@ import Synchronization
 /// What the event loop, the workers and the public ``HTTPServer`` share. Every member is `Sendable`.
 final class ServerCore<Classified: Sendable>: Sendable {
     let queue: WorkQueue<Classified>
-    /// Every event loop; a job goes back to the loop that owns its connection (``Job/loop``).
+    /// Every event loop; a job goes back to the loop that owns its connection (``ConnectionTicket/loop``).
     let loops: [LoopPeer<Classified>]
     /// Set once shutdown begins: responses from then on carry `Connection: close`.
     let draining = Atomic<Bool>(false)
