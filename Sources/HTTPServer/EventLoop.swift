@@ -26,16 +26,19 @@ import Synchronization
 /// topic's streams, writes published events and heartbeats into them, and cuts a stream whose
 /// reader lets more than ``EventStreams/Configuration/maxBufferedBytes`` pile up. A quiet stream
 /// costs its ``Connection`` and kernel socket, never a thread (docs/design.md §4).
-final class EventLoop {
-    let core: ServerCore
+///
+/// Generic over what the responder makes of a request (``HTTPResponder/Classified``): that value
+/// goes, typed, from the head the loop classified to the worker that answers it.
+final class EventLoop<Classified: Sendable> {
+    let core: ServerCore<Classified>
     /// This loop's shared side: its mailbox and load counters.
-    let peer: LoopPeer
+    let peer: LoopPeer<Classified>
     private let configuration: HTTPServerConfiguration
     let logger: Logger
     private let epollFD: Int32
     private let eventFD: Int32
     private var listenFD: Int32?
-    private var connections: [Connection?] = []
+    private var connections: [Connection<Classified>?] = []
     private var connectionCount = 0
     private var nextConnectionID: UInt64 = 0
     let limits: HTTPRequestParser.Limits
@@ -52,19 +55,18 @@ final class EventLoop {
     private let clock = ContinuousClock()
     private var dateCache = DateCache()
     /// Open event streams by topic; each connection knows its index in each list (``StreamState``).
-    var streamTopics: [Int64: [Connection]] = [:]
+    var streamTopics: [Int64: [Connection<Classified>]] = [:]
     var streamEvents: [EventStreams.Event] = []
     var nextHeartbeat: ContinuousClock.Instant
-    /// An SSE comment line: ignored by clients, seen by every proxy on the way.
-    static let heartbeat: [UInt8] = Array(":\n\n".utf8)
-    /// The last line of a stream the server ends on time: a comment, so clients only reconnect.
-    static let streamEnd: [UInt8] = Array(": stream ends; reconnect with Last-Event-ID\n\n".utf8)
 
     /// Bytes discarded at most while lingering before a close.
-    private static let maxLingerBytes = 1 << 20
+    private static var maxLingerBytes: Int { 1 << 20 }
 
     /// - Parameter listenFD: the listening socket, for the loop that accepts (one per server).
-    init(core: ServerCore, peer: LoopPeer, configuration: HTTPServerConfiguration, logger: Logger, listenFD: Int32?) {
+    init(
+        core: ServerCore<Classified>, peer: LoopPeer<Classified>, configuration: HTTPServerConfiguration,
+        logger: Logger, listenFD: Int32?
+    ) {
         self.core = core
         self.peer = peer
         self.configuration = configuration
@@ -153,7 +155,7 @@ final class EventLoop {
         return abandoned
     }
 
-    private func connection(for fd: Int32) -> Connection? {
+    private func connection(for fd: Int32) -> Connection<Classified>? {
         Int(fd) < connections.count ? connections[Int(fd)] : nil
     }
 
@@ -190,7 +192,7 @@ final class EventLoop {
     }
 
     /// The loop serving fewest connections, counted as serving one more; ties go round robin.
-    private func leastLoadedLoop() -> LoopPeer {
+    private func leastLoadedLoop() -> LoopPeer<Classified> {
         let loops = core.loops
         var best = loops[nextLoop % loops.count]
         var fewest = best.openConnections.load(ordering: .relaxed)
@@ -229,7 +231,7 @@ final class EventLoop {
             return
         }
         nextConnectionID += 1
-        let connection = Connection(
+        let connection = Connection<Classified>(
             fd: fd, id: nextConnectionID, peerAddress: accepted.peerAddress,
             machine: .init(now: now, timeouts: timeouts), limits: limits)
         if Int(fd) >= connections.count {
@@ -286,8 +288,8 @@ final class EventLoop {
     /// The keep-alive connection idle the longest (whose last request came first: every loop's
     /// clock agrees on that, not on when each loop saw a worker's direct write end), if there is
     /// one; a new connection still waiting for its first request is not idle in this sense.
-    private func oldestIdleConnection(now: ContinuousClock.Instant) -> Connection? {
-        var oldest: Connection?
+    private func oldestIdleConnection(now: ContinuousClock.Instant) -> Connection<Classified>? {
+        var oldest: Connection<Classified>?
         for case let connection? in connections where connection.requestsDispatched > 0 && connection.handoff.isIdle {
             // A worker that wrote its response itself left the connection "processing" until the
             // next tick; it is idle now.
@@ -314,7 +316,7 @@ final class EventLoop {
 
     // MARK: - Connection events
 
-    private func handle(_ connection: Connection, events: UInt32, now: ContinuousClock.Instant) {
+    private func handle(_ connection: Connection<Classified>, events: UInt32, now: ContinuousClock.Instant) {
         if events & System.epollErr != 0 { connection.failed = true }
         if events & (System.epollIn | System.epollRdHup | System.epollHup) != 0 { connection.mayRead = true }
         if connection.machine.state == .processing {
@@ -333,7 +335,7 @@ final class EventLoop {
     }
 
     /// Reads and parses as long as the connection is in a reading phase and bytes are available.
-    func drive(_ connection: Connection, now: ContinuousClock.Instant) {
+    func drive(_ connection: Connection<Classified>, now: ContinuousClock.Instant) {
         while connection.isOpen {
             if case .lingering = connection.machine.state {
                 discardInput(connection, upTo: Self.maxLingerBytes)
@@ -384,7 +386,7 @@ final class EventLoop {
 
     /// Parses `bytes` until they run out or a request goes to a worker; returns the bytes consumed.
     private func process(
-        _ connection: Connection, _ bytes: UnsafeBufferPointer<UInt8>, now: ContinuousClock.Instant
+        _ connection: Connection<Classified>, _ bytes: UnsafeBufferPointer<UInt8>, now: ContinuousClock.Instant
     ) -> Int {
         var offset = 0
         while offset < bytes.count, connection.isOpen, connection.machine.isReading {
@@ -433,13 +435,13 @@ final class EventLoop {
     /// Hands a request to a worker; false when the responder refused it (the connection closes).
     /// - Parameter pipelined: bytes of a further request follow in the buffer being parsed.
     private func dispatch(
-        _ connection: Connection, _ request: HTTPRequest, keepAlive: Bool, pipelined: Bool,
+        _ connection: Connection<Classified>, _ request: HTTPRequest, keepAlive: Bool, pipelined: Bool,
         now: ContinuousClock.Instant
     ) -> Bool {
         var request = request
         request.peerAddress = connection.peerAddress
         // Classified once: on its head when a body followed, else now.
-        let classified: any Sendable
+        let classified: Classified
         let toBatchLane: Bool
         if let head = connection.classifiedHead {
             connection.classifiedHead = nil
@@ -459,9 +461,10 @@ final class EventLoop {
         // With bytes buffered or possibly unread, the loop must hear when the response is out.
         connection.handoff.dispatch(watched: pipelined || connection.mayRead)
         peer.requests.add(1, ordering: .relaxed)
-        let job = Job(
-            fd: connection.fd, connectionID: connection.id, loop: peer.index, request: request, classified: classified,
-            keepAlive: keepAlive, handoff: connection.handoff, mayWriteDirectly: !connection.hasPendingOutput)
+        let ticket = ConnectionTicket(
+            fd: connection.fd, connectionID: connection.id, loop: peer.index, keepAlive: keepAlive,
+            handoff: connection.handoff, mayWriteDirectly: !connection.hasPendingOutput)
+        let job = Job(member: BatchedRequest(request: request, classified: classified, connection: ticket))
         // The batch lane first, when the responder wants it there; the other workers take it
         // when the lane's queue is full.
         let queued =
@@ -470,22 +473,24 @@ final class EventLoop {
             } else {
                 core.queue.tryEnqueue(job)
             }
-        if !queued { refuseAtCapacity(job, connection, now: now) }
+        if !queued { refuseAtCapacity(job.member.request, keepAlive: keepAlive, connection, now: now) }
         return true
     }
 
     /// Answers a request the responder refused on its head and closes the connection after it.
-    private func refuse(_ connection: Connection, _ refusal: HTTPResponse, now: ContinuousClock.Instant) {
+    private func refuse(_ connection: Connection<Classified>, _ refusal: HTTPResponse, now: ContinuousClock.Instant) {
         startResponse(connection, encode(refusal, isHead: false, connection: .close), closeAfter: true, now: now)
     }
 
-    private func refuseAtCapacity(_ job: Job, _ connection: Connection, now: ContinuousClock.Instant) {
+    private func refuseAtCapacity(
+        _ request: HTTPRequest, keepAlive: Bool, _ connection: Connection<Classified>, now: ContinuousClock.Instant
+    ) {
         connection.handoff.reclaim()
         core.refusedAtCapacity.add(1, ordering: .relaxed)
-        let close = !job.keepAlive || core.draining.load(ordering: .relaxed)
-        let header = Self.connectionHeader(close: close, version: job.request.version)
+        let close = !keepAlive || core.draining.load(ordering: .relaxed)
+        let header = Self.connectionHeader(close: close, version: request.version)
         startResponse(
-            connection, encode(Self.atCapacity, isHead: job.request.method == .head, connection: header),
+            connection, encode(Self.atCapacity, isHead: request.method == .head, connection: header),
             closeAfter: close, now: now)
     }
 
@@ -545,7 +550,7 @@ final class EventLoop {
     }
 
     func startResponse(
-        _ connection: Connection, _ bytes: [UInt8], closeAfter: Bool, now: ContinuousClock.Instant
+        _ connection: Connection<Classified>, _ bytes: [UInt8], closeAfter: Bool, now: ContinuousClock.Instant
     ) {
         connection.machine.responseStarted(now: now, closeAfter: closeAfter)
         if connection.hasPendingOutput {
@@ -558,7 +563,7 @@ final class EventLoop {
     }
 
     /// Writes pending output; on completion tells the state machine and acts on its answer.
-    func flush(_ connection: Connection, now: ContinuousClock.Instant) {
+    func flush(_ connection: Connection<Classified>, now: ContinuousClock.Instant) {
         while connection.outputOffset < connection.output.count {
             let result: IOResult<Int>
             do {
@@ -578,7 +583,7 @@ final class EventLoop {
         apply(connection.machine.responseWritten(now: now), to: connection)
     }
 
-    private func apply(_ action: ConnectionStateMachine<ContinuousClock.Instant>.Action, to connection: Connection) {
+    private func apply(_ action: ConnectionStateMachine<ContinuousClock.Instant>.Action, to connection: Connection<Classified>) {
         switch action {
         case .none, .sendRequestTimeout:
             break
@@ -597,7 +602,7 @@ final class EventLoop {
 
     /// The worker wrote the response itself and gave the connection back (``Handoff/isIdle``):
     /// back to reading, or closed if shutting down or the socket failed meanwhile.
-    private func resumeAfterDirectWrite(_ connection: Connection, now: ContinuousClock.Instant) {
+    private func resumeAfterDirectWrite(_ connection: Connection<Classified>, now: ContinuousClock.Instant) {
         apply(connection.machine.responseWrittenByWorker(now: now), to: connection)
         if connection.failed {
             close(connection)
@@ -608,7 +613,7 @@ final class EventLoop {
 
     /// Reads and drops input until EOF (then closes), or until `limit` bytes were dropped. A
     /// lingering close does so, so the client reads the response rather than a reset.
-    private func discardInput(_ connection: Connection, upTo limit: Int?) {
+    private func discardInput(_ connection: Connection<Classified>, upTo limit: Int?) {
         while connection.mayRead {
             do {
                 guard case .processed(let count) = try System.read(connection.fd, into: readBuffer) else {
@@ -628,7 +633,7 @@ final class EventLoop {
         }
     }
 
-    func close(_ connection: Connection) {
+    func close(_ connection: Connection<Classified>) {
         guard connection.isOpen else { return }
         precondition(connection.handoff.isIdle, "closing connection \(connection.id) while its request is in a worker")
         System.close(connection.fd)
@@ -636,14 +641,14 @@ final class EventLoop {
     }
 
     /// Runs `body` on every open event stream (a stream of many topics once).
-    func forEachStream(_ body: (Connection) -> Void) {
+    func forEachStream(_ body: (Connection<Classified>) -> Void) {
         for case let connection? in connections where connection.isOpen && connection.stream != nil {
             body(connection)
         }
     }
 
     /// Removes `connection` from the table without closing its descriptor.
-    private func forget(_ connection: Connection) {
+    private func forget(_ connection: Connection<Classified>) {
         removeStream(connection)
         connection.isOpen = false
         connection.machine.closed()

@@ -70,18 +70,27 @@ public enum BatchOrigin: Sendable, Equatable {
 }
 
 /// A request in a batch: the whole request, body included, and what the responder made of it.
+///
+/// It also carries, for the server, the connection it came on: the responder answers it, or
+/// hands it on, as the value it was given, in any order and any grouping, and the answer still
+/// goes to its own connection.
 public struct BatchedRequest<Classified: Sendable>: Sendable {
     public let request: HTTPRequest
     /// What ``HTTPResponder/classify(head:bodyFollows:)`` made of it, or what a batch that
     /// handed it on left in it (say, its body parsed).
     public var classified: Classified
-    /// Its place in the batch: how the server knows which connection an answer is for.
-    public let position: Int
+    /// Where its answer goes; nil for one the server did not receive, whose answer goes nowhere.
+    let connection: ConnectionTicket?
 
-    public init(request: HTTPRequest, classified: Classified, position: Int) {
+    /// A request no server received (a test's): an answer to it goes nowhere.
+    public init(request: HTTPRequest, classified: Classified) {
+        self.init(request: request, classified: classified, connection: nil)
+    }
+
+    init(request: HTTPRequest, classified: Classified, connection: ConnectionTicket?) {
         self.request = request
         self.classified = classified
-        self.position = position
+        self.connection = connection
     }
 }
 

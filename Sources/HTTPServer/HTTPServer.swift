@@ -16,8 +16,8 @@ import Synchronization
 /// ```
 ///
 /// Each connection stays on the loop it was handed to: its requests' answers go back to that
-/// loop's mailbox (``Job/loop``), and an event stream it opens is written by that loop. The
-/// limits (connections, streams, per client) are the process's, counted across loops.
+/// loop's mailbox (``ConnectionTicket/loop``), and an event stream it opens is written by that
+/// loop. The limits (connections, streams, per client) are the process's, counted across loops.
 ///
 /// A keep-alive response on a connection with nothing else pending is `send` by the worker itself
 /// (see ``Handoff``); only a partial write, a close, or a connection the loop is waiting on goes
@@ -38,7 +38,7 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
     private enum Lifecycle: Sendable {
         case idle
         case starting
-        case running(ServerCore)
+        case running(ServerCore<Responder.Classified>)
         case stopped
     }
 
@@ -46,6 +46,10 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
     private let responder: Responder
     private let logger: Logger
     private let eventStreams: EventStreams?
+    /// The loops, the workers and their queues, typed by what the responder makes of a request.
+    private typealias Core = ServerCore<Responder.Classified>
+    private typealias Loop = EventLoop<Responder.Classified>
+
     private let lifecycle = Mutex<Lifecycle>(.idle)
     /// Left once every loop has stopped and the workers with them.
     private let loopThread = DispatchGroup()
@@ -125,12 +129,7 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
         let core = ServerCore(
             queueCapacity: configuration.queueCapacity, workerCount: workerCount, batchWorkerCount: batchWorkerCount,
             loops: descriptors, eventStreams: eventStreams,
-            classify: { [responder] head, bodyFollows in
-                switch responder.classify(head: head, bodyFollows: bodyFollows) {
-                case .accept(let classified, let toBatchLane): .accept(classified, toBatchLane: toBatchLane)
-                case .refuse(let refusal): .refuse(refusal)
-                }
-            })
+            classify: { [responder] head, bodyFollows in responder.classify(head: head, bodyFollows: bodyFollows) })
 
         // Workers first: each creates its Worker on its own thread; any failure fails start().
         let workers = DispatchGroup()
@@ -174,7 +173,7 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
             for peer in core.loops {
                 loops.enter()
                 try RuntimeThread.detach(name: "http-loop-\(peer.index)") { [self] in
-                    let loop = EventLoop(
+                    let loop = Loop(
                         core: core, peer: peer, configuration: configuration, logger: logger,
                         listenFD: peer.index == 0 ? listenFD : nil)
                     let left = loop.run()
@@ -232,18 +231,18 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
         }
     }
 
-    private func runWorker(index: Int, core: ServerCore, startup: WorkerStartup) {
+    private func runWorker(index: Int, core: Core, startup: WorkerStartup) {
         guard let worker = makeWorker(index: index, startup: startup) else { return }
         var dateCache = DateCache()
-        var batch: [Job] = []
+        var batch: [Job<Responder.Classified>] = []
         var members: [BatchedRequest<Responder.Classified>] = []
-        func finish(_ job: Job, _ response: HTTPResponse) {
-            self.finish(job, response, core: core, worker: index, dateCache: &dateCache)
+        func finish(_ member: BatchedRequest<Responder.Classified>, _ response: HTTPResponse) {
+            self.finish(member, response, core: core, worker: index, dateCache: &dateCache)
         }
         /// A batch handed on is answered here, whole.
-        func answerHandedOn(_ jobs: [Job]) {
+        func answerHandedOn(_ jobs: [Job<Responder.Classified>]) {
             let left = respond(to: jobs, from: .handedOn, worker: worker, members: &members, answer: finish)
-            for job in left.joined() { finish(job, Self.unanswered) }
+            for member in left.joined() { finish(member, Self.unanswered) }
         }
         while core.queue.dequeue(worker: index, limit: responder.batchLimit(worker: worker), into: &batch) {
             core.busyWorkers.add(1, ordering: .relaxed)
@@ -266,59 +265,52 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
     /// lane (up to ``HTTPServerConfiguration/batchLaneLimit``), answers what the batch can, and
     /// hands the rest to the other workers — it never answers one alone itself, so it never
     /// waits on anything but the batch's shared round trip.
-    private func runBatchWorker(index: Int, laneIndex: Int, core: ServerCore, startup: WorkerStartup) {
+    private func runBatchWorker(index: Int, laneIndex: Int, core: Core, startup: WorkerStartup) {
         let loop = core.loops[laneIndex % core.loops.count]
         guard let lane = loop.lane else { return startup.report(nil) }
         guard let worker = makeWorker(index: index, startup: startup) else { return }
         var dateCache = DateCache()
-        var batch: [Job] = []
+        var batch: [Job<Responder.Classified>] = []
         var members: [BatchedRequest<Responder.Classified>] = []
         let limit = max(configuration.batchLaneLimit, 1)
         while lane.dequeue(worker: laneIndex / core.loops.count, limit: limit, into: &batch) {
             core.busyWorkers.add(1, ordering: .relaxed)
-            let handedOn = respond(to: batch, from: .lane, worker: worker, members: &members) { job, response in
-                finish(job, response, core: core, worker: index, dateCache: &dateCache)
+            let handedOn = respond(to: batch, from: .lane, worker: worker, members: &members) { member, response in
+                finish(member, response, core: core, worker: index, dateCache: &dateCache)
             }
             for job in handOn(handedOn, core: core) {
                 // The other workers' queue is full: answer as the loop does when it is.
                 core.refusedAtCapacity.add(1, ordering: .relaxed)
-                finish(job, EventLoop.atCapacity, core: core, worker: index, dateCache: &dateCache)
+                finish(job.member, Loop.atCapacity, core: core, worker: index, dateCache: &dateCache)
             }
             batch.removeAll(keepingCapacity: true)
             core.busyWorkers.subtract(1, ordering: .relaxed)
         }
     }
 
-    /// Hands `batch` to the responder; returns the jobs it handed on, in its groups, each with
-    /// what the batch left in its classified value.
+    /// Hands `batch` to the responder; returns the requests it handed on, in its groups, each
+    /// with its connection and what the batch left in its classified value.
     private func respond(
-        to batch: [Job], from origin: BatchOrigin, worker: Responder.Worker,
-        members: inout [BatchedRequest<Responder.Classified>], answer: (Job, HTTPResponse) -> Void
-    ) -> [[Job]] {
+        to batch: [Job<Responder.Classified>], from origin: BatchOrigin, worker: Responder.Worker,
+        members: inout [BatchedRequest<Responder.Classified>],
+        answer: (BatchedRequest<Responder.Classified>, HTTPResponse) -> Void
+    ) -> [[BatchedRequest<Responder.Classified>]] {
         members.removeAll(keepingCapacity: true)
-        for (slot, job) in batch.enumerated() {
-            // Made by this server's responder (``ServerCore/classify``): the cast cannot fail.
-            members.append(BatchedRequest(request: job.request, classified: job.classified as! Responder.Classified, position: slot))
-        }
-        let handedOn = responder.respond(to: members, from: origin, worker: worker) { member, response in
-            answer(batch[member.position], response)
-        }
-        members.removeAll(keepingCapacity: true)
-        return handedOn.map { group in
-            group.map { member in
-                var job = batch[member.position]
-                job.classified = member.classified
-                return job
-            }
-        }
+        for job in batch { members.append(job.member) }
+        defer { members.removeAll(keepingCapacity: true) }
+        return responder.respond(to: members, from: origin, worker: worker, answer: answer)
     }
 
     /// Puts what a batch handed on at the front of the workers' queue: each group to be taken
     /// whole, the requests handed on alone each by itself, in their order. Returns what did not fit.
-    private func handOn(_ groups: [[Job]], core: ServerCore) -> [Job] {
-        var overflow: [Job] = []
-        for group in groups where group.count > 1 { overflow += core.queue.requeue(group, together: true) }
-        overflow += core.queue.requeue(groups.filter { $0.count == 1 }.map { $0[0] })
+    private func handOn(
+        _ groups: [[BatchedRequest<Responder.Classified>]], core: Core
+    ) -> [Job<Responder.Classified>] {
+        var overflow: [Job<Responder.Classified>] = []
+        for group in groups where group.count > 1 {
+            overflow += core.queue.requeue(group.map { Job(member: $0) }, together: true)
+        }
+        overflow += core.queue.requeue(groups.filter { $0.count == 1 }.map { Job(member: $0[0]) })
         return overflow
     }
 
@@ -327,25 +319,29 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
         .problem(.internalServerError, detail: "the request was not answered")
     }
 
-    /// Sends `response` to the job's connection — itself, when it may — or posts it to the loop.
+    /// Sends `response` to the request's connection — itself, when it may — or posts it to the loop.
     private func finish(
-        _ job: Job, _ response: HTTPResponse, core: ServerCore, worker index: Int, dateCache: inout DateCache
+        _ member: BatchedRequest<Responder.Classified>, _ response: HTTPResponse, core: Core, worker index: Int,
+        dateCache: inout DateCache
     ) {
-        let close = !job.keepAlive || core.draining.load(ordering: .relaxed) || Self.asksToClose(response)
+        // One the server did not receive (``BatchedRequest/init(request:classified:)``): no
+        // connection waits for its answer.
+        guard let ticket = member.connection else { return }
+        let close = !ticket.keepAlive || core.draining.load(ordering: .relaxed) || Self.asksToClose(response)
         let bytes = HTTPResponseEncoder.encode(
-            response, date: dateCache.current(), isHeadResponse: job.request.method == .head,
-            connection: EventLoop.connectionHeader(close: close, version: job.request.version))
+            response, date: dateCache.current(), isHeadResponse: member.request.method == .head,
+            connection: Loop.connectionHeader(close: close, version: member.request.version))
         let kind: Completion.Kind
         if let stream = response.eventStream {
             // The loop owns streams: it writes the first bytes and keeps the connection.
             let bytes = HTTPResponseEncoder.encode(
                 response, date: dateCache.current(), isHeadResponse: false, connection: .close)
             kind = .stream(bytes: bytes, stream: stream)
-        } else if job.mayWriteDirectly, !close {
-            switch Self.writeDirectly(bytes, to: job.fd) {
+        } else if ticket.mayWriteDirectly, !close {
+            switch Self.writeDirectly(bytes, to: ticket.fd) {
             case .complete:
                 // Last touch of the connection: from here the loop may close the descriptor.
-                guard job.handoff.workerFinished() else { return }
+                guard ticket.handoff.workerFinished() else { return }
                 kind = .written
             case .partial(let sent):
                 kind = .response(bytes: Array(bytes[sent...]), closeAfter: false)
@@ -355,7 +351,8 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
         } else {
             kind = .response(bytes: bytes, closeAfter: close)
         }
-        core.loops[job.loop].mailbox.post(Completion(fd: job.fd, connectionID: job.connectionID, kind: kind), from: index)
+        core.loops[ticket.loop].mailbox.post(
+            Completion(fd: ticket.fd, connectionID: ticket.connectionID, kind: kind), from: index)
     }
 
     private enum DirectWrite {

@@ -2,10 +2,10 @@ import HTTP1
 import Synchronization
 
 /// What the event loop, the workers and the public ``HTTPServer`` share. Every member is `Sendable`.
-final class ServerCore: Sendable {
-    let queue: WorkQueue
-    /// Every event loop; a job goes back to the loop that owns its connection (``Job/loop``).
-    let loops: [LoopPeer]
+final class ServerCore<Classified: Sendable>: Sendable {
+    let queue: WorkQueue<Classified>
+    /// Every event loop; a job goes back to the loop that owns its connection (``ConnectionTicket/loop``).
+    let loops: [LoopPeer<Classified>]
     /// Set once shutdown begins: responses from then on carry `Connection: close`.
     let draining = Atomic<Bool>(false)
     let shutdownRequested = Atomic<Bool>(false)
@@ -17,19 +17,19 @@ final class ServerCore: Sendable {
     let busyWorkers = Atomic<Int>(0)
     /// The event streams the loop serves, if the server has any.
     let eventStreams: EventStreams?
-    /// ``HTTPResponder/classify(head:bodyFollows:)``, its verdict erased (``Job/classified``).
-    let classify: @Sendable (_ head: HTTPRequest, _ bodyFollows: Bool) -> RequestClassification<any Sendable>
+    /// The responder's ``HTTPResponder/classify(head:bodyFollows:)``, for the loops.
+    let classify: @Sendable (_ head: HTTPRequest, _ bodyFollows: Bool) -> RequestClassification<Classified>
 
     init(
         queueCapacity: Int, workerCount: Int, batchWorkerCount: Int = 0, loops: [(epollFD: Int32, eventFD: Int32)],
         eventStreams: EventStreams?,
-        classify: @escaping @Sendable (_ head: HTTPRequest, _ bodyFollows: Bool) -> RequestClassification<any Sendable>
+        classify: @escaping @Sendable (_ head: HTTPRequest, _ bodyFollows: Bool) -> RequestClassification<Classified>
     ) {
         self.classify = classify
         queue = WorkQueue(capacity: queueCapacity, workerCount: workerCount)
         // Batch worker `i` serves loop `i % loops.count`'s lane: a loop's requests never wait on
         // a lock another loop takes (one shared lane cost 2.5 times the CPU per hit at 8 loops).
-        let lanes = (0..<loops.count).map { loop -> WorkQueue? in
+        let lanes = (0..<loops.count).map { loop -> WorkQueue<Classified>? in
             let laneWorkers = (batchWorkerCount - loop + loops.count - 1) / loops.count
             return laneWorkers > 0 ? WorkQueue(capacity: queueCapacity, workerCount: laneWorkers, spins: false) : nil
         }

@@ -17,9 +17,9 @@ import Synchronization
 /// Before parking, one worker at a time spins briefly (yielding the CPU) for the next job: under
 /// load one arrives within microseconds, and a spinning worker counts as one on its way, so the loop
 /// does not pay a futex wake and the worker a sleep and a context switch.
-final class WorkQueue: Sendable {
+final class WorkQueue<Classified: Sendable>: Sendable {
     private struct State {
-        var ring: [Job?]
+        var ring: [Job<Classified>?]
         var head = 0
         var count = 0
         var stopped = false
@@ -46,7 +46,7 @@ final class WorkQueue: Sendable {
     /// Workers spinning at once; more would steal the CPU from the loop on a small machine.
     private let maxSpinning: Int
     /// How long a worker polls for a job before it parks.
-    private static let spinTime: Duration = .microseconds(50)
+    private static var spinTime: Duration { .microseconds(50) }
 
     private let state: Mutex<State>
     private let parkingSpots: [DispatchSemaphore]
@@ -65,7 +65,7 @@ final class WorkQueue: Sendable {
     }
 
     /// Queues `job`; false when the queue is full or stopped.
-    func tryEnqueue(_ job: Job) -> Bool {
+    func tryEnqueue(_ job: Job<Classified>) -> Bool {
         let (accepted, wake) = state.withLock { state -> (Bool, Int?) in
             guard !state.stopped, state.count < state.ring.count else { return (false, nil) }
             state.ring[(state.head + state.count) % state.ring.count] = job
@@ -85,10 +85,10 @@ final class WorkQueue: Sendable {
     /// Puts jobs a worker took but left unanswered back at the front of the queue, for any
     /// worker to take alone — or, `together`, for one worker to take all at once. Returns those
     /// that did not fit (the queue filled meanwhile): the caller answers them itself.
-    func requeue(_ jobs: [Job], together: Bool = false) -> [Job] {
+    func requeue(_ jobs: [Job<Classified>], together: Bool = false) -> [Job<Classified>] {
         guard !jobs.isEmpty else { return [] }
-        let (overflow, wake) = state.withLock { state -> ([Job], [Int]) in
-            var overflow: [Job] = []
+        let (overflow, wake) = state.withLock { state -> ([Job<Classified>], [Int]) in
+            var overflow: [Job<Classified>] = []
             var group: UInt64 = 0
             if together {
                 state.lastGroup &+= 1
@@ -122,7 +122,7 @@ final class WorkQueue: Sendable {
 
     /// Replaces `batch` with the next jobs for worker `index` — at most `limit`, as many as are
     /// queued, and a job left by a batch alone — parking until there is one; false once stopped.
-    func dequeue(worker index: Int, limit: Int, into batch: inout [Job]) -> Bool {
+    func dequeue(worker index: Int, limit: Int, into batch: inout [Job<Classified>]) -> Bool {
         batch.removeAll(keepingCapacity: true)
         var woken = false
         var spinning = false

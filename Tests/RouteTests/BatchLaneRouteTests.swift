@@ -14,8 +14,9 @@ import Testing
         HTTPRequest(method: .get, target: target, headers: headers)
     }
 
-    /// `requests` classified as their loop classifies them, as one batch; those refused on their
-    /// head are left out, with their answers.
+    /// `requests` classified as their loop classifies them, as one batch, each tagged with its
+    /// position (``BatchedRequest/position``); those refused on their head are left out, with
+    /// their answers.
     private func batch(
         _ requests: [HTTPRequest], of responder: ProfileResponder
     ) -> (members: [BatchedRequest<ClassifiedRequest>], toLane: [Bool], refused: [Int: HTTPResponse]) {
@@ -23,9 +24,11 @@ import Testing
         var toLane: [Bool] = []
         var refused: [Int: HTTPResponse] = [:]
         for (position, request) in requests.enumerated() {
+            var request = request
+            request.headers.add(name: BatchedRequest<ClassifiedRequest>.positionField, value: "\(position)")
             switch responder.classify(head: request, bodyFollows: !request.body.isEmpty) {
             case .accept(let classified, let lane):
-                members.append(BatchedRequest(request: request, classified: classified, position: position))
+                members.append(BatchedRequest(request: request, classified: classified))
                 toLane.append(lane)
             case .refuse(let response):
                 refused[position] = response
@@ -192,4 +195,13 @@ import Testing
         #expect(Set(answered.keys).isDisjoint(with: alone))
         #expect(answered.count + alone.count == profiles.count)
     }
+}
+
+extension BatchedRequest {
+    /// The header that tags a test's request with its position among the requests of its batch.
+    fileprivate static var positionField: String { "X-Test-Position" }
+
+    /// The position `batch(_:of:)` tagged its request with: a member carries its connection, not
+    /// its position, so a test tells its answers and its groups apart by this.
+    fileprivate var position: Int { request.headers[Self.positionField].flatMap { Int($0) } ?? -1 }
 }
