@@ -1,7 +1,7 @@
 import HTTP1
 
 /// One accepted socket and everything the event loop knows about it. Confined to the loop thread.
-final class Connection<Classified: Sendable> {
+final class Connection {
     let fd: Int32
     /// Distinguishes this connection from a later one that reuses `fd`.
     let id: UInt64
@@ -34,9 +34,10 @@ final class Connection<Classified: Sendable> {
     /// When the last request was handed to a worker: of two idle connections, the one whose last
     /// request came first has been idle the longest.
     var lastRequestAt: ContinuousClock.Instant?
-    /// What the responder made of the head of the request whose body is being read. Last: the one
-    /// field whose layout depends on `Classified`, so the others keep fixed offsets.
-    var classifiedHead: (classified: Classified, toBatchLane: Bool)?
+    /// Set while the body of a request whose head the responder accepted is read: whether the
+    /// request goes to the batch lane. What the responder made of the head waits in the loop's
+    /// typed slots, under this connection's descriptor (``EventLoop``'s `classifiedHeads`).
+    var headToBatchLane: Bool?
 
     init(
         fd: Int32, id: UInt64, peerAddress: String, machine: ConnectionStateMachine<ContinuousClock.Instant>,

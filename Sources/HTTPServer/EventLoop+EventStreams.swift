@@ -14,8 +14,7 @@ extension EventLoop {
     /// bytes, followed by each topic's latest event when that is newer than what the worker read;
     /// or answers 503 when the subscriber or subscription limit is reached or the server is draining.
     func startStream(
-        _ connection: Connection<Classified>, _ bytes: [UInt8], _ stream: HTTPResponse.EventStream,
-        now: ContinuousClock.Instant
+        _ connection: Connection, _ bytes: [UInt8], _ stream: HTTPResponse.EventStream, now: ContinuousClock.Instant
     ) {
         guard let streams = core.eventStreams else {
             preconditionFailure("an event-stream response on a server without EventStreams")
@@ -109,7 +108,7 @@ extension EventLoop {
     /// Ends a stream at its ``HTTP1/HTTPResponse/EventStream/endsAt`` (its lifetime, or the
     /// token that opened it expired) with a last comment; the client reconnects with
     /// `Last-Event-ID` and misses nothing.
-    func endStream(_ connection: Connection<Classified>, now: ContinuousClock.Instant) {
+    func endStream(_ connection: Connection, now: ContinuousClock.Instant) {
         connection.stream?.endsAt = nil
         core.eventStreams?.ended.add(1, ordering: .relaxed)
         send(EventStreams.streamEnd, onStream: connection, now: now)
@@ -126,7 +125,7 @@ extension EventLoop {
     /// its unsent bytes would exceed the bound (its reader stopped or is too slow).
     /// - Returns: false when the stream was cut or failed.
     @discardableResult
-    func send(_ bytes: [UInt8], onStream connection: Connection<Classified>, now: ContinuousClock.Instant) -> Bool {
+    func send(_ bytes: [UInt8], onStream connection: Connection, now: ContinuousClock.Instant) -> Bool {
         guard let streams = core.eventStreams else { return false }
         let limit = connection.stream?.bufferLimit ?? streams.configuration.maxBufferedBytes
         if connection.pendingOutputCount + bytes.count > limit {
@@ -152,7 +151,7 @@ extension EventLoop {
 
     /// Takes a closing connection out of the lists of every topic it follows and gives its
     /// topics and its client's place back.
-    func removeStream(_ connection: Connection<Classified>) {
+    func removeStream(_ connection: Connection) {
         guard let state = connection.stream else { return }
         connection.stream = nil
         for (topic, place) in state.places {

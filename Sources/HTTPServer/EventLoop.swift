@@ -28,17 +28,24 @@ import Synchronization
 /// costs its ``Connection`` and kernel socket, never a thread (docs/design.md §4).
 ///
 /// Generic over what the responder makes of a request (``HTTPResponder/Classified``): that value
-/// goes, typed, from the head the loop classified to the worker that answers it.
+/// goes, typed, from the head the loop classified to the queue of the worker that answers it. The
+/// code is not specialized for it (the responder comes from another module), so only what holds
+/// that value is generic: connections, and what they are kept in, are not.
 final class EventLoop<Classified: Sendable> {
     let core: ServerCore<Classified>
     /// This loop's shared side: its mailbox and load counters.
-    let peer: LoopPeer<Classified>
+    let peer: LoopPeer
+    /// This loop's batch lane (``ServerCore/lanes``), if a lane worker serves it.
+    private let lane: WorkQueue<Classified>?
     private let configuration: HTTPServerConfiguration
     let logger: Logger
     private let epollFD: Int32
     private let eventFD: Int32
     private var listenFD: Int32?
-    private var connections: [Connection<Classified>?] = []
+    private var connections: [Connection?] = []
+    /// What the responder made of the head of each request whose body is being read, by the
+    /// descriptor of its connection (``Connection/headToBatchLane``).
+    private let classifiedHeads = TypedSlots<Classified>(capacity: 0)
     private var connectionCount = 0
     private var nextConnectionID: UInt64 = 0
     let limits: HTTPRequestParser.Limits
@@ -55,20 +62,18 @@ final class EventLoop<Classified: Sendable> {
     private let clock = ContinuousClock()
     private var dateCache = DateCache()
     /// Open event streams by topic; each connection knows its index in each list (``StreamState``).
-    var streamTopics: [Int64: [Connection<Classified>]] = [:]
+    var streamTopics: [Int64: [Connection]] = [:]
     var streamEvents: [EventStreams.Event] = []
     var nextHeartbeat: ContinuousClock.Instant
 
-    /// Bytes discarded at most while lingering before a close.
-    private static var maxLingerBytes: Int { 1 << 20 }
-
     /// - Parameter listenFD: the listening socket, for the loop that accepts (one per server).
     init(
-        core: ServerCore<Classified>, peer: LoopPeer<Classified>, configuration: HTTPServerConfiguration,
+        core: ServerCore<Classified>, peer: LoopPeer, configuration: HTTPServerConfiguration,
         logger: Logger, listenFD: Int32?
     ) {
         self.core = core
         self.peer = peer
+        self.lane = core.lanes[peer.index]
         self.configuration = configuration
         self.logger = logger
         self.epollFD = peer.epollFD
@@ -155,7 +160,7 @@ final class EventLoop<Classified: Sendable> {
         return abandoned
     }
 
-    private func connection(for fd: Int32) -> Connection<Classified>? {
+    private func connection(for fd: Int32) -> Connection? {
         Int(fd) < connections.count ? connections[Int(fd)] : nil
     }
 
@@ -192,7 +197,7 @@ final class EventLoop<Classified: Sendable> {
     }
 
     /// The loop serving fewest connections, counted as serving one more; ties go round robin.
-    private func leastLoadedLoop() -> LoopPeer<Classified> {
+    private func leastLoadedLoop() -> LoopPeer {
         let loops = core.loops
         var best = loops[nextLoop % loops.count]
         var fewest = best.openConnections.load(ordering: .relaxed)
@@ -231,12 +236,13 @@ final class EventLoop<Classified: Sendable> {
             return
         }
         nextConnectionID += 1
-        let connection = Connection<Classified>(
+        let connection = Connection(
             fd: fd, id: nextConnectionID, peerAddress: accepted.peerAddress,
             machine: .init(now: now, timeouts: timeouts), limits: limits)
         if Int(fd) >= connections.count {
             connections.append(
                 contentsOf: repeatElement(nil, count: max(Int(fd) + 1 - connections.count, connections.count)))
+            classifiedHeads.grow(to: connections.count)
         }
         connections[Int(fd)] = connection
         connectionCount += 1
@@ -288,8 +294,8 @@ final class EventLoop<Classified: Sendable> {
     /// The keep-alive connection idle the longest (whose last request came first: every loop's
     /// clock agrees on that, not on when each loop saw a worker's direct write end), if there is
     /// one; a new connection still waiting for its first request is not idle in this sense.
-    private func oldestIdleConnection(now: ContinuousClock.Instant) -> Connection<Classified>? {
-        var oldest: Connection<Classified>?
+    private func oldestIdleConnection(now: ContinuousClock.Instant) -> Connection? {
+        var oldest: Connection?
         for case let connection? in connections where connection.requestsDispatched > 0 && connection.handoff.isIdle {
             // A worker that wrote its response itself left the connection "processing" until the
             // next tick; it is idle now.
@@ -316,7 +322,7 @@ final class EventLoop<Classified: Sendable> {
 
     // MARK: - Connection events
 
-    private func handle(_ connection: Connection<Classified>, events: UInt32, now: ContinuousClock.Instant) {
+    private func handle(_ connection: Connection, events: UInt32, now: ContinuousClock.Instant) {
         if events & System.epollErr != 0 { connection.failed = true }
         if events & (System.epollIn | System.epollRdHup | System.epollHup) != 0 { connection.mayRead = true }
         if connection.machine.state == .processing {
@@ -335,10 +341,10 @@ final class EventLoop<Classified: Sendable> {
     }
 
     /// Reads and parses as long as the connection is in a reading phase and bytes are available.
-    func drive(_ connection: Connection<Classified>, now: ContinuousClock.Instant) {
+    func drive(_ connection: Connection, now: ContinuousClock.Instant) {
         while connection.isOpen {
             if case .lingering = connection.machine.state {
-                discardInput(connection, upTo: Self.maxLingerBytes)
+                discardInput(connection, upTo: maxLingerBytes)
                 return
             }
             if connection.machine.isStreaming {
@@ -386,7 +392,7 @@ final class EventLoop<Classified: Sendable> {
 
     /// Parses `bytes` until they run out or a request goes to a worker; returns the bytes consumed.
     private func process(
-        _ connection: Connection<Classified>, _ bytes: UnsafeBufferPointer<UInt8>, now: ContinuousClock.Instant
+        _ connection: Connection, _ bytes: UnsafeBufferPointer<UInt8>, now: ContinuousClock.Instant
     ) -> Int {
         var offset = 0
         while offset < bytes.count, connection.isOpen, connection.machine.isReading {
@@ -409,17 +415,7 @@ final class EventLoop<Classified: Sendable> {
                 break
             case .head(let expectsContinue):
                 connection.machine.headCompleted(now: now)
-                var head = connection.parser.headOfCurrentRequest
-                head.peerAddress = connection.peerAddress
-                switch core.classify(head, true) {
-                case .accept(let classified, let toBatchLane):
-                    connection.classifiedHead = (classified, toBatchLane)
-                case .refuse(let refusal):
-                    // Refused on its head: the body is never read (nor `100 Continue` sent), and
-                    // the connection closes after the answer.
-                    refuse(connection, refusal, now: now)
-                    return bytes.count
-                }
+                guard classifyHead(of: connection, now: now) else { return bytes.count }
                 if expectsContinue {
                     connection.output.append(contentsOf: HTTPResponseEncoder.continueHead)
                     flush(connection, now: now)
@@ -432,10 +428,28 @@ final class EventLoop<Classified: Sendable> {
         return offset
     }
 
+    /// Classifies the head of a request whose body follows; false when the responder refused it:
+    /// the body is never read (nor `100 Continue` sent), and the connection closes after the answer.
+    /// Not in `process`, which runs on every read: unspecialized, a function that holds a verdict
+    /// looks up the verdict's type each time it runs.
+    private func classifyHead(of connection: Connection, now: ContinuousClock.Instant) -> Bool {
+        var head = connection.parser.headOfCurrentRequest
+        head.peerAddress = connection.peerAddress
+        switch core.classify(head, true) {
+        case .accept(let classified, let toBatchLane):
+            classifiedHeads.put(classified, at: Int(connection.fd))
+            connection.headToBatchLane = toBatchLane
+            return true
+        case .refuse(let refusal):
+            refuse(connection, refusal, now: now)
+            return false
+        }
+    }
+
     /// Hands a request to a worker; false when the responder refused it (the connection closes).
     /// - Parameter pipelined: bytes of a further request follow in the buffer being parsed.
     private func dispatch(
-        _ connection: Connection<Classified>, _ request: HTTPRequest, keepAlive: Bool, pipelined: Bool,
+        _ connection: Connection, _ request: HTTPRequest, keepAlive: Bool, pipelined: Bool,
         now: ContinuousClock.Instant
     ) -> Bool {
         var request = request
@@ -443,13 +457,15 @@ final class EventLoop<Classified: Sendable> {
         // Classified once: on its head when a body followed, else now.
         let classified: Classified
         let toBatchLane: Bool
-        if let head = connection.classifiedHead {
-            connection.classifiedHead = nil
-            (classified, toBatchLane) = head
+        if let headToBatchLane = connection.headToBatchLane {
+            connection.headToBatchLane = nil
+            classified = classifiedHeads.take(at: Int(connection.fd))
+            toBatchLane = headToBatchLane
         } else {
             switch core.classify(request, false) {
             case .accept(let value, let lane):
-                (classified, toBatchLane) = (value, lane)
+                classified = value
+                toBatchLane = lane
             case .refuse(let refusal):
                 refuse(connection, refusal, now: now)
                 return false
@@ -464,44 +480,33 @@ final class EventLoop<Classified: Sendable> {
         let ticket = ConnectionTicket(
             fd: connection.fd, connectionID: connection.id, loop: peer.index, keepAlive: keepAlive,
             handoff: connection.handoff, mayWriteDirectly: !connection.hasPendingOutput)
-        let job = Job(member: BatchedRequest(request: request, classified: classified, connection: ticket))
         // The batch lane first, when the responder wants it there; the other workers take it
         // when the lane's queue is full.
         let queued =
-            if toBatchLane, let lane = peer.lane, lane.tryEnqueue(job) {
+            if toBatchLane, let lane, lane.tryEnqueue(request, classified, connection: ticket) {
                 true
             } else {
-                core.queue.tryEnqueue(job)
+                core.queue.tryEnqueue(request, classified, connection: ticket)
             }
-        if !queued { refuseAtCapacity(job.member.request, keepAlive: keepAlive, connection, now: now) }
+        if !queued { refuseAtCapacity(request, keepAlive: keepAlive, connection, now: now) }
         return true
     }
 
     /// Answers a request the responder refused on its head and closes the connection after it.
-    private func refuse(_ connection: Connection<Classified>, _ refusal: HTTPResponse, now: ContinuousClock.Instant) {
+    private func refuse(_ connection: Connection, _ refusal: HTTPResponse, now: ContinuousClock.Instant) {
         startResponse(connection, encode(refusal, isHead: false, connection: .close), closeAfter: true, now: now)
     }
 
     private func refuseAtCapacity(
-        _ request: HTTPRequest, keepAlive: Bool, _ connection: Connection<Classified>, now: ContinuousClock.Instant
+        _ request: HTTPRequest, keepAlive: Bool, _ connection: Connection, now: ContinuousClock.Instant
     ) {
         connection.handoff.reclaim()
         core.refusedAtCapacity.add(1, ordering: .relaxed)
         let close = !keepAlive || core.draining.load(ordering: .relaxed)
-        let header = Self.connectionHeader(close: close, version: request.version)
+        let header = HTTPResponseEncoder.ConnectionHeader(close: close, version: request.version)
         startResponse(
-            connection, encode(Self.atCapacity, isHead: request.method == .head, connection: header),
+            connection, encode(.atCapacity, isHead: request.method == .head, connection: header),
             closeAfter: close, now: now)
-    }
-
-    /// The answer to a request no worker can take: every queue is full.
-    static var atCapacity: HTTPResponse {
-        .problem(.serviceUnavailable, detail: "the server is at capacity; retry shortly", headers: ["Retry-After": "1"])
-    }
-
-    static func connectionHeader(close: Bool, version: HTTPVersion) -> HTTPResponseEncoder.ConnectionHeader {
-        if close { return .close }
-        return version == .http1_0 ? .keepAlive : .none
     }
 
     func encode(
@@ -550,7 +555,7 @@ final class EventLoop<Classified: Sendable> {
     }
 
     func startResponse(
-        _ connection: Connection<Classified>, _ bytes: [UInt8], closeAfter: Bool, now: ContinuousClock.Instant
+        _ connection: Connection, _ bytes: [UInt8], closeAfter: Bool, now: ContinuousClock.Instant
     ) {
         connection.machine.responseStarted(now: now, closeAfter: closeAfter)
         if connection.hasPendingOutput {
@@ -563,7 +568,7 @@ final class EventLoop<Classified: Sendable> {
     }
 
     /// Writes pending output; on completion tells the state machine and acts on its answer.
-    func flush(_ connection: Connection<Classified>, now: ContinuousClock.Instant) {
+    func flush(_ connection: Connection, now: ContinuousClock.Instant) {
         while connection.outputOffset < connection.output.count {
             let result: IOResult<Int>
             do {
@@ -583,7 +588,7 @@ final class EventLoop<Classified: Sendable> {
         apply(connection.machine.responseWritten(now: now), to: connection)
     }
 
-    private func apply(_ action: ConnectionStateMachine<ContinuousClock.Instant>.Action, to connection: Connection<Classified>) {
+    private func apply(_ action: ConnectionStateMachine<ContinuousClock.Instant>.Action, to connection: Connection) {
         switch action {
         case .none, .sendRequestTimeout:
             break
@@ -602,7 +607,7 @@ final class EventLoop<Classified: Sendable> {
 
     /// The worker wrote the response itself and gave the connection back (``Handoff/isIdle``):
     /// back to reading, or closed if shutting down or the socket failed meanwhile.
-    private func resumeAfterDirectWrite(_ connection: Connection<Classified>, now: ContinuousClock.Instant) {
+    private func resumeAfterDirectWrite(_ connection: Connection, now: ContinuousClock.Instant) {
         apply(connection.machine.responseWrittenByWorker(now: now), to: connection)
         if connection.failed {
             close(connection)
@@ -613,7 +618,7 @@ final class EventLoop<Classified: Sendable> {
 
     /// Reads and drops input until EOF (then closes), or until `limit` bytes were dropped. A
     /// lingering close does so, so the client reads the response rather than a reset.
-    private func discardInput(_ connection: Connection<Classified>, upTo limit: Int?) {
+    private func discardInput(_ connection: Connection, upTo limit: Int?) {
         while connection.mayRead {
             do {
                 guard case .processed(let count) = try System.read(connection.fd, into: readBuffer) else {
@@ -633,7 +638,7 @@ final class EventLoop<Classified: Sendable> {
         }
     }
 
-    func close(_ connection: Connection<Classified>) {
+    func close(_ connection: Connection) {
         guard connection.isOpen else { return }
         precondition(connection.handoff.isIdle, "closing connection \(connection.id) while its request is in a worker")
         System.close(connection.fd)
@@ -641,15 +646,19 @@ final class EventLoop<Classified: Sendable> {
     }
 
     /// Runs `body` on every open event stream (a stream of many topics once).
-    func forEachStream(_ body: (Connection<Classified>) -> Void) {
+    func forEachStream(_ body: (Connection) -> Void) {
         for case let connection? in connections where connection.isOpen && connection.stream != nil {
             body(connection)
         }
     }
 
     /// Removes `connection` from the table without closing its descriptor.
-    private func forget(_ connection: Connection<Classified>) {
+    private func forget(_ connection: Connection) {
         removeStream(connection)
+        if connection.headToBatchLane != nil {
+            connection.headToBatchLane = nil
+            classifiedHeads.discard(at: Int(connection.fd))
+        }
         connection.isOpen = false
         connection.machine.closed()
         connections[Int(connection.fd)] = nil
@@ -704,4 +713,25 @@ final class EventLoop<Classified: Sendable> {
         logger.info("draining", metadata: ["connections": "\(connectionCount)"])
     }
 
+}
+
+/// Bytes discarded at most while lingering before a close.
+private let maxLingerBytes = 1 << 20
+
+extension HTTPResponse {
+    /// The answer to a request no worker can take: every queue is full.
+    static var atCapacity: HTTPResponse {
+        .problem(.serviceUnavailable, detail: "the server is at capacity; retry shortly", headers: ["Retry-After": "1"])
+    }
+}
+
+extension HTTPResponseEncoder.ConnectionHeader {
+    /// The `Connection` field of a response that closes the connection after it, or not.
+    init(close: Bool, version: HTTPVersion) {
+        if close {
+            self = .close
+        } else {
+            self = version == .http1_0 ? .keepAlive : .none
+        }
+    }
 }

@@ -76,11 +76,12 @@ public enum BatchOrigin: Sendable, Equatable {
 /// goes to its own connection.
 public struct BatchedRequest<Classified: Sendable>: Sendable {
     public let request: HTTPRequest
+    /// Where its answer goes; nil for one the server did not receive, whose answer goes nowhere.
+    /// Ahead of `classified`, whose size depends on its type, so that its offset does not.
+    let connection: ConnectionTicket?
     /// What ``HTTPResponder/classify(head:bodyFollows:)`` made of it, or what a batch that
     /// handed it on left in it (say, its body parsed).
     public var classified: Classified
-    /// Where its answer goes; nil for one the server did not receive, whose answer goes nowhere.
-    let connection: ConnectionTicket?
 
     /// A request no server received (a test's): an answer to it goes nowhere.
     public init(request: HTTPRequest, classified: Classified) {

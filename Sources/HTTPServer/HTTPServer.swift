@@ -48,7 +48,6 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
     private let eventStreams: EventStreams?
     /// The loops, the workers and their queues, typed by what the responder makes of a request.
     private typealias Core = ServerCore<Responder.Classified>
-    private typealias Loop = EventLoop<Responder.Classified>
 
     private let lifecycle = Mutex<Lifecycle>(.idle)
     /// Left once every loop has stopped and the workers with them.
@@ -173,7 +172,7 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
             for peer in core.loops {
                 loops.enter()
                 try RuntimeThread.detach(name: "http-loop-\(peer.index)") { [self] in
-                    let loop = Loop(
+                    let loop = EventLoop(
                         core: core, peer: peer, configuration: configuration, logger: logger,
                         listenFD: peer.index == 0 ? listenFD : nil)
                     let left = loop.run()
@@ -234,25 +233,30 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
     private func runWorker(index: Int, core: Core, startup: WorkerStartup) {
         guard let worker = makeWorker(index: index, startup: startup) else { return }
         var dateCache = DateCache()
-        var batch: [Job<Responder.Classified>] = []
-        var members: [BatchedRequest<Responder.Classified>] = []
+        let intake = Intake<Responder.Classified>()
+        var batch: [BatchedRequest<Responder.Classified>] = []
         func finish(_ member: BatchedRequest<Responder.Classified>, _ response: HTTPResponse) {
             self.finish(member, response, core: core, worker: index, dateCache: &dateCache)
         }
         /// A batch handed on is answered here, whole.
-        func answerHandedOn(_ jobs: [Job<Responder.Classified>]) {
-            let left = respond(to: jobs, from: .handedOn, worker: worker, members: &members, answer: finish)
+        func answerHandedOn(_ members: [BatchedRequest<Responder.Classified>]) {
+            let left = responder.respond(to: members, from: .handedOn, worker: worker, answer: finish)
             for member in left.joined() { finish(member, Self.unanswered) }
         }
-        while core.queue.dequeue(worker: index, limit: responder.batchLimit(worker: worker), into: &batch) {
+        while let origin = core.queue.dequeue(
+            worker: index, limit: responder.batchLimit(worker: worker), intake: intake, into: &batch)
+        {
             core.busyWorkers.add(1, ordering: .relaxed)
-            if batch[0].handedOn {
+            if origin == .handedOn {
                 answerHandedOn(batch)
             } else {
-                let handedOn = respond(to: batch, from: .queue, worker: worker, members: &members, answer: finish)
+                let handedOn = responder.respond(to: batch, from: .queue, worker: worker, answer: finish)
                 // Other workers answer what this batch handed on, so none waits behind the others
-                // here; what does not fit in the queue this worker answers itself, each alone.
-                for job in handOn(handedOn, core: core) { answerHandedOn([job]) }
+                // here; what does not fit in the queue this worker answers itself, each alone. Most
+                // batches hand nothing on, and each call of `handOn` looks up its types (unspecialized).
+                if !handedOn.isEmpty {
+                    for member in handOn(handedOn, core: core) { answerHandedOn([member]) }
+                }
             }
             // Answered: their bodies are not kept until this worker's next batch (64 workers
             // each holding a group of 64 writes is megabytes).
@@ -266,51 +270,36 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
     /// hands the rest to the other workers — it never answers one alone itself, so it never
     /// waits on anything but the batch's shared round trip.
     private func runBatchWorker(index: Int, laneIndex: Int, core: Core, startup: WorkerStartup) {
-        let loop = core.loops[laneIndex % core.loops.count]
-        guard let lane = loop.lane else { return startup.report(nil) }
+        guard let lane = core.lanes[laneIndex % core.loops.count] else { return startup.report(nil) }
         guard let worker = makeWorker(index: index, startup: startup) else { return }
         var dateCache = DateCache()
-        var batch: [Job<Responder.Classified>] = []
-        var members: [BatchedRequest<Responder.Classified>] = []
+        let intake = Intake<Responder.Classified>()
+        var batch: [BatchedRequest<Responder.Classified>] = []
         let limit = max(configuration.batchLaneLimit, 1)
-        while lane.dequeue(worker: laneIndex / core.loops.count, limit: limit, into: &batch) {
+        while lane.dequeue(worker: laneIndex / core.loops.count, limit: limit, intake: intake, into: &batch) != nil {
             core.busyWorkers.add(1, ordering: .relaxed)
-            let handedOn = respond(to: batch, from: .lane, worker: worker, members: &members) { member, response in
+            let handedOn = responder.respond(to: batch, from: .lane, worker: worker) { member, response in
                 finish(member, response, core: core, worker: index, dateCache: &dateCache)
             }
-            for job in handOn(handedOn, core: core) {
+            for member in handOn(handedOn, core: core) {
                 // The other workers' queue is full: answer as the loop does when it is.
                 core.refusedAtCapacity.add(1, ordering: .relaxed)
-                finish(job.member, Loop.atCapacity, core: core, worker: index, dateCache: &dateCache)
+                finish(member, .atCapacity, core: core, worker: index, dateCache: &dateCache)
             }
             batch.removeAll(keepingCapacity: true)
             core.busyWorkers.subtract(1, ordering: .relaxed)
         }
     }
 
-    /// Hands `batch` to the responder; returns the requests it handed on, in its groups, each
-    /// with its connection and what the batch left in its classified value.
-    private func respond(
-        to batch: [Job<Responder.Classified>], from origin: BatchOrigin, worker: Responder.Worker,
-        members: inout [BatchedRequest<Responder.Classified>],
-        answer: (BatchedRequest<Responder.Classified>, HTTPResponse) -> Void
-    ) -> [[BatchedRequest<Responder.Classified>]] {
-        members.removeAll(keepingCapacity: true)
-        for job in batch { members.append(job.member) }
-        defer { members.removeAll(keepingCapacity: true) }
-        return responder.respond(to: members, from: origin, worker: worker, answer: answer)
-    }
-
-    /// Puts what a batch handed on at the front of the workers' queue: each group to be taken
-    /// whole, the requests handed on alone each by itself, in their order. Returns what did not fit.
+    /// Puts what a batch handed on at the front of the workers' queue, each request with what the
+    /// batch left in its classified value: each group to be taken whole, the requests handed on
+    /// alone each by itself, in their order. Returns what did not fit.
     private func handOn(
         _ groups: [[BatchedRequest<Responder.Classified>]], core: Core
-    ) -> [Job<Responder.Classified>] {
-        var overflow: [Job<Responder.Classified>] = []
-        for group in groups where group.count > 1 {
-            overflow += core.queue.requeue(group.map { Job(member: $0) }, together: true)
-        }
-        overflow += core.queue.requeue(groups.filter { $0.count == 1 }.map { Job(member: $0[0]) })
+    ) -> [BatchedRequest<Responder.Classified>] {
+        var overflow: [BatchedRequest<Responder.Classified>] = []
+        for group in groups where group.count > 1 { overflow += core.queue.requeue(group, together: true) }
+        overflow += core.queue.requeue(groups.filter { $0.count == 1 }.map { $0[0] })
         return overflow
     }
 
@@ -330,7 +319,7 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
         let close = !ticket.keepAlive || core.draining.load(ordering: .relaxed) || Self.asksToClose(response)
         let bytes = HTTPResponseEncoder.encode(
             response, date: dateCache.current(), isHeadResponse: member.request.method == .head,
-            connection: Loop.connectionHeader(close: close, version: member.request.version))
+            connection: HTTPResponseEncoder.ConnectionHeader(close: close, version: member.request.version))
         let kind: Completion.Kind
         if let stream = response.eventStream {
             // The loop owns streams: it writes the first bytes and keeps the connection.
@@ -419,7 +408,7 @@ public final class HTTPServer<Responder: HTTPResponder>: Sendable {
             return HTTPServerStatistics(
                 openConnections: core.openConnections.load(ordering: .relaxed),
                 queuedRequests: core.queue.queued.load(ordering: .relaxed)
-                    + core.loops.reduce(0) { $0 + ($1.lane?.queued.load(ordering: .relaxed) ?? 0) },
+                    + core.lanes.reduce(0) { $0 + ($1?.queued.load(ordering: .relaxed) ?? 0) },
                 busyWorkers: core.busyWorkers.load(ordering: .relaxed),
                 eventStreams: core.eventStreams?.statistics,
                 idleConnectionsClosedForRoom: core.idleClosedForRoom.load(ordering: .relaxed),

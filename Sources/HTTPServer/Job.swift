@@ -1,19 +1,17 @@
 import HTTP1
 
-/// A request handed to a worker thread.
-struct Job<Classified: Sendable>: Sendable {
-    /// The request as the responder gets it in a batch, with the connection its answer goes to
-    /// (``BatchedRequest/connection``).
-    var member: BatchedRequest<Classified>
+/// A request queued for a worker, less what the responder made of it: the queue keeps that,
+/// typed, beside it (``WorkQueue``).
+struct Job: Sendable {
+    var request: HTTPRequest
+    /// Where its answer goes (``BatchedRequest/connection``).
+    var connection: ConnectionTicket?
     /// A batch handed it on alone (``HTTPResponder/respond(to:from:worker:answer:)``): it is taken
     /// by itself, as a batch ``BatchOrigin/handedOn``.
     var alone = false
     /// Non-zero: a batch handed it on with others, to be answered together; jobs of one group
     /// are taken at once, as a batch ``BatchOrigin/handedOn``.
     var group: UInt64 = 0
-
-    /// Whether a batch handed it on.
-    var handedOn: Bool { alone || group != 0 }
 }
 
 /// The connection a request came on, and how its answer may be sent there: what a

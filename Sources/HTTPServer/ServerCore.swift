@@ -4,8 +4,13 @@ import Synchronization
 /// What the event loop, the workers and the public ``HTTPServer`` share. Every member is `Sendable`.
 final class ServerCore<Classified: Sendable>: Sendable {
     let queue: WorkQueue<Classified>
-    /// Every event loop; a job goes back to the loop that owns its connection (``ConnectionTicket/loop``).
-    let loops: [LoopPeer<Classified>]
+    /// The batch lane's queue for each loop's requests, by loop index
+    /// (``HTTPServerConfiguration/batchWorkerCount`` workers spread over the loops); nil where no
+    /// lane worker serves the loop.
+    let lanes: [WorkQueue<Classified>?]
+    /// Every event loop; an answer goes back to the loop that owns its connection
+    /// (``ConnectionTicket/loop``).
+    let loops: [LoopPeer]
     /// Set once shutdown begins: responses from then on carry `Connection: close`.
     let draining = Atomic<Bool>(false)
     let shutdownRequested = Atomic<Bool>(false)
@@ -29,7 +34,7 @@ final class ServerCore<Classified: Sendable>: Sendable {
         queue = WorkQueue(capacity: queueCapacity, workerCount: workerCount)
         // Batch worker `i` serves loop `i % loops.count`'s lane: a loop's requests never wait on
         // a lock another loop takes (one shared lane cost 2.5 times the CPU per hit at 8 loops).
-        let lanes = (0..<loops.count).map { loop -> WorkQueue<Classified>? in
+        lanes = (0..<loops.count).map { loop -> WorkQueue<Classified>? in
             let laneWorkers = (batchWorkerCount - loop + loops.count - 1) / loops.count
             return laneWorkers > 0 ? WorkQueue(capacity: queueCapacity, workerCount: laneWorkers, spins: false) : nil
         }
@@ -37,8 +42,7 @@ final class ServerCore<Classified: Sendable>: Sendable {
         self.loops = loops.enumerated().map { index, descriptors in
             LoopPeer(
                 index: index, epollFD: descriptors.epollFD,
-                mailbox: Mailbox(eventFD: descriptors.eventFD, workerCount: workerCount + batchWorkerCount),
-                lane: lanes[index])
+                mailbox: Mailbox(eventFD: descriptors.eventFD, workerCount: workerCount + batchWorkerCount))
         }
         self.eventStreams = eventStreams
     }
@@ -51,6 +55,6 @@ final class ServerCore<Classified: Sendable>: Sendable {
     /// Stops every queue: every worker wakes and leaves; queued jobs are dropped.
     func stopQueues() {
         queue.stop()
-        for loop in loops { loop.lane?.stop() }
+        for lane in lanes { lane?.stop() }
     }
 }
