@@ -78,9 +78,6 @@ extension ProfileRepository {
         }
         /// The version of a profile entry (0: a record of absence) read back instead.
         var cachedVersion: Int32? { look?.cachedVersion }
-
-        /// A lease already held (sent with the reader's first look).
-        static func held(_ look: Look, token: UInt64?) -> LeaseAttempt { LeaseAttempt(token: token, look: look) }
     }
 
     /// Puts a lease down on each key — `add`ed where the key is free, or `cas`ed over the entry

@@ -11,7 +11,7 @@ extension ProfileRepository {
     struct LoadRequest {
         enum Lease {
             /// The lease sent with the read's first look, seen there as its own.
-            case held(Look, token: UInt64?)
+            case held(LeaseAttempt)
             /// A lease to put down where the key is free, or over the undecodable entry whose CAS
             /// value is given.
             case replacing(UInt64?)
@@ -49,10 +49,10 @@ extension ProfileRepository {
             switch (role, load.lease) {
             case (.follower(let flight), .replacing):
                 followers.append((load.index, flight))
-            case (.follower, .held(let look, let token)):
-                leaders.append(Leader(index: load.index, id: read.id, key: read.key, flight: nil, lease: .held(look, token: token)))
-            case (.leader(let flight), .held(let look, let token)):
-                leaders.append(Leader(index: load.index, id: read.id, key: read.key, flight: flight, lease: .held(look, token: token)))
+            case (.follower, .held(let lease)):
+                leaders.append(Leader(index: load.index, id: read.id, key: read.key, flight: nil, lease: lease))
+            case (.leader(let flight), .held(let lease)):
+                leaders.append(Leader(index: load.index, id: read.id, key: read.key, flight: flight, lease: lease))
             case (.leader(let flight), .replacing(let replacingCAS)):
                 leasesToPut.append((leaders.count, read.key, replacingCAS))
                 leaders.append(Leader(index: load.index, id: read.id, key: read.key, flight: flight, lease: LeaseAttempt()))
@@ -69,9 +69,7 @@ extension ProfileRepository {
         }
         for follower in followers {
             let read = reads[follower.index]
-            reads[follower.index].answer = Result { () throws(ProfileStoreError) in
-                try follow(follower.flight, id: read.id, floor: read.floor, since: began)
-            }
+            reads[follower.index].answer = Result { () throws(ProfileStoreError) in try follow(follower.flight, read, since: began) }
         }
     }
 
@@ -153,16 +151,17 @@ extension ProfileRepository {
     /// reader that cannot wait, or waited in vain, answers 503 rather than read the row itself —
     /// a read that is slow for the leader would be as slow for it, and could end up running in
     /// every worker.
-    func follow(
-        _ flight: InFlightReads.Flight, id: Int64, floor: Int32?, since began: ContinuousClock.Instant
-    ) throws(ProfileStoreError) -> Representation? {
-        shared.hooks.willFollow?(id)
+    func follow(_ flight: InFlightReads.Flight, _ read: KeyRead, since began: ContinuousClock.Instant)
+        throws(ProfileStoreError) -> Representation?
+    {
+        shared.hooks.willFollow?(read.id)
         let wait = flight.wait(timeout: configuration.coalescedWait, slots: shared.coalescedWaitSlots, since: began)
-        var reads = [KeyRead(id: id, key: configuration.key(for: id), floor: floor, waits: [])]
+        // A batch of this one read, for the steps that read PostgreSQL themselves.
+        var reads = [read]
         switch wait {
         case .usable(.found(let profile, _), let readAfterJoin):
             statistics.record(.coalesced)
-            guard let floor, profile.version < floor else { return Representation(profile, outcome: .miss) }
+            guard let floor = read.floor, profile.version < floor else { return Representation(profile, outcome: .miss) }
             // A row read after this request arrived is PostgreSQL's answer to its floor: the
             // floor is above every version there is, and the current row is the answer (§2.1).
             if readAfterJoin { return Representation(profile, outcome: .bypass) }

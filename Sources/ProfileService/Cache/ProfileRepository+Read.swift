@@ -191,7 +191,7 @@ extension ProfileRepository {
                     readsPast.append(PastRead(index: index, cachedVersion: cachedVersion))
                 case .populateOverOwnLease:
                     statistics.record(.miss)
-                    loads.append(LoadRequest(index: index, lease: .held(look, token: reads[index].sentLease)))
+                    loads.append(LoadRequest(index: index, lease: .held(LeaseAttempt(token: reads[index].sentLease, look: look))))
                 case .load(let replacingUndecodable):
                     statistics.record(.miss)
                     loads.append(LoadRequest(index: index, lease: .replacing(replacingUndecodable ? look.cas : nil)))
@@ -228,9 +228,7 @@ extension ProfileRepository {
             // Last, once this batch's own loads have ended: its other steps act on looks just taken.
             for (index, flight) in following {
                 let read = reads[index]
-                reads[index].answer = Result { () throws(ProfileStoreError) in
-                    try follow(flight, id: read.id, floor: read.floor, since: began)
-                }
+                reads[index].answer = Result { () throws(ProfileStoreError) in try follow(flight, read, since: began) }
             }
             pending = again
             if !again.isEmpty {

@@ -52,6 +52,7 @@ extension ProfileRepository {
     @discardableResult
     func refresh(_ changes: [(change: ProfileChange, lookup: MemcachedGetResult?)]) -> [RefreshOutcome] {
         var outcomes = [RefreshOutcome?](repeating: nil, count: changes.count)
+        let keys = changes.map { configuration.key(for: $0.change.id) }
         var lookups = changes.map(\.lookup)
         var invalidating: [Int] = []
         var pending: [Int] = []
@@ -68,12 +69,12 @@ extension ProfileRepository {
         }
         for _ in 0..<configuration.writeThroughAttempts where !pending.isEmpty {
             let unlooked = pending.filter { lookups[$0] == nil }
-            for (index, look) in zip(unlooked, look(unlooked.map { configuration.key(for: changes[$0].change.id) })) {
+            for (index, look) in zip(unlooked, look(unlooked.map { keys[$0] })) {
                 lookups[index] = look.found
             }
             var replacing: [(index: Int, store: MemcachedStore)] = []
             for index in pending {
-                guard let found = lookups[index], case .changed(let id, let version, let row) = changes[index].change else {
+                guard let found = lookups[index], case .changed(_, let version, let row) = changes[index].change else {
                     preconditionFailure("a change to refresh without a look")
                 }
                 lookups[index] = nil
@@ -91,7 +92,7 @@ extension ProfileRepository {
                     if cachedVersion >= version {
                         outcomes[index] = .current
                     } else if let row, row.version == version {
-                        replacing.append((index, entryStore(CacheEntry.encode(row), key: configuration.key(for: id), over: item.cas)))
+                        replacing.append((index, entryStore(CacheEntry.encode(row), key: keys[index], over: item.cas)))
                     } else {
                         invalidating.append(index)
                     }
@@ -110,7 +111,7 @@ extension ProfileRepository {
             }
         }
         invalidating += pending
-        for (index, deleted) in zip(invalidating, forget(invalidating.map { configuration.key(for: changes[$0].change.id) })) {
+        for (index, deleted) in zip(invalidating, forget(invalidating.map { keys[$0] })) {
             switch deleted {
             case .deleted: outcomes[index] = .invalidated
             case .notFound: outcomes[index] = .absent
