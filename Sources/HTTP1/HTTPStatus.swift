@@ -18,6 +18,7 @@ public struct HTTPStatus: Hashable, Sendable, CustomStringConvertible {
     public static let created = HTTPStatus(code: 201, reasonPhrase: "Created")
     public static let noContent = HTTPStatus(code: 204, reasonPhrase: "No Content")
     public static let notModified = HTTPStatus(code: 304, reasonPhrase: "Not Modified")
+    public static let permanentRedirect = HTTPStatus(code: 308, reasonPhrase: "Permanent Redirect")
     public static let badRequest = HTTPStatus(code: 400, reasonPhrase: "Bad Request")
     public static let unauthorized = HTTPStatus(code: 401, reasonPhrase: "Unauthorized")
     public static let forbidden = HTTPStatus(code: 403, reasonPhrase: "Forbidden")

@@ -43,6 +43,10 @@ open class ForwardingProfileStore: ProfileStore {
         try base.create(id: id, username: username, displayName: displayName, fields: fields)
     }
 
+    open func handles(_ handles: [ProfileHandle]) throws(ProfileStoreError) -> [ProfileHandle: HandleRecord] {
+        try base.handles(handles)
+    }
+
     open func isHealthy() -> Bool {
         base.isHealthy()
     }

@@ -11,6 +11,9 @@ public final class InMemoryDatabase: Sendable {
     struct State {
         var rows: [Int64: Profile] = [:]
         var tombstones: [Int64: Int32] = [:]
+        /// Handles given up, by handle: their last owner and until when (ms since 1970).
+        var reservations: [String: (id: Int64, until: Int64)] = [:]
+        var reservationMilliseconds: Int64 = 30 * 86_400_000
         var reads = 0
         var unavailable = false
         /// Every change in commit order, as a write-ahead log: its length is the position, and a
@@ -24,9 +27,10 @@ public final class InMemoryDatabase: Sendable {
 
         /// The update: the row (at the expected version, when the update names one) gets the
         /// changes and the next version.
-        mutating func update(_ write: ProfileUpdate) -> ProfileUpdateOutcome {
+        mutating func update(_ write: ProfileUpdate) throws(ProfileStoreError) -> ProfileUpdateOutcome {
             guard let current = rows[write.id] else { return .notFound }
             if let expected = write.expectedVersion, current.version != expected { return .versionMismatch(current: current) }
+            if let username = write.changes.username { try take(username, for: write.id, givingUp: current.username) }
             var updated = write.changes.applied(to: current)
             updated.version = current.version + 1
             updated.updatedAt = InMemoryDatabase.timestamp()
@@ -39,12 +43,37 @@ public final class InMemoryDatabase: Sendable {
             guard let current = rows[id] else { return .notFound }
             if let expectedVersion, current.version != expectedVersion { return .versionMismatch(current: current) }
             tombstones[id] = max(tombstones[id] ?? 0, current.version)
+            if let handle = ProfileHandle(username: current.username) { reserve(handle, for: id) }
             commit(id, nil)
             return .deleted(version: current.version)
         }
+
+        /// The rules of migrations/0007_handles.sql: a handle held by another profile or reserved
+        /// for one is taken; the owner's own reservation is taken back; the old handle is reserved.
+        mutating func take(_ username: String, for id: Int64, givingUp old: String?) throws(ProfileStoreError) {
+            guard let handle = ProfileHandle(username: username) else { throw .unexpected("not a username: \(username)") }
+            let oldHandle = old.flatMap { ProfileHandle(username: $0) }
+            if handle == oldHandle { return }
+            if rows.values.contains(where: { $0.id != id && handle.isSpelled(by: $0.username) }) { throw .usernameTaken }
+            if let reservation = reservations[handle.key], reservation.until > Self.now, reservation.id != id { throw .usernameTaken }
+            reservations[handle.key] = nil
+            if let oldHandle { reserve(oldHandle, for: id) }
+        }
+
+        mutating func reserve(_ handle: ProfileHandle, for id: Int64) {
+            reservations[handle.key] = (id, Self.now + reservationMilliseconds)
+        }
+
+        static var now: Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
     }
 
     private let state = Mutex(State())
+
+    /// How long a handle given up stays reserved (`profile_handle_settings.reservation`).
+    public func setHandleReservation(milliseconds: Int64) {
+        state.withLock { $0.reservationMilliseconds = milliseconds }
+    }
+
     /// The declared fields every row carries.
     public let profileFields: ProfileFieldCatalog
 
@@ -113,7 +142,22 @@ public final class InMemoryProfileStore: ProfileStore {
         -> ProfileUpdateOutcome
     {
         try database.withState { (state: inout InMemoryDatabase.State) throws(ProfileStoreError) -> ProfileUpdateOutcome in
-            state.update(ProfileUpdate(id: id, changes: changes, expectedVersion: expectedVersion))
+            try state.update(ProfileUpdate(id: id, changes: changes, expectedVersion: expectedVersion))
+        }
+    }
+
+    public func handles(_ handles: [ProfileHandle]) throws(ProfileStoreError) -> [ProfileHandle: HandleRecord] {
+        try database.withState { (state: inout InMemoryDatabase.State) throws(ProfileStoreError) -> [ProfileHandle: HandleRecord] in
+            state.reads += 1
+            var records: [ProfileHandle: HandleRecord] = [:]
+            for handle in handles {
+                if let holder = state.rows.values.first(where: { handle.isSpelled(by: $0.username) }) {
+                    records[handle] = .held(id: holder.id, version: holder.version)
+                } else if let reservation = state.reservations[handle.key], reservation.until > InMemoryDatabase.State.now {
+                    records[handle] = .reserved(id: reservation.id, untilMilliseconds: reservation.until)
+                }
+            }
+            return records
         }
     }
 
@@ -125,10 +169,12 @@ public final class InMemoryProfileStore: ProfileStore {
 
     /// All of them under one lock, as one transaction.
     public func updateProfiles(_ writes: [ProfileUpdate]) throws(ProfileStoreError) -> [Int64: Profile]? {
-        try database.withState { (state: inout InMemoryDatabase.State) throws(ProfileStoreError) -> [Int64: Profile]? in
+        // A rename may be refused, which refuses PostgreSQL's whole statement: each is made alone.
+        if writes.contains(where: { $0.changes.username != nil }) { return nil }
+        return try database.withState { (state: inout InMemoryDatabase.State) throws(ProfileStoreError) -> [Int64: Profile]? in
             var updated: [Int64: Profile] = [:]
             for write in writes {
-                if case .updated(let row) = state.update(write) { updated[write.id] = row }
+                if case .updated(let row) = try state.update(write) { updated[write.id] = row }
             }
             return updated
         }
@@ -141,7 +187,7 @@ public final class InMemoryProfileStore: ProfileStore {
         declared.apply(fields)
         return try database.withState { (state: inout InMemoryDatabase.State) throws(ProfileStoreError) -> Profile in
             if let current = state.rows[id] { throw .idTaken(current: current) }
-            if state.rows.values.contains(where: { $0.username == username }) { throw .usernameTaken }
+            try state.take(username, for: id, givingUp: nil)
             let profile = Profile(
                 id: id, username: username, displayName: displayName, fields: declared,
                 version: (state.tombstones[id] ?? 0) + 1, updatedAt: InMemoryDatabase.timestamp())

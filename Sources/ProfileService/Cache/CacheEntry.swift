@@ -7,7 +7,10 @@
 /// profile: 0xA1 'F' <version: UInt32 big-endian> <shape: UInt32 big-endian> <the profile's JSON body>
 /// lease:   0xA1 'L' <token: UInt64 big-endian>
 /// absent:  0xA1 'A' 0x00 0x00 0x00 0x00
+/// handle:  0xA1 'H' <profile id: UInt64 big-endian> <reserved until: UInt64 big-endian, ms since 1970; 0: held>
 /// ```
+/// A handle's key holds a handle entry, a record of absence (no one holds or keeps the handle)
+/// or a lease (docs/design.md §12).
 /// A hit answers with the stored JSON bytes as they are: no decode, no re-encode. The shape
 /// names the profile's declared fields (``ProfileFields/shape``): a reader takes an entry only in
 /// the shape its own declarations give, so during a rolling restart that adds a field no
@@ -22,6 +25,10 @@ enum CacheEntry: Equatable {
     /// §2.6). Answered 404 from memcached; it counts as version 0 — older than any row — so a
     /// creation's write-through, the change feed's repair and any `min_version` go past it.
     case absent
+    /// Under a handle's key: the profile that holds the handle (`reservedUntil` 0), or for whom it
+    /// is kept until that time in milliseconds since 1970 (docs/design.md §12). A hint: a lookup
+    /// answers a profile only if the profile itself carries the handle.
+    case handle(id: Int64, reservedUntil: Int64)
 
     static let formatMarker: UInt8 = 0xA1
     private static let profileKind = UInt8(ascii: "F")
@@ -30,6 +37,7 @@ enum CacheEntry: Equatable {
     private static let fieldlessShape = ProfileFields().shape
     private static let leaseKind = UInt8(ascii: "L")
     private static let absentKind = UInt8(ascii: "A")
+    private static let handleKind = UInt8(ascii: "H")
 
     /// Decodes a stored value; `nil` for anything this release does not understand, and for a
     /// profile of another shape than `shape` (the reader's declarations, ``ProfileFieldCatalog/shape``).
@@ -47,6 +55,12 @@ enum CacheEntry: Equatable {
         case Self.absentKind:
             guard bytes.count == 6, bytes[2..<6].allSatisfy({ $0 == 0 }) else { return nil }
             self = .absent
+        case Self.handleKind:
+            guard bytes.count == 18 else { return nil }
+            let id = Int64(bitPattern: Self.uint64(bytes, at: 2))
+            let until = Int64(bitPattern: Self.uint64(bytes, at: 10))
+            guard id > 0, until >= 0 else { return nil }
+            self = .handle(id: id, reservedUntil: until)
         case Self.leaseKind:
             guard bytes.count == 10 else { return nil }
             self = .lease(token: bytes[2..<10].reduce(UInt64(0)) { $0 << 8 | UInt64($1) })
@@ -66,18 +80,29 @@ enum CacheEntry: Equatable {
         return bytes
     }
 
+    static func encodeHandle(id: Int64, reservedUntil: Int64) -> [UInt8] {
+        [formatMarker, handleKind] + [UInt64(bitPattern: id), UInt64(bitPattern: reservedUntil)].flatMap { value in
+            stride(from: 56, through: 0, by: -8).map { UInt8(truncatingIfNeeded: value >> $0) }
+        }
+    }
+
+    private static func uint64(_ bytes: [UInt8], at offset: Int) -> UInt64 {
+        bytes[offset..<offset + 8].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+    }
+
     private static func uint32(_ bytes: [UInt8], at offset: Int) -> UInt32 {
         bytes[offset..<offset + 4].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
     }
 
     static let encodedAbsent: [UInt8] = [formatMarker, absentKind, 0, 0, 0, 0]
 
-    /// The version an entry stands for: a profile's, 0 for ``absent``, nil for a lease.
+    /// The version an entry stands for: a profile's, 0 for ``absent``, nil for a lease (and a
+    /// handle, which is never under a profile's key).
     var version: Int32? {
         switch self {
         case .profile(let version, _): version
         case .absent: 0
-        case .lease: nil
+        case .lease, .handle: nil
         }
     }
 

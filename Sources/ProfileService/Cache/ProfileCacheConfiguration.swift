@@ -39,6 +39,9 @@ public struct ProfileCacheConfiguration: Sendable {
     public init() {}
 
     func key(for id: Int64) -> String { keyPrefix + String(id) }
+    /// A handle's key: `profile-service:v1:handle:ada` (docs/design.md §12). Ids are digits, so
+    /// no profile's key is ever a handle's.
+    func key(for handle: ProfileHandle) -> String { keyPrefix + "handle:" + handle.key }
 
     func jitteredTTLSeconds(using random: inout some RandomNumberGenerator) -> Int {
         let seconds = Double(ttl.components.seconds)

@@ -258,7 +258,7 @@ extension ProfileRepository {
         for read in reads {
             switch read.look?.entry {
             case .profile?, .absent?: readStrategy.record(miss: false)
-            case .lease?, nil: readStrategy.record(miss: true)
+            case .lease?, .handle?, nil: readStrategy.record(miss: true)
             }
         }
     }
@@ -298,7 +298,7 @@ extension ReadStep.Lookup {
             case .profile(let version, _)?: self = .profile(version: version)
             case .absent?: self = .absent
             case .lease?: self = look.ownLeaseCAS(token: sentLease) != nil ? .ownLease : .othersLease
-            case nil: self = .undecodable
+            case .handle?, nil: self = .undecodable  // a handle's entry is no profile's
             }
         }
     }

@@ -39,12 +39,16 @@ extension ProfileRepository {
     func settle(_ writes: [(write: ProfileUpdate, written: Result<ProfileUpdateOutcome, ProfileStoreError>, look: LeaseAttempt?)]) {
         var writingThrough: [(profile: Profile, look: LeaseAttempt?)] = []
         var refreshing: [(change: ProfileChange, lookup: MemcachedGetResult?)] = []
-        // The leases of looks whose writes did not happen: readers would wait on them until they expire.
+        // The leases of looks whose writes did not happen: readers would wait on them until they
+        // expire. And the entries of handles renames took (docs/design.md §12).
         var releasing: [String] = []
         for (write, written, look) in writes {
             switch written {
             case .success(.updated(let profile)):
                 writingThrough.append((profile, look))
+                if write.changes.username != nil, let handle = ProfileHandle(username: profile.username) {
+                    releasing.append(configuration.key(for: handle))
+                }
             case .success(.versionMismatch(let current)):
                 refreshing.append((.changed(id: write.id, version: current.version, row: current), nil))
             case .success(.notFound):
@@ -96,6 +100,7 @@ extension ProfileRepository {
         switch written {
         case .success(let profile):
             writeThrough([(profile, looks[0])])
+            handleTaken(profile.username)
         case .failure:
             if looks[0]?.ownCAS != nil { forget([configuration.key(for: id)]) }
         }

@@ -73,7 +73,7 @@ public final class ProfileRepository {
                 switch look.entry {
                 case .profile(let version, _)?: version >= minVersion ?? 0
                 case .absent?: minVersion == nil
-                case .lease?, nil: false
+                case .lease?, .handle?, nil: false
                 }
             case .failed: true
             case .missing: false

@@ -468,8 +468,10 @@ final class ChangeFeedConsumer {
         }
         let changes = order.compactMap { latest[$0] }
         let outcomes = repository.refresh(after: changes)
+        // The handles the changed rows hold, in the same batch (docs/design.md §12).
+        let handlesNotRepaired = repository.repairHandles(after: changes)
         for (change, outcome) in zip(changes, outcomes) {
-            if outcome == .failed {
+            if outcome == .failed || handlesNotRepaired.contains(change.id) {
                 pending.hold(change, confirmedBefore: before)
             } else {
                 pending.release(change.id)
@@ -500,7 +502,9 @@ final class ChangeFeedConsumer {
             pending.releaseFlush(of: node)
         }
         let changes = pending.changes
-        for (change, outcome) in zip(changes, repository.refresh(after: changes)) where outcome != .failed {
+        let handlesNotRepaired = repository.repairHandles(after: changes)
+        for (change, outcome) in zip(changes, repository.refresh(after: changes))
+        where outcome != .failed && !handlesNotRepaired.contains(change.id) {
             pending.release(change.id)
         }
         if let position = pending.announcementsHoldBack {

@@ -143,7 +143,7 @@ public final class ConsistencyObserver: Sendable {
                 switch CacheEntry(decoding: item.value, shape: worker.repository.configuration.entryShape) {
                 case .profile(let version, _)?: cached = .profile(version: version)
                 case .absent?: cached = .absent
-                case .lease?, nil: cached = .nothing
+                case .lease?, .handle?, nil: cached = .nothing
                 }
             }
             if let outcome = ConsistencyVerdict.judge(change: sample.version, cached: cached) {

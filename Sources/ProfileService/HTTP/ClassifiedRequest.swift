@@ -16,8 +16,12 @@ public struct ClassifiedRequest: Sendable {
         case patch(ProfilePatchHead)
         /// `DELETE` of a profile, its token verified and its `If-Match` read.
         case delete(ProfileDeletion)
+        /// `GET` or `HEAD` of a profile by its handle, authorized, its handle and floor parsed.
+        case handleRead(HandleRead)
         /// `GET` or `HEAD` of a list of profiles, authorized, its ids parsed.
         indirect case list(ProfileListRead)
+        /// `GET` or `HEAD` of a list of profiles by handle, authorized, its handles parsed.
+        indirect case handleList(HandleListRead)
         /// The event stream of one profile, authorized, its id and `Last-Event-ID` parsed.
         indirect case events(ProfileStreamRead)
         /// The event stream of a list of profiles, authorized, its ids parsed.
@@ -72,6 +76,18 @@ struct ProfileRead: Sendable {
     let id: Int64
     /// The version the answer must not go below (``ProfileResponder/readFloor(of:)``).
     let floor: Int32?
+}
+
+/// A lookup by handle (`GET /users/by-username/{username}`), as its head asks it.
+struct HandleRead: Sendable {
+    let handle: ProfileHandle
+    /// The version the answer must not go below (``ProfileResponder/readFloor(of:)``).
+    let floor: Int32?
+}
+
+/// A list read by handle (`GET /users/profiles?usernames=…`): distinct handles in the order asked.
+struct HandleListRead: Sendable {
+    let handles: [ProfileHandle]
 }
 
 /// A profile write (`PUT`), as its head asks it; its body is parsed by the worker that answers it.

@@ -50,6 +50,10 @@ extension Problem {
         Problem(.profileNotFound, detail: "no profile with id \(id)")
     }
 
+    static func notFound(_ handle: ProfileHandle) -> Problem {
+        Problem(.profileNotFound, detail: "no profile has the username \(handle)")
+    }
+
     static func databaseUnavailable() -> Problem {
         Problem(
             .databaseUnavailable, detail: "the profile database is unavailable; retry shortly",

@@ -7,6 +7,7 @@ public import HTTP1
 public enum ProblemKind: String, CaseIterable, Sendable {
     case invalidID = "invalid-id"
     case invalidIDs = "invalid-ids"
+    case invalidUsername = "invalid-username"
     case invalidMinVersion = "invalid-min-version"
     case invalidLastEventID = "invalid-last-event-id"
     case malformedRequest = "malformed-request"
@@ -33,7 +34,7 @@ public enum ProblemKind: String, CaseIterable, Sendable {
     /// The status every problem of this kind is answered with.
     public var status: HTTPStatus {
         switch self {
-        case .invalidID, .invalidIDs, .invalidMinVersion, .invalidLastEventID, .malformedRequest, .duplicateAuthorization:
+        case .invalidID, .invalidIDs, .invalidUsername, .invalidMinVersion, .invalidLastEventID, .malformedRequest, .duplicateAuthorization:
             .badRequest
         case .unauthenticated, .invalidToken: .unauthorized
         case .forbidden: .forbidden

@@ -17,7 +17,7 @@ extension ProfileResponder {
             var response = problem.response
             response.headers.replaceOrAdd(name: "X-Request-ID", value: RequestID.accepting(head.headers["X-Request-ID"]))
             return .refuse(response)
-        case .delete, .list, .events, .listEvents, .instance, .refused, .unauthorizedWrite:
+        case .delete, .handleRead, .list, .handleList, .events, .listEvents, .instance, .refused, .unauthorizedWrite:
             return .accept(ClassifiedRequest(kind: kind), toBatchLane: false)
         }
     }
@@ -50,6 +50,12 @@ extension ProfileResponder {
             case .profile:
                 try authorizeRead(head)
                 return .read(ProfileRead(id: try profileID(from: path), floor: try readFloor(of: head)))
+            case .profileByUsername:
+                try authorizeRead(head)
+                return .handleRead(HandleRead(handle: try Self.handle(from: path), floor: try readFloor(of: head)))
+            case .profiles where head.queryValue(for: "usernames") != nil:
+                try authorizeRead(head)
+                return .handleList(HandleListRead(handles: try Self.handles(of: head)))
             case .profiles:
                 try authorizeRead(head)
                 return .list(ProfileListRead(list: try list(of: head, maximumIDs: ProfileListRequest.maximumIDs)))

@@ -14,6 +14,11 @@ extension ProfileResponder {
             throw Self.problem(for: error)
         }
         guard let representation else { throw .notFound(read.id) }
+        return Self.readResponse(representation, request)
+    }
+
+    /// A read's answer: the profile with its `ETag`, or 304 when `If-None-Match` names it.
+    static func readResponse(_ representation: ProfileRepository.Representation, _ request: HTTPRequest) -> HTTPResponse {
         var headers: HTTPHeaders = [
             "ETag": representation.entityTag,
             "Cache-Control": "no-cache",

@@ -133,7 +133,11 @@ public struct ProfileResponder: HTTPResponder {
             return (handle { () throws(Problem) in try answerWrite(parsed, worker: worker, madeTogether: made) }, .profile)
         case .delete(let deletion):
             return (handle { () throws(Problem) in try deleteProfile(deletion, worker: worker) }, .profile)
+        case .handleRead(let read):
+            return (handle { () throws(Problem) in try getProfile(read, request, worker: worker) }, .profileByUsername)
         case .list(let list):
+            return (handle { () throws(Problem) in try getProfiles(list, request, worker: worker) }, .profiles)
+        case .handleList(let list):
             return (handle { () throws(Problem) in try getProfiles(list, request, worker: worker) }, .profiles)
         case .events(let stream):
             return (handle { () throws(Problem) in try openEventStream(stream, request, worker: worker) }, stream.route)

@@ -8,7 +8,9 @@ public enum Route: String, CaseIterable, Sendable {
     case profile = "/users/profile/{id}"
     /// `GET`: the profile's event stream (Server-Sent Events).
     case profileEvents = "/users/profile/{id}/events"
-    /// `GET`, `HEAD`: the profiles of a list (`?ids=3@7,1,2`).
+    /// `GET`, `HEAD`: the profile that holds a handle, or a redirect from a handle it gave up.
+    case profileByUsername = "/users/by-username/{username}"
+    /// `GET`, `HEAD`: the profiles of a list (`?ids=3@7,1,2` or `?usernames=ada,bob`).
     case profiles = "/users/profiles"
     /// `GET`: one event stream for the profiles of a list (`?ids=3@7,1,2`, up to 1,000).
     case profilesEvents = "/users/profiles/events"
@@ -20,6 +22,7 @@ public enum Route: String, CaseIterable, Sendable {
     case metrics = "/metrics"
 
     static let profilePathPrefix = "/users/profile/"
+    static let usernamePathPrefix = "/users/by-username/"
     static let eventsSuffix = "/events"
 
     /// The methods the route answers; any other is 405 with ``allowHeader``.
@@ -27,7 +30,7 @@ public enum Route: String, CaseIterable, Sendable {
         switch self {
         case .profile: [.get, .head, .put, .patch, .delete]
         case .profileEvents, .profilesEvents: [.get]
-        case .profiles: [.get, .head]
+        case .profiles, .profileByUsername: [.get, .head]
         case .health, .readiness, .metrics: [.get, .head]
         }
     }
@@ -38,7 +41,7 @@ public enum Route: String, CaseIterable, Sendable {
         switch (self, method) {
         case (.profile, .get), (.profile, .head), (.profile, .put), (.profile, .patch), (.profile, .delete): true
         case (.profileEvents, .get), (.profilesEvents, .get): true
-        case (.profiles, .get), (.profiles, .head): true
+        case (.profiles, .get), (.profiles, .head), (.profileByUsername, .get), (.profileByUsername, .head): true
         case (.health, .get), (.health, .head), (.readiness, .get), (.readiness, .head): true
         case (.metrics, .get), (.metrics, .head): true
         default: false
@@ -52,6 +55,10 @@ public enum Route: String, CaseIterable, Sendable {
     init?(path: String) {
         if path.hasPrefix(Self.profilePathPrefix) {
             self = path.hasSuffix(Self.eventsSuffix) ? .profileEvents : .profile
+            return
+        }
+        if path.hasPrefix(Self.usernamePathPrefix) {
+            self = .profileByUsername
             return
         }
         switch path {

@@ -117,18 +117,22 @@ public struct ProfileFields: Sendable, Hashable {
 public struct ProfileChanges: Sendable, Hashable {
     public var displayName: String?
     public var fields: [ProfileFields.Entry]
+    /// A new username: a rename (docs/design.md §12); nil leaves it.
+    public var username: String?
 
-    public init(displayName: String? = nil, fields: [ProfileFields.Entry] = []) {
+    public init(displayName: String? = nil, fields: [ProfileFields.Entry] = [], username: String? = nil) {
         self.displayName = displayName
         self.fields = fields
+        self.username = username
     }
 
-    public var isEmpty: Bool { displayName == nil && fields.isEmpty }
+    public var isEmpty: Bool { displayName == nil && fields.isEmpty && username == nil }
 
     /// `profile` with these changes made (the version and time are the caller's).
     public func applied(to profile: Profile) -> Profile {
         var changed = profile
         if let displayName { changed.displayName = displayName }
+        if let username { changed.username = username }
         changed.fields.apply(fields)
         return changed
     }

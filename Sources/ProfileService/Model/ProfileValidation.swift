@@ -131,16 +131,22 @@ enum ProfileValidation {
         }
     }
 
+    /// A username as its owner spells it: 3 to 32 of `A-Z a-z 0-9 _ .` (its handle, which
+    /// lookups compare, is ``ProfileHandle``).
     static func validUsername(_ raw: String) throws(ProfileRequestError) -> String {
-        guard usernameLength.contains(raw.utf8.count),
-            raw.utf8.allSatisfy({ byte in
+        guard isUsername(raw) else {
+            throw .invalidField("username", "must be 3 to 32 characters of A-Z, a-z, 0-9, '_' and '.'")
+        }
+        return raw
+    }
+
+    static func isUsername(_ raw: some StringProtocol) -> Bool {
+        usernameLength.contains(raw.utf8.count)
+            && raw.utf8.allSatisfy({ byte in
                 (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
+                    || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
                     || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
                     || byte == UInt8(ascii: "_") || byte == UInt8(ascii: ".")
             })
-        else {
-            throw .invalidField("username", "must be 3 to 32 characters of a-z, 0-9, '_' and '.'")
-        }
-        return raw
     }
 }

@@ -65,10 +65,16 @@ public final class PostgresProfileStore: ProfileStore {
     public func update(id: Int64, changes: ProfileChanges, expectedVersion: Int32?) throws(ProfileStoreError)
         -> ProfileUpdateOutcome
     {
-        let parameters: [(any PostgresEncodable)?] = [id, expectedVersion, changes.displayName, changes.fieldsJSON]
-        if let updated = try run({ try execute(statements.update, parameters).rows.first.map(decode) }) {
-            return .updated(updated)
+        let parameters: [(any PostgresEncodable)?] = [id, expectedVersion, changes.displayName, changes.fieldsJSON, changes.username]
+        let updated: Profile?
+        do {
+            updated = try execute(statements.update, parameters).rows.first.map(decode)
+        } catch let error as PostgresError where Self.isHandleTaken(error) {
+            throw .usernameTaken
+        } catch {
+            throw map(error)
         }
+        if let updated { return .updated(updated) }
         // Nothing matched: tell "gone" from "changed since" with one more read.
         guard expectedVersion != nil, let current = try profile(id: id) else { return .notFound }
         return .versionMismatch(current: current)
@@ -89,8 +95,9 @@ public final class PostgresProfileStore: ProfileStore {
         let versions = Self.arrayLiteral(updates.map { $0.expectedVersion.map(String.init) ?? "NULL" })
         let names = Self.arrayLiteral(updates.map { $0.changes.displayName.map(Self.arrayElement) ?? "NULL" })
         let fields = Self.arrayLiteral(updates.map { Self.arrayElement($0.changes.fieldsJSON) })
+        let usernames = Self.arrayLiteral(updates.map { $0.changes.username.map(Self.arrayElement) ?? "NULL" })
         do {
-            let rows = try execute(statements.updateMany, [ids, versions, names, fields]).rows.map(decode)
+            let rows = try execute(statements.updateMany, [ids, versions, names, fields, usernames]).rows.map(decode)
             return Dictionary(rows.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
         } catch let error as PostgresError where error.sqlState != nil && !error.isUnavailable {
             // The server refused the statement (a deadlock, a constraint): in its own transaction,
@@ -129,11 +136,37 @@ public final class PostgresProfileStore: ProfileStore {
             }
             return try decode(row)
         } catch let error as PostgresError where error.kind == .uniqueViolation {
-            if error.constraint == "user_profiles_username_key" { throw .usernameTaken }
+            if Self.isHandleTaken(error) { throw .usernameTaken }
             throw .idTaken(current: try? profile(id: id))
         } catch {
             throw map(error)
         }
+    }
+
+    public func handles(_ handles: [ProfileHandle]) throws(ProfileStoreError) -> [ProfileHandle: HandleRecord] {
+        guard !handles.isEmpty else { return [:] }
+        let rows = try run { try execute(statements.handles, [Self.arrayLiteral(handles.map(\.key))]).rows }
+        var records: [ProfileHandle: HandleRecord] = [:]
+        for row in rows {
+            let decoded = try run { () throws -> (ProfileHandle?, HandleRecord) in
+                let handle = ProfileHandle(username: try row.decode("handle", as: String.self))
+                let id = try row.decode("id", as: Int64.self)
+                if let version = try row.decodeIfPresent("version", as: Int32.self) { return (handle, .held(id: id, version: version)) }
+                return (handle, .reserved(id: id, untilMilliseconds: try row.decode("reserved_until", as: Int64.self)))
+            }
+            guard let handle = decoded.0 else { continue }
+            // A held handle wins over a reservation (taking a handle deletes its reservation).
+            if case .held = records[handle] { continue }
+            records[handle] = decoded.1
+        }
+        return records
+    }
+
+    /// A unique violation of a handle: held by another profile in any spelling, or reserved for
+    /// one (migrations/0007_handles.sql).
+    private static func isHandleTaken(_ error: PostgresError) -> Bool {
+        guard error.kind == .uniqueViolation else { return false }
+        return ["user_profiles_username_key", "user_profiles_handle_key", "username_reserved"].contains(error.constraint ?? "")
     }
 
     public func isHealthy() -> Bool {

@@ -14,8 +14,9 @@ struct ProfileStatements {
     let delete: PostgresStatement
     let deletedVersion: PostgresStatement
     let walPosition: PostgresStatement
+    let handles: PostgresStatement
 
-    var all: [PostgresStatement] { [select, selectMany, update, updateMany, insert, delete, deletedVersion, walPosition] }
+    var all: [PostgresStatement] { [select, selectMany, update, updateMany, insert, delete, deletedVersion, walPosition, handles] }
 
     init(_ catalog: ProfileFieldCatalog) {
         self.catalog = catalog
@@ -29,28 +30,29 @@ struct ProfileStatements {
             name: "profile_select_many", sql: "SELECT \(columns) FROM user_profiles WHERE id = ANY($1::bigint[])",
             isIdempotent: true)
         // The update: only at the expected version when `$2` is not null (a patch without
-        // `If-Match` has none); the display name when `$3` is not null; the fields `$4` names.
+        // `If-Match` has none); the display name when `$3` is not null; the fields `$4` names;
+        // the username (a rename, whose rules migrations/0007 keeps) when `$5` is not null.
         update = PostgresStatement(
             name: "profile_update",
             sql: """
-                UPDATE user_profiles SET display_name = coalesce($3, display_name)\(Self.assignments(names, from: "$4::jsonb", of: "")),
+                UPDATE user_profiles SET display_name = coalesce($3, display_name), username = coalesce($5, username)\(Self.assignments(names, from: "$4::jsonb", of: "")),
                     version = version + 1, updated_at = now()
                 WHERE id = $1 AND ($2::integer IS NULL OR version = $2) RETURNING \(columns)
                 """,
             isIdempotent: false)
-        // Several updates in one statement, so one transaction; `$1` to `$4` are arrays in text
-        // form of the ids, expected versions, names and fields. A row another transaction holds
+        // Several updates in one statement, so one transaction; `$1` to `$5` are arrays in text
+        // form of the ids, expected versions, names, fields and usernames. A row another transaction holds
         // locked (an operator's open `UPDATE`, another statement of this kind) is skipped, not
         // waited for: it is left out of the answer and its write goes alone, so one locked row
         // never holds a whole group, and two such statements never wait on each other.
         updateMany = PostgresStatement(
             name: "profile_update_many",
             sql: """
-                WITH w AS (SELECT * FROM unnest($1::bigint[], $2::integer[], $3::text[], $4::jsonb[]) AS w(id, version, display_name, fields)),
+                WITH w AS (SELECT * FROM unnest($1::bigint[], $2::integer[], $3::text[], $4::jsonb[], $5::text[]) AS w(id, version, display_name, fields, username)),
                 locked AS (
                     SELECT p.id FROM user_profiles AS p JOIN w ON p.id = w.id
                     ORDER BY p.id FOR UPDATE OF p SKIP LOCKED)
-                UPDATE user_profiles AS p SET display_name = coalesce(w.display_name, p.display_name)\(Self.assignments(names, from: "w.fields", of: "p.")),
+                UPDATE user_profiles AS p SET display_name = coalesce(w.display_name, p.display_name), username = coalesce(w.username, p.username)\(Self.assignments(names, from: "w.fields", of: "p.")),
                     version = p.version + 1, updated_at = now()
                 FROM w WHERE p.id = w.id AND (w.version IS NULL OR p.version = w.version) AND p.id IN (SELECT id FROM locked)
                 RETURNING \(Self.columns(names, of: "p."))
@@ -76,6 +78,20 @@ struct ProfileStatements {
         // cannot replay what it has not been sent (docs/design.md §8).
         walPosition = PostgresStatement(
             name: "wal_flush_position", sql: "SELECT pg_current_wal_flush_lsn()::text AS position", isIdempotent: true)
+        // Who holds each handle of `$1` (a text array of handles), and for whom each is reserved:
+        // a row per held handle (`version` set) and per live reservation (`reserved_until` set,
+        // in milliseconds since 1970). Both use an index: `profile_handle(username)`, the
+        // reservations' key (migrations/0007_handles.sql).
+        handles = PostgresStatement(
+            name: "profile_handles",
+            sql: """
+                SELECT q.handle, p.id, p.version, NULL::bigint AS reserved_until
+                FROM unnest($1::text[]) AS q(handle) JOIN user_profiles AS p ON profile_handle(p.username) = q.handle
+                UNION ALL
+                SELECT r.handle, r.profile_id, NULL, (extract(epoch FROM r.reserved_until) * 1000)::bigint
+                FROM username_reservations AS r WHERE r.handle = ANY($1::text[]) AND r.reserved_until > now()
+                """,
+            isIdempotent: true)
     }
 
     /// `name` as a quoted identifier. A declared name is `[a-z][a-z0-9_]*` (``ProfileFieldCatalog``),

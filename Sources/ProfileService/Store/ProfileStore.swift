@@ -31,6 +31,9 @@ public protocol ProfileStore {
     /// Inserts a new profile at version 1 (or above the id's tombstone), with the fields given set.
     func create(id: Int64, username: String, displayName: String, fields: [ProfileFields.Entry]) throws(ProfileStoreError)
         -> Profile
+    /// Who holds each of `handles` and for whom each is reserved, by handle (a handle no one
+    /// holds or keeps is left out): one query (docs/design.md §12).
+    func handles(_ handles: [ProfileHandle]) throws(ProfileStoreError) -> [ProfileHandle: HandleRecord]
     /// Whether the store answers now (readiness).
     func isHealthy() -> Bool
     /// How far the primary's write-ahead log is flushed now (`pg_current_wal_flush_lsn()`). A
@@ -97,6 +100,15 @@ public enum ProfileUpdateOutcome: Sendable, Equatable {
     case notFound
 }
 
+/// What PostgreSQL says of a handle (docs/design.md §12).
+public enum HandleRecord: Sendable, Equatable {
+    /// The profile `id`, at `version`, holds it now.
+    case held(id: Int64, version: Int32)
+    /// Given up by the profile `id` (renamed away or deleted) and kept for it until this time, in
+    /// milliseconds since 1970 (PostgreSQL's clock).
+    case reserved(id: Int64, untilMilliseconds: Int64)
+}
+
 public enum ProfileDeleteOutcome: Sendable, Equatable {
     /// Deleted at this version (the tombstone's).
     case deleted(version: Int32)
@@ -110,6 +122,7 @@ public enum ProfileStoreError: Error, Sendable, Equatable {
     case unavailable
     /// A profile with this id exists already.
     case idTaken(current: Profile?)
+    /// The username's handle is held by another profile, or reserved for one (docs/design.md §12).
     case usernameTaken
     /// Anything else: a bug or an unexpected schema. Logged, answered with 500.
     case unexpected(String)

@@ -1,0 +1,216 @@
+import Glibc
+import MemcachedClient
+
+/// Lookups by handle (docs/design.md §12), over a batch of handles like every step of the cache
+/// protocol. A handle's entry is a *hint* — the profile that held the handle, or for whom it is
+/// kept — and the profile, read by the protocol of §2, is the proof: a lookup answers a profile
+/// only when the profile itself carries the handle. So an entry left behind by a rename, a
+/// deletion or a psql `UPDATE` can send a lookup to PostgreSQL, never to the wrong person, and the
+/// change feed needs no old username: an old handle's entry contradicts its profile and is
+/// replaced by the next lookup. A handle's entry that says "no one" (`absent`) is trusted only
+/// without a floor, and every holder's new handle is invalidated by its writer and the feed.
+extension ProfileRepository {
+    /// What a handle names.
+    public enum HandleAnswer {
+        /// The profile that holds it, by the rules of a read by id (its floor included).
+        case profile(id: Int64, Representation)
+        /// Kept for the profile `id`, which renamed away: it is now called `username`.
+        case moved(id: Int64, username: String)
+        /// No profile holds it (or the one it is kept for is deleted).
+        case nobody
+    }
+
+    /// Looks up one handle, answering no older than `minVersion`.
+    public func lookUp(_ handle: ProfileHandle, minVersion: Int32?) throws(ProfileStoreError) -> HandleAnswer {
+        try lookUp([(handle, minVersion)])[handle] ?? .nobody
+    }
+
+    /// Looks up distinct handles, each no older than its floor, by handle: one multi-get of their
+    /// entries, one of the profiles they name, and — for the handles whose entries prove nothing —
+    /// one query and one more read of profiles.
+    public func lookUp(_ handles: [(handle: ProfileHandle, floor: Int32?)]) throws(ProfileStoreError) -> [ProfileHandle: HandleAnswer] {
+        cache.beginRequest()
+        let keys = handles.map { configuration.key(for: $0.handle) }
+        let looks = look(keys)
+        var answers: [ProfileHandle: HandleAnswer] = [:]
+        // Each handle whose entry names a profile, to be checked against that profile.
+        var hinted: [(index: Int, id: Int64, reservedUntil: Int64)] = []
+        var unresolved: [Unresolved] = []
+        for (index, look) in looks.enumerated() {
+            switch look.entry {
+            case .handle(let id, let until)?:
+                hinted.append((index, id, until))
+            case .absent? where handles[index].floor == nil:
+                answers[handles[index].handle] = .nobody
+            case .absent?, .profile?:
+                // A floor asks more than an absence proves; another kind is no handle's entry.
+                unresolved.append(Unresolved(index: index, storeOver: look.cas))
+            case .lease?:
+                unresolved.append(Unresolved(index: index, storeOver: nil))
+            case nil:
+                let isMiss = if case .miss = look.found { true } else { false }
+                unresolved.append(Unresolved(index: index, storeOver: look.cas, leaseFirst: isMiss))
+            }
+        }
+        let profiles = try readProfiles(hinted.map { ($0.id, handles[$0.index].floor) })
+        let now = Self.millisecondsSince1970()
+        for hint in hinted {
+            let (handle, _) = handles[hint.index]
+            let profile = profiles[hint.id] ?? nil
+            if let profile, let username = profile.username, handle.isSpelled(by: username) {
+                answers[handle] = .profile(id: hint.id, profile)
+            } else if hint.reservedUntil > now {
+                answers[handle] = profile?.username.map { .moved(id: hint.id, username: $0) } ?? .nobody
+            } else {
+                // The entry contradicts its profile (a rename, a deletion, a reservation ended):
+                // PostgreSQL says, and its answer replaces this entry if it is still there.
+                unresolved.append(Unresolved(index: hint.index, storeOver: looks[hint.index].cas))
+            }
+        }
+        guard !unresolved.isEmpty else { return answers }
+        for (handle, answer) in try resolve(unresolved, of: handles, keys: keys) { answers[handle] = answer }
+        return answers
+    }
+
+    /// A handle whose entry proved nothing: PostgreSQL answers, and the answer is stored over the
+    /// entry seen (`storeOver`, its CAS value), or under a new lease where the key was empty.
+    private struct Unresolved {
+        let index: Int
+        let storeOver: UInt64?
+        var leaseFirst = false
+    }
+
+    /// Asks PostgreSQL about `unresolved` in one query, stores what it says in their entries, and
+    /// reads the profiles it names by the rules of §2 — a holder no older than the version at
+    /// which PostgreSQL showed it holding the handle.
+    private func resolve(
+        _ unresolved: [Unresolved], of handles: [(handle: ProfileHandle, floor: Int32?)], keys: [String]
+    ) throws(ProfileStoreError) -> [ProfileHandle: HandleAnswer] {
+        // Leases first, for the empty keys: a rename's invalidation after this read deletes the
+        // lease, so what this read stores cannot hide it (§2.1).
+        let leasing = unresolved.filter(\.leaseFirst)
+        let leases = putLeases(leasing.map { (keys[$0.index], nil) })
+        var storeOver: [Int: UInt64] = [:]
+        for (entry, lease) in zip(leasing, leases) { if let cas = lease.ownCAS { storeOver[entry.index] = cas } }
+        for entry in unresolved where !entry.leaseFirst { if let cas = entry.storeOver { storeOver[entry.index] = cas } }
+
+        let records: [ProfileHandle: HandleRecord]
+        do {
+            records = try store.handles(unresolved.map { handles[$0.index].handle })
+        } catch {
+            forget(zip(leasing, leases).filter { $0.1.ownCAS != nil }.map { keys[$0.0.index] })
+            throw error
+        }
+        var stores: [MemcachedStore] = []
+        for entry in unresolved {
+            guard let cas = storeOver[entry.index] else { continue }
+            let value: [UInt8] =
+                switch records[handles[entry.index].handle] {
+                case .held(let id, _)?: CacheEntry.encodeHandle(id: id, reservedUntil: 0)
+                case .reserved(let id, let until)?: CacheEntry.encodeHandle(id: id, reservedUntil: until)
+                case nil: CacheEntry.encodedAbsent
+                }
+            stores.append(entryStore(value, key: keys[entry.index], over: cas))
+        }
+        _ = storeConfirming(stores)
+
+        var reading: [(id: Int64, floor: Int32?)] = []
+        for entry in unresolved {
+            let floor = handles[entry.index].floor
+            switch records[handles[entry.index].handle] {
+            case .held(let id, let version)?: reading.append((id, max(floor ?? 0, version)))
+            case .reserved(let id, _)?: reading.append((id, floor))
+            case nil: break
+            }
+        }
+        let profiles = try readProfiles(reading)
+        var answers: [ProfileHandle: HandleAnswer] = [:]
+        for entry in unresolved {
+            let handle = handles[entry.index].handle
+            guard let record = records[handle] else {
+                answers[handle] = .nobody
+                continue
+            }
+            let id: Int64 =
+                switch record {
+                case .held(let id, _), .reserved(let id, _): id
+                }
+            // A holder renamed away since the query keeps the handle reserved: it moved.
+            guard let profile = profiles[id] ?? nil, let username = profile.username else {
+                answers[handle] = .nobody
+                continue
+            }
+            answers[handle] = handle.isSpelled(by: username) ? .profile(id: id, profile) : .moved(id: id, username: username)
+        }
+        return answers
+    }
+
+    /// The profiles of `reads` by the rules of §2, one batch, by id (nil: no such profile).
+    private func readProfiles(_ reads: [(id: Int64, floor: Int32?)]) throws(ProfileStoreError) -> [Int64: Representation?] {
+        guard !reads.isEmpty else { return [:] }
+        let list = ProfileListRequest(mentions: reads.map { ProfileListRequest.Member(id: $0.id, floor: $0.floor) })
+        let answers = try read(list)
+        var profiles: [Int64: Representation?] = [:]
+        for (member, answer) in zip(list.members, answers) { profiles[member.id] = answer }
+        return profiles
+    }
+
+    /// After a write that gave a profile `username` (a creation, a rename): the entry of its
+    /// handle is deleted, so no record of "no one" or of an earlier holder answers it again
+    /// (docs/design.md §12); the handle given up needs nothing, its entry contradicts the profile.
+    func handleTaken(_ username: String) {
+        guard let handle = ProfileHandle(username: username) else { return }
+        forget([configuration.key(for: handle)])
+    }
+
+    /// The change feed's repair of handles (docs/design.md §12): for each changed row, the entry of
+    /// the handle it holds is left when it names the row's profile as holder, and deleted
+    /// otherwise (a record of "no one", an earlier holder, a reservation, a lease). One multi-get
+    /// for the batch.
+    ///
+    /// - Returns: the ids of the changes whose repair memcached did not answer (to hold and retry).
+    public func repairHandles(after changes: [ProfileChange]) -> Set<Int64> {
+        var owners: [(id: Int64, key: String)] = []
+        for case .changed(let id, _, let row?) in changes {
+            guard let handle = ProfileHandle(username: row.username) else { continue }
+            owners.append((id, configuration.key(for: handle)))
+        }
+        guard !owners.isEmpty else { return [] }
+        var failed: Set<Int64> = []
+        var stale: [(id: Int64, key: String)] = []
+        for (owner, look) in zip(owners, look(owners.map(\.key))) {
+            switch (look.found, look.entry) {
+            case (.miss, _): continue
+            case (.failure, _): failed.insert(owner.id)
+            case (_, .handle(let id, 0)?) where id == owner.id: continue
+            default: stale.append(owner)
+            }
+        }
+        for (owner, result) in zip(stale, forget(stale.map(\.key))) {
+            if case .failure = result { failed.insert(owner.id) }
+        }
+        return failed
+    }
+
+    static func millisecondsSince1970() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
+    }
+}
+
+extension ProfileRepository.Representation {
+    /// The profile's username, read from its JSON: the service writes `"username"` second, after
+    /// the id, and a username needs no escapes (``ProfileValidation/isUsername(_:)``). Nil when the
+    /// JSON does not have it so (a name a psql statement gave that needs escapes): such a profile
+    /// answers no lookup, as its name is no handle.
+    var username: String? {
+        let marker = Array(#","username":""#.utf8)
+        guard let start = json.firstRange(of: marker)?.upperBound,
+            let end = json[start...].firstIndex(of: UInt8(ascii: "\""))
+        else { return nil }
+        let name = json[start..<end]
+        guard !name.contains(UInt8(ascii: "\\")) else { return nil }
+        return String(decoding: name, as: UTF8.self)
+    }
+}
