@@ -51,6 +51,12 @@ public final class CacheStatistics: Sendable {
         case standbyUnavailable
         /// The primary's WAL position read for standby reads (one serves every read that began before it).
         case primaryPosition
+        /// A lookup by handle answered by its entry and the profile it names (docs/design.md §12).
+        case handleHit
+        /// A lookup by handle answered 404 from memcached's record that no one holds it.
+        case handleAbsentHit
+        /// A handle PostgreSQL was asked about (its entry proved nothing: none, stale, a floor).
+        case handleDatabaseRead
     }
 
     private let counters = EventCounters<Event>(.cacheEvents, label: \.metricName, position: \.rawValue)
@@ -107,6 +113,9 @@ extension CacheStatistics.Event {
         case .standbyBelowFloor: "standby_below_floor"
         case .standbyUnavailable: "standby_unavailable"
         case .primaryPosition: "primary_position"
+        case .handleHit: "handle_hit"
+        case .handleAbsentHit: "handle_absent_hit"
+        case .handleDatabaseRead: "handle_database_read"
         }
     }
 }

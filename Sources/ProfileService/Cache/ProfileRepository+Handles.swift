@@ -1,4 +1,5 @@
 import Glibc
+import ServiceRuntime
 import MemcachedClient
 
 /// Lookups by handle (docs/design.md §12), over a batch of handles like every step of the cache
@@ -31,7 +32,7 @@ extension ProfileRepository {
     public func lookUp(_ handles: [(handle: ProfileHandle, floor: Int32?)]) throws(ProfileStoreError) -> [ProfileHandle: HandleAnswer] {
         cache.beginRequest()
         let keys = handles.map { configuration.key(for: $0.handle) }
-        let looks = look(keys)
+        let looks = lookPastLeases(keys)
         var answers: [ProfileHandle: HandleAnswer] = [:]
         // Each handle whose entry names a profile, to be checked against that profile.
         var hinted: [(index: Int, id: Int64, reservedUntil: Int64)] = []
@@ -41,6 +42,7 @@ extension ProfileRepository {
             case .handle(let id, let until)?:
                 hinted.append((index, id, until))
             case .absent? where handles[index].floor == nil:
+                statistics.record(.handleAbsentHit)
                 answers[handles[index].handle] = .nobody
             case .absent?, .profile?:
                 // A floor asks more than an absence proves; another kind is no handle's entry.
@@ -58,8 +60,10 @@ extension ProfileRepository {
             let (handle, _) = handles[hint.index]
             let profile = profiles[hint.id] ?? nil
             if let profile, let username = profile.username, handle.isSpelled(by: username) {
+                statistics.record(.handleHit)
                 answers[handle] = .profile(id: hint.id, profile)
             } else if hint.reservedUntil > now {
+                statistics.record(.handleHit)
                 answers[handle] = profile?.username.map { .moved(id: hint.id, username: $0) } ?? .nobody
             } else {
                 // The entry contradicts its profile (a rename, a deletion, a reservation ended):
@@ -70,6 +74,21 @@ extension ProfileRepository {
         guard !unresolved.isEmpty else { return answers }
         for (handle, answer) in try resolve(unresolved, of: handles, keys: keys) { answers[handle] = answer }
         return answers
+    }
+
+    /// Looks at `keys`, and again at those that hold another reader's lease after each of the
+    /// lease waits (§2.1: 2, 4, 8, 16 ms), so lookups of one name that no entry answers yet wait
+    /// for the one that reads PostgreSQL rather than each reading it.
+    private func lookPastLeases(_ keys: [String]) -> [Look] {
+        var looks = look(keys)
+        for wait in configuration.leaseWaits {
+            let leased = looks.indices.filter { if case .lease? = looks[$0].entry { true } else { false } }
+            guard !leased.isEmpty else { break }
+            statistics.record(.leaseWait)
+            sleepThread(for: wait)
+            for (index, again) in zip(leased, look(leased.map { keys[$0] })) { looks[index] = again }
+        }
+        return looks
     }
 
     /// A handle whose entry proved nothing: PostgreSQL answers, and the answer is stored over the
@@ -94,6 +113,7 @@ extension ProfileRepository {
         for (entry, lease) in zip(leasing, leases) { if let cas = lease.ownCAS { storeOver[entry.index] = cas } }
         for entry in unresolved where !entry.leaseFirst { if let cas = entry.storeOver { storeOver[entry.index] = cas } }
 
+        statistics.record(.handleDatabaseRead, count: unresolved.count)
         let records: [ProfileHandle: HandleRecord]
         do {
             records = try store.handles(unresolved.map { handles[$0.index].handle })
