@@ -143,7 +143,12 @@ import Testing
         }
     }
 
-    @Test(arguments: ["ab", String(repeating: "a", count: 33), "Ada", "ada-l", "ad a", "ädä"])
+    @Test(arguments: ["Ada", "ADA.L", "a_1", String(repeating: "Z", count: 32)])
+    func validUsernamesKeepTheirSpelling(username: String) throws {
+        #expect(try parse(#"{"username":"\#(username)","display_name":"A","version":0}"#) == .create(username: username, displayName: "A"))
+    }
+
+    @Test(arguments: ["ab", String(repeating: "a", count: 33), "ada-l", "ad a", "ädä", "ＡＤＡ"])
     func invalidUsernames(username: String) {
         guard case .invalidField("username", _)? = error(#"{"username":"\#(username)","display_name":"A","version":0}"#)
         else {

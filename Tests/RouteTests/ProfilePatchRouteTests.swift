@@ -82,7 +82,7 @@ import Testing
     @Test(arguments: [
         (#"{"pronouns":"she/her"}"#, 422, "pronouns"), (#"{"display_name":null}"#, 422, "display_name"),
         (#"{"bio":7}"#, 400, "bio"), (#"{"website":"http://example.com"}"#, 422, "website"),
-        (#"{"username":"other"}"#, 422, "username"), (#"{"version":3}"#, 422, "version"),
+        (#"{"username":"ot her"}"#, 422, "username"), (#"{"version":3}"#, 422, "version"),
         (#"{"display_name":""}"#, 422, "display_name"),
         (#"{"display_name":7}"#, 400, "display_name"), (#"["display_name"]"#, 400, nil),
         (#"{"display_name":"a",}"#, 400, nil),
