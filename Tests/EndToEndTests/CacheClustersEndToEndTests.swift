@@ -461,7 +461,7 @@ import TestSupport
     }
 
     /// Fails the test unless every instance's `/readyz` shows each of `clusters` consumed within 15 s.
-    private func requireEveryClusterConsumed(seenBy instances: [ServiceProcess], clusters: [String]) throws {
+    func requireEveryClusterConsumed(seenBy instances: [ServiceProcess], clusters: [String]) throws {
         for instance in instances {
             try #require(
                 Eventually.wait(timeout: .seconds(15), interval: .milliseconds(100)) {
