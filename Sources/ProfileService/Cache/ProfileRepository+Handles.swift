@@ -57,22 +57,66 @@ extension ProfileRepository {
         let profiles = try readProfiles(hinted.map { ($0.id, handles[$0.index].floor) })
         let now = Self.millisecondsSince1970()
         for hint in hinted {
-            let (handle, _) = handles[hint.index]
-            let profile = profiles[hint.id] ?? nil
-            if let profile, let username = profile.username, handle.isSpelled(by: username) {
-                statistics.record(.handleHit)
-                answers[handle] = .profile(id: hint.id, profile)
-            } else if hint.reservedUntil > now {
-                statistics.record(.handleHit)
-                answers[handle] = profile?.username.map { .moved(id: hint.id, username: $0) } ?? .nobody
+            let handle = handles[hint.index].handle
+            if let answer = verdict(on: handle, heldBy: hint.id, reservedUntil: hint.reservedUntil, profile: profiles[hint.id] ?? nil, now: now) {
+                answers[handle] = answer
             } else {
-                // The entry contradicts its profile (a rename, a deletion, a reservation ended):
                 // PostgreSQL says, and its answer replaces this entry if it is still there.
                 unresolved.append(Unresolved(index: hint.index, storeOver: looks[hint.index].cas))
             }
         }
         guard !unresolved.isEmpty else { return answers }
         for (handle, answer) in try resolve(unresolved, of: handles, keys: keys) { answers[handle] = answer }
+        return answers
+    }
+
+    /// What a handle's entry naming profile `id` (held, or kept until `reservedUntil`) comes to
+    /// once the profile is read (nil: no such profile): the profile when it carries the handle; a
+    /// move (or nobody, the profile gone) while the handle is kept for it; nil when the entry
+    /// contradicts its profile — a rename, a deletion, a reservation that ended — and proves nothing.
+    private func verdict(
+        on handle: ProfileHandle, heldBy id: Int64, reservedUntil: Int64, profile: Representation?, now: Int64
+    ) -> HandleAnswer? {
+        if let profile, let username = profile.username, handle.isSpelled(by: username) {
+            statistics.record(.handleHit)
+            return .profile(id: id, profile)
+        }
+        guard reservedUntil > now else { return nil }
+        statistics.record(.handleHit)
+        return profile?.username.map { .moved(id: id, username: $0) } ?? .nobody
+    }
+
+    /// The lookups of `handles` that memcached answers alone — a record that no one holds the
+    /// handle, or its entry and the profile it names, both hits that decide — for a batch of
+    /// requests taken together (docs/design.md §6, §12); the others are left out, to be looked up
+    /// alone. No lease, no wait, no PostgreSQL: the batch lane never waits on them. Nothing is
+    /// looked up while this worker's reads mostly miss (as ``prefetch(ids:)``).
+    public func lookUpFromCache(_ handles: [(handle: ProfileHandle, floor: Int32?)]) -> [ProfileHandle: HandleAnswer] {
+        guard !handles.isEmpty, !readStrategy.leaseFirst else { return [:] }
+        cache.beginRequest()
+        var answers: [ProfileHandle: HandleAnswer] = [:]
+        var hinted: [(handle: ProfileHandle, floor: Int32?, id: Int64, reservedUntil: Int64)] = []
+        for ((handle, floor), look) in zip(handles, look(handles.map { configuration.key(for: $0.handle) })) {
+            switch look.entry {
+            case .handle(let id, let until)?:
+                hinted.append((handle, floor, id, until))
+            case .absent? where floor == nil:
+                statistics.record(.handleAbsentHit)
+                answers[handle] = .nobody
+            default:
+                continue
+            }
+        }
+        let profiles = prefetch(ids: Array(Set(hinted.map(\.id))))
+        let now = Self.millisecondsSince1970()
+        for hint in hinted {
+            // Only an entry that answers the floor: a read handed it needs no round trip.
+            guard let prefetched = profiles[hint.id], case .cached = prefetched, prefetched.answers(minVersion: hint.floor),
+                let profile = try? read(id: hint.id, minVersion: hint.floor, batched: .prefetched(prefetched)),
+                let answer = verdict(on: hint.handle, heldBy: hint.id, reservedUntil: hint.reservedUntil, profile: profile, now: now)
+            else { continue }
+            answers[hint.handle] = answer
+        }
         return answers
     }
 

@@ -39,14 +39,22 @@ public struct ClassifiedRequest: Sendable {
 
     let kind: Kind
 
-    /// Whether it reads a profile a batch may answer (what ``BatchPolicy`` counts).
+    /// Whether it reads a profile a batch may answer, by id or by handle (what ``BatchPolicy`` counts).
     var isProfileRead: Bool {
-        if case .read = kind { true } else { false }
+        switch kind {
+        case .read, .handleRead: true
+        default: false
+        }
     }
 
     /// The profile read it is, if one.
     var read: ProfileRead? {
         if case .read(let read) = kind { read } else { nil }
+    }
+
+    /// The lookup by handle it is, if one.
+    var handleRead: HandleRead? {
+        if case .handleRead(let read) = kind { read } else { nil }
     }
 
     /// Whether it writes or patches a profile: its body is parsed by the worker that answers it.

@@ -46,9 +46,19 @@ extension ProfileResponder {
     ) -> [[BatchedRequest<ClassifiedRequest>]] {
         let started = ContinuousClock.now
         let entries = worker.repository.prefetch(ids: batch.compactMap(\.classified.read?.id))
+        let handles = worker.repository.lookUpFromCache(Self.handleLookups(of: batch))
         var left: [BatchedRequest<ClassifiedRequest>] = []
         var missing: [BatchedRequest<ClassifiedRequest>] = []
         for member in batch {
+            if let lookup = member.classified.handleRead {
+                // Decided by memcached, or looked up alone (it may need PostgreSQL).
+                if let found = handles[lookup.handle] {
+                    answer(member, respond(to: member.request, member.classified, worker: worker, started: started, batched: .handle(found)))
+                } else {
+                    left.append(member)
+                }
+                continue
+            }
             guard let read = member.classified.read, let entry = entries[read.id] else {
                 left.append(member)
                 continue
@@ -115,6 +125,18 @@ extension ProfileResponder {
         }
     }
 
+    /// The batch's lookups by handle, each handle once at the highest floor asked of it (an answer
+    /// at that floor answers every request of the handle).
+    private static func handleLookups(of batch: [BatchedRequest<ClassifiedRequest>]) -> [(handle: ProfileHandle, floor: Int32?)] {
+        var floors: [ProfileHandle: Int32] = [:]  // 0: no floor
+        var order: [ProfileHandle] = []
+        for case let lookup? in batch.map(\.classified.handleRead) {
+            if floors[lookup.handle] == nil { order.append(lookup.handle) }
+            floors[lookup.handle] = max(floors[lookup.handle] ?? 0, lookup.floor ?? 0)
+        }
+        return order.map { handle in (handle, floors[handle].flatMap { $0 > 0 ? $0 : nil }) }
+    }
+
     /// A write or patch with its body parsed; nil for any other request.
     private func parsedWrite(_ request: HTTPRequest, _ classified: ClassifiedRequest) -> ParsedWrite? {
         switch classified.kind {
@@ -128,6 +150,8 @@ extension ProfileResponder {
 /// What a batch learned for one of its requests, handed to the code that answers it.
 enum BatchedAnswer {
     case read(ProfileRepository.BatchedRead)
+    /// A lookup by handle that memcached decided (``ProfileRepository/lookUpFromCache(_:)``).
+    case handle(ProfileRepository.HandleAnswer)
     /// A write's parsed body, and what its group made of it (nil: nothing, it is made alone).
     case write(ParsedWrite, made: ProfileRepository.WrittenTogether?)
 

@@ -10,14 +10,14 @@ extension ProfileResponder {
     public func classify(head: HTTPRequest, bodyFollows: Bool) -> RequestClassification<ClassifiedRequest> {
         let kind = classify(head)
         switch kind {
-        case .read, .write, .patch:
+        case .read, .handleRead, .write, .patch:
             return .accept(ClassifiedRequest(kind: kind), toBatchLane: true)
         case .unauthorizedWrite(let problem) where bodyFollows:
             observability.metrics.recordRefusedBeforeBody()
             var response = problem.response
             response.headers.replaceOrAdd(name: "X-Request-ID", value: RequestID.accepting(head.headers["X-Request-ID"]))
             return .refuse(response)
-        case .delete, .handleRead, .list, .handleList, .events, .listEvents, .instance, .refused, .unauthorizedWrite:
+        case .delete, .list, .handleList, .events, .listEvents, .instance, .refused, .unauthorizedWrite:
             return .accept(ClassifiedRequest(kind: kind), toBatchLane: false)
         }
     }

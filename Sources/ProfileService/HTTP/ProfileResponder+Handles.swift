@@ -6,13 +6,20 @@ extension ProfileResponder {
     /// `GET /users/by-username/{username}[?min_version=N]`, honouring `If-None-Match`: the profile
     /// that holds the handle, answered as `GET /users/profile/{id}` answers it, with
     /// `Content-Location` naming it by id; `308` to the new handle of a profile that renamed away
-    /// (the query kept, so a floor follows the redirect); 404 when no profile holds it.
-    func getProfile(_ read: HandleRead, _ request: HTTPRequest, worker: ProfileWorker) throws(Problem) -> HTTPResponse {
+    /// (the query kept, so a floor follows the redirect); 404 when no profile holds it. `found` is
+    /// what its batch found for it in memcached, if that decided it.
+    func getProfile(
+        _ read: HandleRead, _ request: HTTPRequest, worker: ProfileWorker, found: ProfileRepository.HandleAnswer?
+    ) throws(Problem) -> HTTPResponse {
         let answer: ProfileRepository.HandleAnswer
-        do {
-            answer = try worker.repository.lookUp(read.handle, minVersion: read.floor)
-        } catch {
-            throw Self.problem(for: error)
+        if let found {
+            answer = found
+        } else {
+            do {
+                answer = try worker.repository.lookUp(read.handle, minVersion: read.floor)
+            } catch {
+                throw Self.problem(for: error)
+            }
         }
         switch answer {
         case .profile(let id, let representation):

@@ -134,7 +134,8 @@ public struct ProfileResponder: HTTPResponder {
         case .delete(let deletion):
             return (handle { () throws(Problem) in try deleteProfile(deletion, worker: worker) }, .profile)
         case .handleRead(let read):
-            return (handle { () throws(Problem) in try getProfile(read, request, worker: worker) }, .profileByUsername)
+            let found: ProfileRepository.HandleAnswer? = if case .handle(let found)? = batched { found } else { nil }
+            return (handle { () throws(Problem) in try getProfile(read, request, worker: worker, found: found) }, .profileByUsername)
         case .list(let list):
             return (handle { () throws(Problem) in try getProfiles(list, request, worker: worker) }, .profiles)
         case .handleList(let list):
