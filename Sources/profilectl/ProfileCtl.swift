@@ -77,6 +77,7 @@ struct ProfileCtl: AsyncParsableCommand {
         case .notFound: message = "not found"
         case .unauthorized: message = "unauthorized: pass a valid --token or --token-file"
         case .forbidden: message = "forbidden"
+        case .usernameTaken: message = "username taken: another profile holds it or has it reserved"
         case .validation(let field, let detail): message = "refused\(field.map { " (\($0))" } ?? ""): \(detail)"
         case .unavailable(let retryAfter): message = "unavailable\(retryAfter.map { "; retry after \($0)" } ?? "")"
         case .rateLimited(let retryAfter): message = "too many requests\(retryAfter.map { "; retry after \($0)" } ?? "")"
