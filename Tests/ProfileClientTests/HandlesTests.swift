@@ -190,4 +190,25 @@ import Testing
         let lookup = transport.requests.first { $0.url.path == "/users/by-username/ada_l" }
         #expect(lookup?.url.query == "min_version=2")
     }
+
+    /// The in-memory service keeps the service's rules: lookups, redirects from a username given
+    /// up, which no one else may take, and the list.
+    @Test func theInMemoryServiceFindsRenamesAndKeepsUsernamesGivenUp() async throws {
+        let service = InMemoryProfileService(profiles: [
+            Self.profile(1, "ada", version: 1), Self.profile(2, "bob", version: 1),
+        ])
+        let client = ProfileClient(
+            configuration: ProfileClientConfiguration(baseURL: URL(string: "http://preview.invalid")!), transport: service,
+            eventTransport: nil)
+        #expect(try await client.fetch(username: "Ada").id == 1)
+        #expect(try await client.patch(id: 1, username: "ada_l").username == "ada_l")
+        let found = try await client.fetch(username: "ada", policy: .reloadFromServer)
+        #expect(found.id == 1 && found.username == "ada_l")
+        await #expect(throws: ProfileClientError.usernameTaken) { try await client.patch(id: 2, username: "ADA") }
+        await #expect(throws: ProfileClientError.usernameTaken) { try await client.patch(id: 2, username: "ada_l") }
+        #expect(try await client.patch(id: 1, username: "ada").username == "ada", "its owner takes it back")
+        let list = try await client.profiles(usernames: ["ada_l", "bob", "zed"])
+        #expect(list.profiles.map(\.id) == [1, 2] && list.missing == ["zed"] && list.renamed == ["ada_l": "ada"])
+        await #expect(throws: ProfileClientError.notFound) { try await client.fetch(username: "zed") }
+    }
 }
