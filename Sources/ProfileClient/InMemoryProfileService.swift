@@ -235,11 +235,12 @@ public final class InMemoryProfileService: HTTPTransport {
         var missing: [String] = []
         var renamed: [String: String] = [:]
         for username in usernames {
+            // Named by handle, as the service names them.
             guard case (let profile?, let renamedFrom) = holder(of: username) else {
-                missing.append(username)
+                missing.append(ProfileClient.handle(of: username))
                 continue
             }
-            if renamedFrom { renamed[username] = profile.username }
+            if renamedFrom { renamed[ProfileClient.handle(of: username)] = profile.username }
             if !profiles.contains(where: { $0.id == profile.id }) { profiles.append(profile) }
         }
         let object: [String: Any] = ["profiles": profiles.map(Self.object), "missing": missing, "renamed": renamed]

@@ -113,6 +113,11 @@ extension ProfileClient {
             let response = try await send(method: "GET", path: path, body: nil, isRead: true)
             guard response.status == 200 else { throw Self.error(for: response) }
             var page = try Self.decode(UsernameListBody.self, from: response.body, what: "a list").list
+            // The service names missing and renamed usernames by handle: give them back as asked.
+            let asked = Dictionary(chunk.map { (Self.handle(of: $0), $0) }) { first, _ in first }
+            page.missing = page.missing.map { asked[Self.handle(of: $0)] ?? $0 }
+            page.renamed = Dictionary(
+                page.renamed.map { old, new in (asked[Self.handle(of: old)] ?? old, new) }) { _, last in last }
             try await readPastFloors(&page, asked: Array(chunk))
             for (index, profile) in page.profiles.enumerated() {
                 page.profiles[index] = await cache.didFetch(profile, since: generation)
