@@ -8,8 +8,12 @@ import Foundation
 /// the current profile when stale, 201 for a creation with `If-None-Match: *`), `DELETE` (204;
 /// with `If-Match`, 409 when stale; a profile created again continues its versions), `PATCH` of
 /// `display_name` and the declared fields (with `If-Match`, 409 when stale; `null` unsets a
-/// field; a member that is no field is 422), and
-/// `GET /users/profiles?ids=…`. It opens no event streams: give the client no event transport.
+/// field; a member that is no field is 422; `username` renames), `GET /users/profiles?ids=…`, and
+/// the lookups by username (`GET /users/by-username/{username}`, `GET /users/profiles?usernames=…`).
+/// A username given up (a rename, a deletion) stays reserved for its profile for good: its
+/// lookups redirect (308) to the profile's username now, and another profile taking it, or one
+/// a profile holds, is a 409 `username-taken`. It opens no event streams: give the client no
+/// event transport.
 ///
 /// ```swift
 /// let service = InMemoryProfileService(profiles: [
@@ -22,6 +26,8 @@ public final class InMemoryProfileService: HTTPTransport {
     private let stored: LockedValue<[Int64: Profile]>
     /// The last version of each deleted id, which a profile created again continues above.
     private let deletedVersions = LockedValue<[Int64: Int32]>([:])
+    /// The handles given up, each with the profile it is reserved for.
+    private let reserved = LockedValue<[String: Int64]>([:])
     private let requests = LockedValue<[TransportRequest]>([])
     /// The fields it declares beside the name.
     public let fieldNames: Set<String>
@@ -80,6 +86,10 @@ public final class InMemoryProfileService: HTTPTransport {
             }
         }
         if path == "/users/profiles", request.method == "GET" { return list(request) }
+        let byUsername = "/users/by-username/"
+        if path.hasPrefix(byUsername), request.method == "GET" {
+            return lookUp(String(path.dropFirst(byUsername.count)), request)
+        }
         return Self.problem(404, "no-such-route")
     }
 
@@ -108,6 +118,7 @@ public final class InMemoryProfileService: HTTPTransport {
                 guard let username = fields["username"] as? String else {
                     return Self.problem(422, "missing-field", field: "username")
                 }
+                if let refusal = take(username, for: id, among: stored) { return refusal }
                 let version = (deletedVersions.withLock { $0[id] } ?? 0) + 1
                 var created = Profile(id: id, username: username, displayName: displayName, version: version, updatedAt: now)
                 Self.apply(changes, to: &created)
@@ -131,17 +142,28 @@ public final class InMemoryProfileService: HTTPTransport {
         guard let body = request.body,
             let fields = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any]
         else { return Self.problem(400, "malformed-request") }
-        let (changes, refusal) = fieldChanges(fields, besides: ["display_name"])
+        let (changes, refusal) = fieldChanges(fields, besides: ["display_name", "username"])
         if let refusal { return refusal }
         let displayName = fields["display_name"]
         if displayName != nil, (displayName as? String)?.isEmpty != false {
             return Self.problem(422, "invalid-field", field: "display_name")
         }
-        guard displayName != nil || !changes.isEmpty else { return Self.problem(422, "missing-field") }
+        let username = fields["username"]
+        if username != nil, !(username is String) { return Self.problem(422, "invalid-username", field: "username") }
+        guard displayName != nil || username != nil || !changes.isEmpty else {
+            return Self.problem(422, "missing-field")
+        }
         return stored.withLock { stored in
             guard var written = stored[id] else { return Self.problem(404, "profile-not-found") }
             if let tag = request.headers["If-Match"], tag != "\"\(written.version)\"" {
                 return Self.problem(409, "version-conflict", current: written)
+            }
+            if let username = username as? String, username != written.username {
+                if let refusal = take(username, for: id, among: stored) { return refusal }
+                let given = ProfileClient.handle(of: written.username)
+                // A new spelling of the same handle gives nothing up.
+                if given != ProfileClient.handle(of: username) { reserved.withLock { $0[given] = id } }
+                written.username = username
             }
             if let displayName = displayName as? String { written.displayName = displayName }
             Self.apply(changes, to: &written)
@@ -160,12 +182,78 @@ public final class InMemoryProfileService: HTTPTransport {
             }
             stored[id] = nil
             deletedVersions.withLock { $0[id] = current.version }
+            reserved.withLock { $0[ProfileClient.handle(of: current.username)] = id }
             return TransportResponse(status: 204, headers: [:])
         }
     }
 
+    /// Takes the handle of `username` for profile `id`, taking back its own reservation; the
+    /// refusal when another profile holds it or has it reserved.
+    private func take(_ username: String, for id: Int64, among stored: [Int64: Profile]) -> TransportResponse? {
+        let handle = ProfileClient.handle(of: username)
+        guard ProfileClient.isUsername(username) else {
+            return Self.problem(422, "invalid-username", field: "username")
+        }
+        let other = stored.values.first { $0.id != id && ProfileClient.handle(of: $0.username) == handle }
+        return reserved.withLock { reserved in
+            if other != nil || reserved[handle].map({ $0 != id }) == true {
+                return Self.problem(409, "username-taken", field: "username")
+            }
+            reserved[handle] = nil
+            return nil
+        }
+    }
+
+    /// The profile that holds `username`, or the one it is reserved for (a rename or a deletion
+    /// away from it).
+    private func holder(of username: String) -> (profile: Profile?, renamedFrom: Bool) {
+        let handle = ProfileClient.handle(of: username)
+        let stored = self.stored.withLock { $0 }
+        if let profile = stored.values.first(where: { ProfileClient.handle(of: $0.username) == handle }) {
+            return (profile, false)
+        }
+        guard let owner = reserved.withLock({ $0[handle] }) else { return (nil, false) }
+        return (stored[owner], true)
+    }
+
+    private func lookUp(_ username: String, _ request: TransportRequest) -> TransportResponse {
+        guard ProfileClient.isUsername(username) else {
+            return Self.problem(400, "invalid-username", field: "username")
+        }
+        switch holder(of: username) {
+        case (let profile?, false): return Self.json(profile)
+        case (let profile?, true):
+            let query = request.url.query.map { "?\($0)" } ?? ""
+            let location = "/users/by-username/\(profile.username)\(query)"
+            return TransportResponse(status: 308, headers: ["location": location])
+        default: return Self.problem(404, "profile-not-found")
+        }
+    }
+
+    private func listByUsername(_ usernames: [String]) -> TransportResponse {
+        var profiles: [Profile] = []
+        var missing: [String] = []
+        var renamed: [String: String] = [:]
+        for username in usernames {
+            // Named by handle, as the service names them.
+            guard case (let profile?, let renamedFrom) = holder(of: username) else {
+                missing.append(ProfileClient.handle(of: username))
+                continue
+            }
+            if renamedFrom { renamed[ProfileClient.handle(of: username)] = profile.username }
+            if !profiles.contains(where: { $0.id == profile.id }) { profiles.append(profile) }
+        }
+        let object: [String: Any] = ["profiles": profiles.map(Self.object), "missing": missing, "renamed": renamed]
+        return TransportResponse(
+            status: 200, headers: ["content-type": "application/json"],
+            body: (try? JSONSerialization.data(withJSONObject: object)) ?? Data())
+    }
+
     private func list(_ request: TransportRequest) -> TransportResponse {
         let items = URLComponents(url: request.url, resolvingAgainstBaseURL: true)?.queryItems ?? []
+        if let usernames = items.first(where: { $0.name == "usernames" })?.value {
+            return listByUsername(usernames.split(separator: ",").map(String.init))
+        }
         let ids = (items.first { $0.name == "ids" }?.value ?? "").split(separator: ",")
             .compactMap { Int64($0.split(separator: "@").first ?? "") }
         let stored = self.stored.withLock { $0 }

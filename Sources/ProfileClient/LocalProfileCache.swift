@@ -14,6 +14,8 @@ actor LocalProfileCache {
         var sequence: UInt64
         /// The name it sets, if it sets one.
         var displayName: String?
+        /// The username it sets (a rename), if it sets one.
+        var username: String? = nil
         /// The fields it sets (`nil`: unsets).
         var fields: [String: String?] = [:]
         /// The version the edit was made over: the one the caller expects
@@ -31,6 +33,7 @@ actor LocalProfileCache {
         /// Whether `profile` holds every value this edit sets.
         func isHeld(by profile: Profile) -> Bool {
             displayName.map { $0 == profile.displayName } ?? true
+                && username.map { $0 == profile.username } ?? true
                 && fields.allSatisfy { name, value in profile.fields[name] == value }
         }
     }
@@ -64,6 +67,7 @@ actor LocalProfileCache {
             var isPending = false
             func show(_ intent: Intent) {
                 if let displayName = intent.displayName { shown.displayName = displayName }
+                if let username = intent.username { shown.username = username }
                 for (name, value) in intent.fields { shown.fields[name] = value }
                 shown.version += 1
                 isPending = true
@@ -232,12 +236,15 @@ actor LocalProfileCache {
     /// first version confirmed.
     /// - Returns: the intent's sequence number, for ``finishUpdate(id:sequence:outcome:)``.
     func beginUpdate(
-        id: Int64, displayName: String?, fields: [String: String?] = [:], base: Int32?, floats: Bool = false
+        id: Int64, displayName: String?, username: String? = nil, fields: [String: String?] = [:], base: Int32?,
+        floats: Bool = false
     ) -> UInt64 {
         nextSequence += 1
         let base = floats ? records[id]?.confirmed?.version : base
         records[id, default: Record()].intents.append(
-            Intent(sequence: nextSequence, displayName: displayName, fields: fields, base: base, floats: floats))
+            Intent(
+                sequence: nextSequence, displayName: displayName, username: username, fields: fields, base: base,
+                floats: floats))
         publish([id])
         return nextSequence
     }

@@ -79,15 +79,30 @@ extension ProfileClient {
         try await patch(id: id, displayName: nil, fields: fields, expectedVersion: expectedVersion)
     }
 
-    /// Sets the display name (when given) and the fields named, with one patch: as
-    /// ``setFields(_:id:expectedVersion:)``.
-    public func patch(id: Int64, displayName: String? = nil, fields: [String: String?] = [:], expectedVersion: Int32? = nil)
-        async throws(ProfileClientError) -> Profile
-    {
-        try await showingPending(displayName, fields: fields, id: id, base: expectedVersion, floats: expectedVersion == nil) {
-            () async throws(ProfileClientError) in
+    /// Sets the display name and the username (each when given) and the fields named, with one
+    /// patch: as ``setFields(_:id:expectedVersion:)``.
+    ///
+    /// A new `username` renames the profile: observers see the new username at once, pending. The
+    /// old one stays reserved for the profile for a while (lookups of it find the profile under
+    /// the new one), so it may take it back. A username another profile holds, or holds in
+    /// reserve, is refused with ``ProfileClientError/usernameTaken`` and the old one is shown
+    /// again; one that is not 3 to 32 of `A-Z a-z 0-9 _ .` with
+    /// ``ProfileClientError/validation(field:detail:)`` on `username`.
+    ///
+    /// ```swift
+    /// let renamed = try await client.patch(id: 42, username: "ada_l")
+    /// ```
+    public func patch(
+        id: Int64, displayName: String? = nil, username: String? = nil, fields: [String: String?] = [:],
+        expectedVersion: Int32? = nil
+    ) async throws(ProfileClientError) -> Profile {
+        let floats = expectedVersion == nil
+        return try await showingPending(
+            displayName, username: username, fields: fields, id: id, base: expectedVersion, floats: floats
+        ) { () async throws(ProfileClientError) in
             var members = fields
             if let displayName { members["display_name"] = displayName }
+            if let username { members["username"] = username }
             let body = try Self.encode(patch: members)
             var headers = ["Content-Type": "application/merge-patch+json"]
             if let expectedVersion { headers["If-Match"] = "\"\(expectedVersion)\"" }
@@ -101,10 +116,11 @@ extension ProfileClient {
     /// while `write` runs, then what the service answered: the written profile, a 409's current
     /// one, or on any other failure the newest confirmed one.
     private func showingPending(
-        _ displayName: String?, fields: [String: String?] = [:], id: Int64, base: Int32?, floats: Bool = false,
-        _ write: () async throws(ProfileClientError) -> Profile
+        _ displayName: String?, username: String? = nil, fields: [String: String?] = [:], id: Int64, base: Int32?,
+        floats: Bool = false, _ write: () async throws(ProfileClientError) -> Profile
     ) async throws(ProfileClientError) -> Profile {
-        let sequence = await cache.beginUpdate(id: id, displayName: displayName, fields: fields, base: base, floats: floats)
+        let sequence = await cache.beginUpdate(
+            id: id, displayName: displayName, username: username, fields: fields, base: base, floats: floats)
         do throws(ProfileClientError) {
             let profile = try await write()
             await cache.finishUpdate(id: id, sequence: sequence, outcome: .written(profile))

@@ -94,6 +94,7 @@ extension ProfileClient {
         case 403: return .forbidden
         case 409:
             if let current = problem?.current { return .conflict(current: current) }
+            if problem?.type?.hasSuffix("username-taken") == true { return .usernameTaken }
             return .validation(field: problem?.field, detail: detail)
         case 400, 412, 413, 415, 422, 428: return .validation(field: problem?.field, detail: detail)
         case 429: return .rateLimited(retryAfter: retryAfter(response))

@@ -168,7 +168,7 @@ public final class ProfileClient: Sendable {
     }
 
     /// Creates a profile (`If-None-Match: *`); 409 when the id exists (``ProfileClientError/conflict(current:)``)
-    /// or the username is taken (``ProfileClientError/validation(field:detail:)`` on `username`).
+    /// or the username is taken or reserved (``ProfileClientError/usernameTaken``).
     public func create(id: Int64, username: String, displayName: String) async throws(ProfileClientError) -> Profile {
         let body = try Self.encode(["username": username, "display_name": displayName])
         let generation = await cache.generation

@@ -13,8 +13,12 @@ public enum ProfileClientError: Error, Sendable, Hashable {
     case unauthorized
     /// 403: the token is valid but does not allow this request.
     case forbidden
-    /// 400, 413, 415, 422, or a 409 without a current profile (`username` taken): the input is
-    /// refused. `field` names the offending input when the service does.
+    /// 409: the username asked for (a creation's, or a rename's in a patch) is another profile's,
+    /// or reserved for the profile that gave it up (a rename or a deletion) and may take it back.
+    /// Compared without case: `Ada` and `ada` are one username.
+    case usernameTaken
+    /// 400, 413, 415, 422, or another 409 without a current profile: the input is refused.
+    /// `field` names the offending input when the service does.
     case validation(field: String?, detail: String)
     /// 429: this client opened more than the service allows (event streams per user, requests
     /// per address); try again after `retryAfter` when the service said.

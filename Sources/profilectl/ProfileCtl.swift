@@ -7,6 +7,8 @@ import ProfileClient
 /// ```sh
 /// profilectl get 42 --url http://127.0.0.1:8080
 /// profilectl get 42 7 19 | jq .display_name   # one list request
+/// profilectl get @ada | jq .id                 # by username
+/// profilectl patch 42 --username ada_l         # a rename
 /// profilectl put 42 --display-name "Ada Lovelace" --version 3
 /// profilectl watch 42                # each new version, live; {"deleted":42} when it goes
 /// profilectl watch 42 7 19           # one stream for the list; {"deleted":7} when 7 goes
@@ -77,6 +79,7 @@ struct ProfileCtl: AsyncParsableCommand {
         case .notFound: message = "not found"
         case .unauthorized: message = "unauthorized: pass a valid --token or --token-file"
         case .forbidden: message = "forbidden"
+        case .usernameTaken: message = "username taken: another profile holds it or has it reserved"
         case .validation(let field, let detail): message = "refused\(field.map { " (\($0))" } ?? ""): \(detail)"
         case .unavailable(let retryAfter): message = "unavailable\(retryAfter.map { "; retry after \($0)" } ?? "")"
         case .rateLimited(let retryAfter): message = "too many requests\(retryAfter.map { "; retry after \($0)" } ?? "")"
@@ -98,33 +101,68 @@ struct ProfileCtl: AsyncParsableCommand {
 extension ProfileCtl {
     struct Get: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Print profiles as JSON, one line each (several ids: one list request per 100).",
-            discussion: "An id no profile has is reported on standard error; the exit status is then 1.")
+            abstract: "Print profiles as JSON, one line each (several: one list request per 100).",
+            discussion: """
+                Name profiles by id (get 42 7) or by username with @ (get @ada @bob), not both. A username \
+                its profile renamed away from finds the profile under its new username. An id or username \
+                no profile has is reported on standard error; the exit status is then 1.
+                """)
 
         @OptionGroup var connection: Connection
-        @Argument(help: "The profile ids.") var ids: [Int64]
+        @Argument(help: ArgumentHelp("The profile ids, or @usernames.", valueName: "id-or-@username"))
+        var profiles: [String]
+
+        /// The ids named, when every argument is one.
+        var ids: [Int64]? {
+            let ids = profiles.compactMap { Int64($0) }
+            return ids.count == profiles.count ? ids : nil
+        }
+
+        /// The usernames named (without their `@`), when every argument is one.
+        var usernames: [String]? {
+            guard profiles.allSatisfy({ $0.hasPrefix("@") }) else { return nil }
+            return profiles.map { String($0.dropFirst()) }
+        }
 
         func validate() throws {
-            guard !ids.isEmpty else { throw ValidationError("name at least one profile id") }
+            guard !profiles.isEmpty else { throw ValidationError("name at least one profile id or @username") }
+            if let usernames {
+                guard usernames.allSatisfy({ !$0.isEmpty }) else { throw ValidationError("a username follows its @") }
+                return
+            }
+            guard let ids else {
+                throw ValidationError("name profiles by id (42) or by @username (@ada), not both")
+            }
             guard ids.allSatisfy({ $0 > 0 }) else { throw ValidationError("profile ids are positive integers") }
         }
 
         func run() async throws {
             let client = connection.makeClient()
-            let list: ProfileList
+            let found: [Profile]
+            let missing: [String]
             do {
-                if ids.count == 1 {
-                    ProfileCtl.print(try await client.fetch(id: ids[0]))
-                    return
+                if let usernames {
+                    if usernames.count == 1 {
+                        ProfileCtl.print(try await client.fetch(username: usernames[0]))
+                        return
+                    }
+                    let list = try await client.profiles(usernames: usernames)
+                    (found, missing) = (list.profiles, list.missing.map { "@\($0)" })
+                } else {
+                    let ids = ids ?? []
+                    if ids.count == 1 {
+                        ProfileCtl.print(try await client.fetch(id: ids[0]))
+                        return
+                    }
+                    let list = try await client.profiles(ids: ids)
+                    (found, missing) = (list.profiles, list.missing.map(String.init))
                 }
-                list = try await client.profiles(ids: ids)
             } catch {
                 throw ProfileCtl.fail(error)
             }
-            for profile in list.profiles { ProfileCtl.print(profile) }
-            guard list.missing.isEmpty else {
-                let missing = list.missing.map(String.init).joined(separator: ", ")
-                FileHandle.standardError.write(Data("profilectl: not found: \(missing)\n".utf8))
+            for profile in found { ProfileCtl.print(profile) }
+            guard missing.isEmpty else {
+                FileHandle.standardError.write(Data("profilectl: not found: \(missing.joined(separator: ", "))\n".utf8))
                 throw ExitCode.failure
             }
         }
@@ -163,15 +201,18 @@ extension ProfileCtl {
 
     struct Patch: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Change a display name or profile fields with a patch (no version needed) and print the result.",
+            abstract: "Change a display name, username or fields with a patch (no version needed) and print the result.",
             discussion: """
                 Only what is named changes: --set bio='Hello' --unset website leaves every other field as it is. \
-                Without --version the patch applies to whatever version is stored: it never conflicts.
+                Without --version the patch applies to whatever version is stored: it never conflicts. \
+                --username renames the profile; its old username stays reserved for it for a while, and \
+                lookups of the old one find it. A username another profile holds or has reserved is refused.
                 """)
 
         @OptionGroup var connection: Connection
         @Argument(help: "The profile id.") var id: Int64
         @Option(help: "The new display name.") var displayName: String?
+        @Option(help: "The new username (a rename).") var username: String?
         @Option(name: .customLong("set"), help: ArgumentHelp("Set a profile field (repeatable).", valueName: "field=value"))
         var assignments: [String] = []
         @Option(name: .customLong("unset"), help: ArgumentHelp("Unset a profile field (repeatable).", valueName: "field"))
@@ -195,15 +236,16 @@ extension ProfileCtl {
             for assignment in assignments where !assignment.contains("=") || assignment.hasPrefix("=") {
                 throw ValidationError("--set takes field=value, got \(assignment)")
             }
-            guard displayName != nil || !assignments.isEmpty || !unsetFields.isEmpty else {
-                throw ValidationError("nothing to patch: give --display-name, --set or --unset")
+            guard displayName != nil || username != nil || !assignments.isEmpty || !unsetFields.isEmpty else {
+                throw ValidationError("nothing to patch: give --display-name, --username, --set or --unset")
             }
         }
 
         func run() async throws {
             do {
                 ProfileCtl.print(
-                    try await connection.makeClient().patch(id: id, displayName: displayName, fields: fields, expectedVersion: version))
+                    try await connection.makeClient().patch(
+                        id: id, displayName: displayName, username: username, fields: fields, expectedVersion: version))
             } catch {
                 throw ProfileCtl.fail(error)
             }

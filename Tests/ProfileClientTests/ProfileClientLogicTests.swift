@@ -64,10 +64,7 @@ import Testing
                 FakeTransport.problem(422, kind: "invalid-field", field: "display_name"),
                 .validation(field: "display_name", detail: "invalid-field")
             ),
-            (
-                FakeTransport.problem(409, kind: "username-taken", field: "username"),
-                .validation(field: "username", detail: "username-taken")
-            ),
+            (FakeTransport.problem(409, kind: "username-taken", field: "username"), .usernameTaken),
             (
                 FakeTransport.problem(409, kind: "version-conflict", current: FakeTransport.profile(1, "A", version: 4)),
                 .conflict(current: FakeTransport.profile(1, "A", version: 4))
