@@ -6,6 +6,8 @@ public final class ProfileCacheShared: Sendable {
     /// Skips memcached nodes that keep failing; wraps every worker's cache client.
     public let circuitBreaker: NodeCircuitBreaker
     let inFlight = InFlightReads()
+    /// The profile each handle was last answered with in this process (docs/design.md §12.2).
+    let handleHints = HandleHints()
     /// The primary's WAL positions that standby reads are proved against (docs/design.md §8).
     let primaryPositions = PrimaryPositions()
     /// Readers that may wait for others' reads at once (docs/design.md §5).

@@ -30,6 +30,14 @@ extension ProfileRepository {
     /// entries, one of the profiles they name, and — for the handles whose entries prove nothing —
     /// one query and one more read of profiles.
     public func lookUp(_ handles: [(handle: ProfileHandle, floor: Int32?)]) throws(ProfileStoreError) -> [ProfileHandle: HandleAnswer] {
+        try lookUp(handles, waitingOnRacers: true)
+    }
+
+    /// ``lookUp(_:)``; `waitingOnRacers`: a handle whose lease another reader put down first (a
+    /// race for an empty key) is looked up again, waiting on that reader, rather than read.
+    private func lookUp(
+        _ handles: [(handle: ProfileHandle, floor: Int32?)], waitingOnRacers: Bool
+    ) throws(ProfileStoreError) -> [ProfileHandle: HandleAnswer] {
         cache.beginRequest()
         let keys = handles.map { configuration.key(for: $0.handle) }
         let looks = lookPastLeases(keys)
@@ -66,7 +74,9 @@ extension ProfileRepository {
             }
         }
         guard !unresolved.isEmpty else { return answers }
-        for (handle, answer) in try resolve(unresolved, of: handles, keys: keys) { answers[handle] = answer }
+        for (handle, answer) in try resolve(unresolved, of: handles, keys: keys, waitingOnRacers: waitingOnRacers) {
+            answers[handle] = answer
+        }
         return answers
     }
 
@@ -79,11 +89,38 @@ extension ProfileRepository {
     ) -> HandleAnswer? {
         if let profile, let username = profile.username, handle.isSpelled(by: username) {
             statistics.record(.handleHit)
+            shared.handleHints.record(handle, heldBy: id)
             return .profile(id: id, profile)
         }
         guard reservedUntil > now else { return nil }
         statistics.record(.handleHit)
         return profile?.username.map { .moved(id: id, username: $0) } ?? .nobody
+    }
+
+    /// The profiles this process last answered `handles` with: hints (``HandleHints``), for a batch
+    /// to read beside its reads by id (``lookUp(_:hints:prefetched:)``).
+    public func handleHints(_ handles: [ProfileHandle]) -> [ProfileHandle: Int64] {
+        var hints: [ProfileHandle: Int64] = [:]
+        for handle in handles { hints[handle] = shared.handleHints.id(for: handle) }
+        return hints
+    }
+
+    /// The lookups a batch's multi-get decided by their hints: the hinted profile's entry, read in
+    /// the batch's multi-get (``prefetch(ids:)``), answers the floor and carries the handle. The
+    /// others are left out, for the handle's entry to decide.
+    public func lookUp(
+        _ handles: [(handle: ProfileHandle, floor: Int32?)], hints: [ProfileHandle: Int64], prefetched: [Int64: Prefetch]
+    ) -> [ProfileHandle: HandleAnswer] {
+        var answers: [ProfileHandle: HandleAnswer] = [:]
+        for (handle, floor) in handles {
+            guard let id = hints[handle], let entry = prefetched[id], case .cached = entry, entry.answers(minVersion: floor),
+                let profile = try? read(id: id, minVersion: floor, batched: .prefetched(entry)),
+                let username = profile.username, handle.isSpelled(by: username)
+            else { continue }
+            statistics.record(.handleHit)
+            answers[handle] = .profile(id: id, profile)
+        }
+        return answers
     }
 
     /// The lookups of `handles` that memcached answers alone — a record that no one holds the
@@ -147,12 +184,25 @@ extension ProfileRepository {
     /// reads the profiles it names by the rules of §2 — a holder no older than the version at
     /// which PostgreSQL showed it holding the handle.
     private func resolve(
-        _ unresolved: [Unresolved], of handles: [(handle: ProfileHandle, floor: Int32?)], keys: [String]
+        _ unresolved: [Unresolved], of handles: [(handle: ProfileHandle, floor: Int32?)], keys: [String], waitingOnRacers: Bool
     ) throws(ProfileStoreError) -> [ProfileHandle: HandleAnswer] {
         // Leases first, for the empty keys: a rename's invalidation after this read deletes the
         // lease, so what this read stores cannot hide it (§2.1).
-        let leasing = unresolved.filter(\.leaseFirst)
-        let leases = putLeases(leasing.map { (keys[$0.index], nil) })
+        var unresolved = unresolved
+        var leasing = unresolved.filter(\.leaseFirst)
+        var leases = putLeases(leasing.map { (keys[$0.index], nil) })
+        var answers: [ProfileHandle: HandleAnswer] = [:]
+        let racedFor = zip(leasing, leases).filter { $0.1.ownCAS == nil }.map(\.0.index)
+        if waitingOnRacers, !racedFor.isEmpty {
+            // Another reader's lease (or its answer) got there first: wait on it, as after a look.
+            for (handle, answer) in try lookUp(racedFor.map { handles[$0] }, waitingOnRacers: false) { answers[handle] = answer }
+            let raced = Set(racedFor)
+            unresolved.removeAll { raced.contains($0.index) }
+            let kept = zip(leasing, leases).filter { !raced.contains($0.0.index) }
+            leasing = kept.map(\.0)
+            leases = kept.map(\.1)
+            guard !unresolved.isEmpty else { return answers }
+        }
         var storeOver: [Int: UInt64] = [:]
         for (entry, lease) in zip(leasing, leases) { if let cas = lease.ownCAS { storeOver[entry.index] = cas } }
         for entry in unresolved where !entry.leaseFirst { if let cas = entry.storeOver { storeOver[entry.index] = cas } }
@@ -188,7 +238,6 @@ extension ProfileRepository {
             }
         }
         let profiles = try readProfiles(reading)
-        var answers: [ProfileHandle: HandleAnswer] = [:]
         for entry in unresolved {
             let handle = handles[entry.index].handle
             guard let record = records[handle] else {

@@ -45,8 +45,15 @@ extension ProfileResponder {
         answer: (BatchedRequest<ClassifiedRequest>, HTTPResponse) -> Void
     ) -> [[BatchedRequest<ClassifiedRequest>]] {
         let started = ContinuousClock.now
-        let entries = worker.repository.prefetch(ids: batch.compactMap(\.classified.read?.id))
-        let handles = worker.repository.lookUpFromCache(Self.handleLookups(of: batch))
+        // Lookups by handle read their hinted profiles in the reads' multi-get; the handles that
+        // hints do not decide are looked up in memcached (docs/design.md §12.2).
+        let lookups = Self.handleLookups(of: batch)
+        let hints = lookups.isEmpty ? [:] : worker.repository.handleHints(lookups.map(\.handle))
+        let ids = batch.compactMap(\.classified.read?.id)
+        let entries = worker.repository.prefetch(ids: hints.isEmpty ? ids : Array(Set(ids + hints.values)))
+        var handles = worker.repository.lookUp(lookups, hints: hints, prefetched: entries)
+        let undecided = lookups.filter { handles[$0.handle] == nil }
+        if !undecided.isEmpty { handles.merge(worker.repository.lookUpFromCache(undecided)) { found, _ in found } }
         var left: [BatchedRequest<ClassifiedRequest>] = []
         var missing: [BatchedRequest<ClassifiedRequest>] = []
         for member in batch {
