@@ -95,7 +95,8 @@ import ProfileServiceTesting
 
     @Test func anOldHandlesEntryNeverAnswersTheProfileThatGaveItUp() throws {
         let shared = ProfileCacheShared()
-        let backends = try InMemoryBackends()
+        // A database of its own: it shortens the reservation, which other tests rely on.
+        let backends = try InMemoryBackends(cluster: InMemoryCache(nodes: 2), database: InMemoryDatabase())
         let first = try backends.seed()
         let second = try backends.seed()
         let repository = backends.repository(shared)
@@ -105,7 +106,6 @@ import ProfileServiceTesting
         // Behind the cache, with no reservation: the first renames away, the second takes the
         // name; only the profiles' entries are repaired (as the feed does), not the handle's.
         backends.store.database.setHandleReservation(milliseconds: 0)
-        defer { backends.store.database.setHandleReservation(milliseconds: 30 * 86_400_000) }
         guard case .updated(let away) = try backends.store.update(id: first.id, changes: ProfileChanges(username: "a\(first.id)"), expectedVersion: nil),
             case .updated(let taken) = try backends.store.update(id: second.id, changes: ProfileChanges(username: shared_name), expectedVersion: nil)
         else { throw TestFailure("renames") }
@@ -129,6 +129,20 @@ import ProfileServiceTesting
         #expect(throws: ProfileStoreError.usernameTaken) {
             try repository.update(id: other.id, changes: ProfileChanges(username: profile.username), expectedVersion: nil)
         }
+    }
+
+    @Test func aProfilesUsernameIsReadFromItsJSONInPlace() throws {
+        let ada = try handle("ada")
+        func representation(_ json: String) -> ProfileRepository.Representation {
+            ProfileRepository.Representation(version: 1, json: Array(json.utf8), cacheOutcome: .hit)
+        }
+        let spelled = representation(#"{"id":17,"username":"AdA","display_name":"x"}"#)
+        #expect(spelled.username == "AdA" && spelled.carries(ada))
+        #expect(!representation(#"{"id":17,"username":"adam","display_name":"x"}"#).carries(ada))
+        #expect(!representation(#"{"id":17,"username":"ad","display_name":"x"}"#).carries(ada))
+        let escaped = representation(#"{"id":17,"username":"a\"da","display_name":"x"}"#)
+        #expect(escaped.username == nil && !escaped.carries(ada), "a name with escapes is no handle")
+        #expect(representation(#"{"display_name":"ada","username":"ada"}"#).username == nil, "only the service's order")
     }
 
     @Test func handleEntriesRoundTripAndNeverReadAsProfiles() throws {

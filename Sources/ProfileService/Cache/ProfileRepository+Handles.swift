@@ -87,7 +87,7 @@ extension ProfileRepository {
     private func verdict(
         on handle: ProfileHandle, heldBy id: Int64, reservedUntil: Int64, profile: Representation?, now: Int64
     ) -> HandleAnswer? {
-        if let profile, let username = profile.username, handle.isSpelled(by: username) {
+        if let profile, profile.carries(handle) {
             statistics.record(.handleHit)
             shared.handleHints.record(handle, heldBy: id)
             return .profile(id: id, profile)
@@ -114,8 +114,7 @@ extension ProfileRepository {
         var answers: [ProfileHandle: HandleAnswer] = [:]
         for (handle, floor) in handles {
             guard let id = hints[handle], let entry = prefetched[id], case .cached = entry, entry.answers(minVersion: floor),
-                let profile = try? read(id: id, minVersion: floor, batched: .prefetched(entry)),
-                let username = profile.username, handle.isSpelled(by: username)
+                let profile = try? read(id: id, minVersion: floor, batched: .prefetched(entry)), profile.carries(handle)
             else { continue }
             statistics.record(.handleHit)
             answers[handle] = .profile(id: id, profile)
@@ -253,7 +252,7 @@ extension ProfileRepository {
                 answers[handle] = .nobody
                 continue
             }
-            answers[handle] = handle.isSpelled(by: username) ? .profile(id: id, profile) : .moved(id: id, username: username)
+            answers[handle] = profile.carries(handle) ? .profile(id: id, profile) : .moved(id: id, username: username)
         }
         return answers
     }
@@ -313,17 +312,33 @@ extension ProfileRepository {
 }
 
 extension ProfileRepository.Representation {
-    /// The profile's username, read from its JSON: the service writes `"username"` second, after
-    /// the id, and a username needs no escapes (``ProfileValidation/isUsername(_:)``). Nil when the
-    /// JSON does not have it so (a name a psql statement gave that needs escapes): such a profile
-    /// answers no lookup, as its name is no handle.
+    /// The profile's username, read from its JSON: the service writes it second, after the id
+    /// (`{"id":7,"username":"…`), and a username needs no escapes (``ProfileValidation/isUsername(_:)``).
+    /// Nil when the JSON does not have it so (a name a psql statement gave that needs escapes):
+    /// such a profile answers no lookup, as its name is no handle.
     var username: String? {
-        let marker = Array(#","username":""#.utf8)
-        guard let start = json.firstRange(of: marker)?.upperBound,
-            let end = json[start...].firstIndex(of: UInt8(ascii: "\""))
+        usernameBytes.map { String(decoding: json[$0], as: UTF8.self) }
+    }
+
+    /// Whether the username spells `handle`, compared in place (a lookup's hot path).
+    func carries(_ handle: ProfileHandle) -> Bool {
+        guard let range = usernameBytes else { return false }
+        return handle.isSpelled(by: json[range])
+    }
+
+    private static let usernameMember = Array(#","username":""#.utf8)
+
+    /// Where the username lies in ``json``.
+    private var usernameBytes: Range<Int>? {
+        var index = json.startIndex + 6  // past `{"id":`
+        guard json.count > 6, json[..<index].elementsEqual(#"{"id":"#.utf8) else { return nil }
+        while index < json.endIndex, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(json[index]) { index += 1 }
+        let marker = Self.usernameMember
+        guard json.endIndex - index > marker.count, json[index..<index + marker.count].elementsEqual(marker) else { return nil }
+        let start = index + marker.count
+        guard let end = json[start...].firstIndex(where: { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }),
+            json[end] == UInt8(ascii: "\"")
         else { return nil }
-        let name = json[start..<end]
-        guard !name.contains(UInt8(ascii: "\\")) else { return nil }
-        return String(decoding: name, as: UTF8.self)
+        return start..<end
     }
 }

@@ -15,8 +15,13 @@ public struct ProfileHandle: Hashable, Sendable, CustomStringConvertible {
 
     /// Whether `username` spells this handle.
     public func isSpelled(by username: some StringProtocol) -> Bool {
-        username.utf8.count == key.utf8.count
-            && zip(username.utf8, key.utf8).allSatisfy { spelled, key in
+        isSpelled(by: username.utf8)
+    }
+
+    /// Whether the UTF-8 bytes of a username spell this handle.
+    public func isSpelled(by username: some Collection<UInt8>) -> Bool {
+        username.count == key.utf8.count
+            && zip(username, key.utf8).allSatisfy { spelled, key in
                 spelled == key || ((UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(spelled) && spelled | 0x20 == key)
             }
     }
