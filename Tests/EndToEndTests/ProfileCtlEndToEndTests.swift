@@ -52,6 +52,34 @@ import TestSupport
         #expect(partly.standardError.contains("not found: \(absent)"), "\(partly.standardError)")
     }
 
+    /// `profilectl get @name` piped into jq, a rename with `patch --username`, and the old name's
+    /// lookup following the service's redirect to the profile, on the real servers.
+    @Test func getByHandleFindsTheProfileBeforeAndAfterARename() throws {
+        let service = try ServiceProcess()
+        defer { _ = service.terminate() }
+        let id = Int64.random(in: 1_000_000_000...9_000_000_000_000_000)
+        try service.createProfile(id, usernamePrefix: "Ctl_")
+        let old = "Ctl_\(id % 100_000_000)"
+        let new = "ctl_new_\(id % 100_000_000)"
+        let profilectl = ServiceProcess.executable.deletingLastPathComponent().appendingPathComponent("profilectl")
+        func idPrinted(_ run: TestProcess.Finished) -> Int64? {
+            ((try? JSONSerialization.jsonObject(with: Data(run.standardOutput.utf8))) as? [String: Any])?["id"] as? Int64
+        }
+
+        let found = try TestProcess.run(profilectl, ["get", "@\(old.lowercased())", "--url", service.baseURL])
+        #expect(found.status == 0 && idPrinted(found) == id, "\(found.standardOutput) \(found.standardError)")
+        let token = String(ServiceProcess.bearer(String(id))["Authorization"]?.dropFirst("Bearer ".count) ?? "")
+        let renamed = try TestProcess.run(
+            profilectl, ["patch", String(id), "--username", new, "--url", service.baseURL, "--token", token])
+        #expect(renamed.status == 0 && renamed.standardOutput.contains(#""username":"\#(new)""#), "\(renamed.standardError)")
+        for name in [new, old] {
+            let after = try TestProcess.run(profilectl, ["get", "@\(name)", "--url", service.baseURL])
+            #expect(after.status == 0 && idPrinted(after) == id, "@\(name): \(after.standardOutput) \(after.standardError)")
+        }
+        let absent = try TestProcess.run(profilectl, ["get", "@nobody_\(id % 100_000_000)", "--url", service.baseURL])
+        #expect(absent.status == 1 && absent.standardOutput.isEmpty, "\(absent.standardError)")
+    }
+
     @Test func patchThenDeleteAndExitWithOneWhenTheProfileIsGoneAlready() throws {
         let service = try ServiceProcess()
         defer { _ = service.terminate() }
