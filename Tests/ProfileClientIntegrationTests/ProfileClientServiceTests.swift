@@ -208,3 +208,35 @@ import TestSupport
         service.terminate()
     }
 }
+
+/// Lookups by username and renames through ``ProfileClient`` against the built service.
+@Suite(.serialized, .requires(.postgres, .memcached), .timeLimit(.minutes(2))) struct ProfileClientHandleServiceTests {
+    @Test func aProfileFoundByUsernameShowsItsRenameLiveAndItsOldNameStillFindsIt() async throws {
+        let service = try ServiceProcess()
+        defer { _ = service.terminate() }
+        let id = ProfileClientServiceTests.randomID()
+        let old = "Cli_\(id % 100_000_000)"
+        let new = "cli_new_\(id % 100_000_000)"
+        let owner = try ProfileClientServiceTests.client(service, id: id, live: true)
+        _ = try await owner.create(id: id, username: old, displayName: "Handle")
+
+        let reader = try ProfileClientServiceTests.client(service, id: ProfileClientServiceTests.randomID(), live: true)
+        let found = try await reader.fetch(username: old.uppercased())
+        #expect(found.id == id && found.username == old)
+        let updates = reader.updates(for: id)
+        let renamed = try await owner.patch(id: id, username: new)
+        #expect(renamed.username == new)
+        let seen = await ProfileClientServiceTests.values(of: updates, until: { $0.username == new })
+        #expect(seen.last?.username == new, "the reader following the id sees the rename: \(seen.map(\.username))")
+
+        let byOld = try await reader.fetch(username: old)
+        #expect(byOld.id == id && byOld.username == new, "the old name redirects to the profile")
+        let byNew = try await owner.fetch(username: new)
+        #expect(byNew.id == id && byNew.version == renamed.version, "the renamer reads its rename at once")
+        let other = ProfileClientServiceTests.randomID()
+        let taker = try ProfileClientServiceTests.client(service, id: other)
+        await #expect(throws: ProfileClientError.usernameTaken) {
+            _ = try await taker.create(id: other, username: old.lowercased(), displayName: "Taker")
+        }
+    }
+}
