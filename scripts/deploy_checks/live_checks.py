@@ -4,11 +4,11 @@ against the servers of scripts/deps.sh (PROFILE_DATABASE_URL, PROFILE_MEMCACHED 
 
   - gateway_in_front_of_two_instances: deploy/nginx.conf, run for real in front of two local
     `profile-service serve` instances: 200 keep-alive GETs, both instances served, request ids
-    passed on or minted, /metrics and unknown paths not proxied, one instance stopped → the other
-    still answers;
+    passed on or minted, lookups by username and their redirects passed through, /metrics and
+    unknown paths not proxied, one instance stopped → the other still answers;
   - service_answers_conform_to_openapi: one instance's answers to chosen requests, each with the
     status the request calls for, against openapi.yaml (see the check for what it adds to
-    scripts/contract-test.sh);
+    scripts/contract-test.sh), lookups by username, renames and their redirects included;
   - event_stream_through_the_gateway: event streams (GET /users/profile/{id}/events) through that
     gateway, one per instance: the first event, then a write's event through both (unbuffered),
     and a resumed stream that sends nothing older.
@@ -96,7 +96,8 @@ def wait_for(condition, what, process=None, seconds=20):
 
 
 class Fixture:
-    """Two profiles in PostgreSQL at ids nobody else uses, removed afterwards."""
+    """Two profiles in PostgreSQL at ids nobody else uses, removed afterwards with the usernames
+    their renames and deletions keep reserved."""
     def __init__(self):
         base = 8_000_000_000_000 + (uuid.uuid4().int % 1_000_000_000) * 10
         self.ids = [base + 1, base + 2]
@@ -106,9 +107,11 @@ class Fixture:
         psql("INSERT INTO user_profiles (id, username, display_name) VALUES "
              f"({self.ids[0]}, 'deploy_a_{tag}', 'Deploy A'), ({self.ids[1]}, 'deploy_b_{tag}', 'Deploy B')")
         self.tag = tag
+        self.usernames = [f"deploy_a_{tag}", f"deploy_b_{tag}"]
 
     def close(self):
-        psql(f"DELETE FROM user_profiles WHERE id BETWEEN {self.ids[0]} AND {self.created}")
+        psql(f"DELETE FROM user_profiles WHERE id BETWEEN {self.ids[0]} AND {self.created}; "
+             f"DELETE FROM username_reservations WHERE profile_id BETWEEN {self.ids[0]} AND {self.created}")
 
 
 class Gateway(Server):
@@ -168,8 +171,25 @@ def gateway_in_front_of_two_instances():
         # nginx mints a request id when the client sends none.
         status, _, headers = get(gateway.port, f"/users/profile/{fixture.ids[0]}")
         assert status == 200 and re.fullmatch(r"[0-9a-f]{32}", headers.get("x-request-id", "")), headers
+        # Lookups by username go through as the profile's reads do; a rename's 308 comes back
+        # with the service's own (relative) Location.
+        first, second = fixture.usernames
+        status, body, headers = get(gateway.port, f"/users/by-username/{first.upper()}")
+        assert status == 200 and json.loads(body)["id"] == fixture.ids[0], (status, body[:200])
+        assert headers.get("content-location") == f"/users/profile/{fixture.ids[0]}", headers
+        renamed = f"Deploy_G_{fixture.tag}"
+        status, body, _ = request(gateway.port, "PATCH", f"/users/profile/{fixture.ids[1]}",
+                                  body=json.dumps({"username": renamed}),
+                                  headers={"Content-Type": "application/merge-patch+json"})
+        assert status == 200 and json.loads(body)["username"] == renamed, (status, body[:200])
+        status, _, headers = get(gateway.port, f"/users/by-username/{second}?min_version=2")
+        assert status == 308 and headers.get("location") == f"/users/by-username/{renamed}?min_version=2", (status, headers)
+        status, body, _ = get(gateway.port, f"/users/profiles?usernames={first},{second},{renamed.lower()}")
+        assert status == 200, (status, body[:200])
+        listed = json.loads(body)
+        assert [p["id"] for p in listed["profiles"]] == fixture.ids and listed["renamed"] == {second: renamed}, listed
         # /metrics and unknown paths stop at the gateway.
-        for path in ("/metrics", "/", "/users/profile/../../metrics"):
+        for path in ("/metrics", "/", "/users/profile/../../metrics", "/users/by-username/../../metrics"):
             status, _, _ = get(gateway.port, path)
             assert status == 404, f"{path} through the gateway: {status}"
         time.sleep(0.3)  # the access log is written after the response
@@ -217,8 +237,18 @@ class OpenAPI:
             node = target
         return node
 
+    @staticmethod
+    def template(path):
+        """The path of openapi.yaml a request's path belongs to."""
+        bare = path.split("?")[0]
+        if bare.startswith("/users/profile/"):
+            return "/users/profile/{id}"
+        if bare.startswith("/users/by-username/"):
+            return "/users/by-username/{username}"
+        return bare
+
     def operation(self, path, method):
-        template = "/users/profile/{id}" if path.startswith("/users/profile/") else path.split("?")[0]
+        template = self.template(path)
         item = self.doc["paths"].get(template)
         if item is None:
             return None, template
@@ -282,12 +312,18 @@ def service_answers_conform_to_openapi():
       - paths openapi.yaml does not list (schemathesis only calls documented paths): a 404 that
         conforms to components.responses.NotFound;
       - the Allow header of a 405 equal to the path's `x-unsupported-methods.allowed`;
-      - HEAD and 304 answers without a body.
+      - HEAD and 304 answers without a body;
+      - handles: a lookup by username in any case with `Content-Location`, a rename by PATCH whose
+        old username answers 308 to the new one (the query kept) and stays its owner's (409 for
+        another profile, taken back by a rename back), a deleted profile's username 404 and
+        reserved, lists by username with `missing` and `renamed`, and 400 for a list named by
+        both `ids` and `usernames` or by neither (schemathesis_hooks.py gives schemathesis
+        exactly one) — sequences that generated requests meet by chance if at all.
     """
     spec = OpenAPI()
     with deployment(["conformance"]) as (fixture, (instance,), _):
         port = instance.port
-        one, missing, new = fixture.ids[0], fixture.missing, fixture.created
+        one, two, missing, new = fixture.ids[0], fixture.ids[1], fixture.missing, fixture.created
         json_headers = {"Content-Type": "application/json"}
         cases = [
             ("GET", f"/users/profile/{one}", None, {}, 200),
@@ -327,6 +363,59 @@ def service_answers_conform_to_openapi():
             ("DELETE", f"/users/profile/{new}", None, {"If-Match": "7"}, 400),
             ("DELETE", f"/users/profile/{new}", None, {}, 204),
             ("DELETE", f"/users/profile/{new}", None, {}, 404),
+        ]
+        first, second = fixture.usernames
+        renamed, deleted, nobody = f"Deploy_R_{fixture.tag}", f"deploy_c_{fixture.tag}", f"nobody_{fixture.tag}"
+        by_name = "/users/by-username/"
+        patch = {"Content-Type": "application/merge-patch+json"}
+        rename = lambda name: json.dumps({"username": name}).encode()
+        # `one` is at version 2 (its PUT above), `two` at 1 until its renames; `new` is deleted.
+        cases += [
+            ("GET", by_name + first, None, {}, 200),
+            ("GET", by_name + first.upper(), None, {}, 200),
+            ("HEAD", by_name + first, None, {}, 200),
+            ("GET", by_name + first, None, {"If-None-Match": '"2"'}, 304),
+            ("GET", by_name + first + "?min_version=2", None, {}, 200),
+            ("GET", by_name + first + "?min_version=0", None, {}, 400),
+            ("GET", by_name + "ab", None, {}, 400),
+            ("GET", by_name + "a-b-c", None, {}, 400),
+            ("GET", by_name + nobody, None, {}, 404),
+            ("HEAD", by_name + nobody, None, {}, 404),
+            ("GET", by_name + deleted, None, {}, 404),
+            ("POST", by_name + first, None, {}, 405),
+            ("PATCH", f"/users/profile/{two}", rename(renamed), patch, 200),
+            ("GET", by_name + renamed.lower(), None, {}, 200),
+            ("GET", by_name + second + "?min_version=2", None, {}, 308),
+            ("HEAD", by_name + second, None, {}, 308),
+            ("PATCH", f"/users/profile/{one}", rename(second.upper()), patch, 409),
+            ("PATCH", f"/users/profile/{one}", rename(renamed.upper()), patch, 409),
+            ("PATCH", f"/users/profile/{one}", rename(deleted), patch, 409),
+            ("PUT", f"/users/profile/{missing}", json.dumps({"username": second, "display_name": "Deploy X"}).encode(),
+             json_headers, 409),
+            ("PATCH", f"/users/profile/{two}", rename("x"), patch, 422),
+            ("GET", f"/users/profiles?usernames={first},{second},{nobody},{renamed.lower()}", None, {}, 200),
+            ("HEAD", f"/users/profiles?usernames={first},{second}", None, {}, 200),
+            ("GET", "/users/profiles?usernames=ab", None, {}, 400),
+            ("GET", "/users/profiles?usernames=", None, {}, 400),
+            ("GET", f"/users/profiles?ids={one}&usernames={first}", None, {}, 400),
+            ("GET", "/users/profiles", None, {}, 400),
+            ("PATCH", f"/users/profile/{two}", rename(second), patch, 200),
+            ("GET", by_name + second, None, {}, 200),
+            ("GET", by_name + renamed, None, {}, 308),
+        ]
+        # What some answers must say beyond their status and schema.
+        expect = {
+            (by_name + first, "GET", 200): lambda h, b: h["content-location"] == f"/users/profile/{one}",
+            (by_name + second + "?min_version=2", "GET", 308):
+                lambda h, b: h["location"] == f"{by_name}{renamed}?min_version=2",
+            (by_name + second, "HEAD", 308): lambda h, b: h["location"] == by_name + renamed,
+            (by_name + renamed, "GET", 308): lambda h, b: h["location"] == by_name + second,
+            (by_name + renamed.lower(), "GET", 200): lambda h, b: json.loads(b)["id"] == two,
+            (f"/users/profiles?usernames={first},{second},{nobody},{renamed.lower()}", "GET", 200):
+                lambda h, b: json.loads(b)["missing"] == [nobody] and json.loads(b)["renamed"] == {second: renamed}
+                and [p["id"] for p in json.loads(b)["profiles"]] == [one, two],
+        }
+        cases += [
             ("GET", "/healthz", None, {}, 200),
             ("HEAD", "/healthz", None, {}, 200),
             ("GET", "/readyz", None, {}, 200),
@@ -337,8 +426,10 @@ def service_answers_conform_to_openapi():
             status, data, response_headers = request(port, method, path, body, headers)
             assert status == expected, f"{method} {path}: expected {expected}, got {status}: {data[:300]!r}"
             spec.conform(path, method, status, response_headers, data)
+            check = expect.get((path, method, status))
+            assert check is None or check(response_headers, data), f"{method} {path} {status}: {response_headers} {data[:300]!r}"
             if status == 405:
-                allowed = spec.doc["paths"]["/users/profile/{id}" if "profile" in path else path]["x-unsupported-methods"]["allowed"]
+                allowed = spec.doc["paths"][spec.template(path)]["x-unsupported-methods"]["allowed"]
                 assert [a.strip() for a in response_headers["allow"].split(",")] == allowed, response_headers["allow"]
             if status == 409 and b"version-conflict" in data:
                 # `one` was updated to 2 above; `new` to 3 by its two patches (name, then fields).

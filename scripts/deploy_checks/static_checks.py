@@ -284,7 +284,8 @@ def nginx_gateway_directives():
     assert [s.split()[1] for s in servers] == ["127.0.0.1:8081", "127.0.0.1:8082"], servers
     for needed in ("upstream profile_service", "keepalive 64", "keepalive_timeout 60s", "proxy_http_version 1.1",
                    'proxy_set_header Connection ""', "proxy_set_header X-Request-ID $profile_request_id",
-                   "listen 8080", "location /users/profile/", "location = /healthz", "location = /readyz"):
+                   "listen 8080", "location /users/profile/", "location /users/by-username/", "location = /users/profiles",
+                   "location = /healthz", "location = /readyz"):
         assert needed in ds, f"deploy/nginx.conf lacks `{needed}`"
     assert "default $http_x_request_id" in ds and '"" $request_id' in ds, "X-Request-ID must default to $request_id"
     # nginx must close idle upstream connections before the service does.

@@ -39,6 +39,46 @@ def serve(binary, arguments, log_prefix):
     raise SystemExit(f"{binary} on {port} did not become ready")
 
 
+STARTED = []  # the instances start_instance started and stop_instances has not stopped: (process, port)
+
+
+def start_instance(database_url=DB_URL, memcached=MEMCACHED, serve_args=(), log_prefix="drill", without_env=()):
+    """`serve --no-access-log --auth none` of the built binary on a free port, with `serve_args`,
+    on `database_url` and `memcached` (the environment's variables in `without_env` left out);
+    its port once /readyz answers 200. Its log: $PROFILE_STATE_DIR/<log_prefix>-<port>.log."""
+    port = free_port()
+    env = dict(os.environ, PROFILE_DATABASE_URL=database_url, PROFILE_MEMCACHED=memcached)
+    for name in without_env:
+        env.pop(name, None)
+    log = open(os.path.join(STATE, f"{log_prefix}-{port}.log"), "w")
+    process = subprocess.Popen([BIN, "serve", "--port", str(port), "--no-access-log", "--auth", "none", *serve_args],
+                               env=env, stdout=log, stderr=log)
+    STARTED.append((process, port))
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"service on {port} exited with {process.returncode}; see {log.name}")
+        try:
+            if get(port, "/readyz")[0] == 200:
+                return port
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise SystemExit(f"service on {port} did not become ready; see {log.name}")
+
+
+def stop_instances():
+    """Stops every instance start_instance started (SIGTERM, then SIGKILL after 30 s)."""
+    while STARTED:
+        process, _ = STARTED.pop()
+        process.terminate()
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 def version(port, id):
     status, body, _ = get(port, f"/users/profile/{id}")
     return json.loads(body)["version"] if status == 200 else None

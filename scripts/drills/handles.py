@@ -52,7 +52,8 @@ earlier runs (30 days for the closing writes) never meet it.
 """
 import argparse, collections, http.client, json, os, random, shlex, string, subprocess, sys, threading, time
 
-from drill import BIN, DB_URL, MEMCACHED, ROOT, STATE, free_port, get, psql
+from drill import BIN, DB_URL, MEMCACHED, ROOT, STATE, free_port, get, psql, stop_instances
+from drill import start_instance as start_drill_instance
 import service_helpers
 from service_helpers import PsqlError
 from strict_consistency import Background, cache_events
@@ -65,7 +66,6 @@ OPERATOR_INTERVAL = 0.5
 RESERVATION = 1.0  # seconds, during the load
 QUIESCENCE = 2.0
 PREFIX = "/users/by-username/"
-STARTED = []  # (process, port) of the instances still running
 
 
 def spell(name):
@@ -84,36 +84,13 @@ def wall(t):
     return time.strftime("%H:%M:%S", time.localtime(t)) + f".{int(t * 1000) % 1000:03d}"
 
 
+
+
+
+
 def start_instance(serve_args):
-    port = free_port()
-    env = dict(os.environ, PROFILE_DATABASE_URL=DB_URL, PROFILE_MEMCACHED=MEMCACHED)
-    env.pop("PROFILE_REPLICA_DATABASE_URLS", None)  # the service reads it: the standby only with --standby
-    log = open(os.path.join(STATE, f"handles-{port}.log"), "w")
-    process = subprocess.Popen([BIN, "serve", "--port", str(port), "--no-access-log", "--auth", "none", *serve_args],
-                               env=env, stdout=log, stderr=log)
-    STARTED.append((process, port))
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"service on {port} exited with {process.returncode}; see {log.name}")
-        try:
-            if get(port, "/readyz")[0] == 200:
-                return port
-        except OSError:
-            pass
-        time.sleep(0.1)
-    raise SystemExit(f"service on {port} did not become ready; see {log.name}")
-
-
-def stop_instances():
-    while STARTED:
-        process, _ = STARTED.pop()
-        process.terminate()
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    # The service reads PROFILE_REPLICA_DATABASE_URLS: the standby only with --standby.
+    return start_drill_instance(serve_args=serve_args, log_prefix="handles", without_env=("PROFILE_REPLICA_DATABASE_URLS",))
 
 
 class Reply:

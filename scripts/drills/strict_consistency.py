@@ -53,7 +53,8 @@ violation). The cluster's slot is dropped at the end (`profile-service cache-clu
 """
 import argparse, collections, http.client, json, os, random, shlex, socket, subprocess, sys, threading, time
 
-from drill import BIN, DB_URL, MC_PORTS, MEMCACHED, ROOT, STATE, free_port, get, psql, seed
+from drill import BIN, DB_URL, MC_PORTS, MEMCACHED, ROOT, STATE, free_port, get, psql, seed, stop_instances
+from drill import start_instance as start_drill_instance
 
 IDS_PER_RUN = 10
 WRITERS = 4
@@ -61,39 +62,15 @@ READERS = 8
 FLUSH_INTERVAL = 0.005
 QUIESCENCE = 1.0
 NODES = [("127.0.0.1", int(port)) for port in MC_PORTS]  # direct, whatever PROFILE_MEMCACHED says
-STARTED = []  # the instances still running: (process, port)
 NODE_PROCESSES = []  # the far region's memcached nodes, stopped at the end
 
 
+
+
+
+
 def start_instance(database_url, memcached, serve_args=()):
-    port = free_port()
-    env = dict(os.environ, PROFILE_DATABASE_URL=database_url, PROFILE_MEMCACHED=memcached)
-    log = open(os.path.join(STATE, f"strict-{port}.log"), "w")
-    process = subprocess.Popen([BIN, "serve", "--port", str(port), "--no-access-log", "--auth", "none", *serve_args],
-                               env=env, stdout=log, stderr=log)
-    STARTED.append((process, port))
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"service on {port} exited with {process.returncode}; see {log.name}")
-        try:
-            if get(port, "/readyz")[0] == 200:
-                return port
-        except OSError:
-            pass
-        time.sleep(0.1)
-    raise SystemExit(f"service on {port} did not become ready; see {log.name}")
-
-
-def stop_instances():
-    while STARTED:
-        process, _ = STARTED.pop()
-        process.terminate()
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    return start_drill_instance(database_url, memcached, serve_args, log_prefix="strict")
 
 
 def delay(*arguments):
