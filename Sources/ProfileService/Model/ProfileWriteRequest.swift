@@ -42,7 +42,7 @@ enum ProfileWriteRequest: Equatable {
 
         if let rawUsername = fields.username {
             guard fields.version == nil || fields.version == 0 else {
-                throw .invalidField("version", "must be 0 or absent with a username (a create); a username cannot be changed")
+                throw .invalidField("version", "must be 0 or absent with a username (a create); a rename is a PATCH of the username")
             }
             let username = try ProfileValidation.validUsername(rawUsername)
             if ifMatchVersion != nil {
