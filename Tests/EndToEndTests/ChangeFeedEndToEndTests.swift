@@ -52,6 +52,16 @@ import TestSupport
         return versions
     }
 
+    /// The last deleted version of each of `ids` that was deleted (its tombstone, migrations/0003):
+    /// a deletion whose 204 a kill cut off still deleted that version, it did not lose it.
+    private func tombstoneVersions(_ ids: ClosedRange<Int64>, on connection: PostgresConnection) throws -> [Int64: Int32] {
+        let result = try connection.simpleQuery(
+            "SELECT id, version FROM user_profile_tombstones WHERE id BETWEEN \(ids.lowerBound) AND \(ids.upperBound)")
+        var versions: [Int64: Int32] = [:]
+        for row in result.rows { versions[try row.decode("id")] = try row.decode("version") }
+        return versions
+    }
+
     /// One PUT on a keep-alive connection; `nil` when the connection failed (the instance died).
     private func put(_ client: HTTPTestClient, id: Int64, version: Int32, token: String) -> (Int, Int32?)? {
         let body = #"{"display_name":"Writer \#(version + 1)","version":\#(version)}"#
@@ -305,10 +315,12 @@ import TestSupport
                 }
             }
         }
-        // A version acknowledged and then deleted is not lost: the row is gone on purpose.
+        // A version acknowledged and then deleted is not lost: the row is gone on purpose — also
+        // when the deletion's answer was cut off by a kill (its tombstone holds the version).
         let deletedVersions = acknowledged.deleted.withLock { $0 }
+        let tombstones = try tombstoneVersions(ids, on: connection)
         let lost = acknowledged.versions.withLock { versions in
-            versions.filter { id, version in max(rows[id] ?? 0, deletedVersions[id] ?? 0) < version }
+            versions.filter { id, version in max(rows[id] ?? 0, deletedVersions[id] ?? 0, tombstones[id] ?? 0) < version }
         }
         #expect(acknowledged.deletions.load(ordering: .relaxed) > 0, "deletions ran beside the writes")
         let steady = probe.summary(whileKilling: false)
