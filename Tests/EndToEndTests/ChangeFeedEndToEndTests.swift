@@ -43,20 +43,12 @@ import TestSupport
         return connection
     }
 
-    /// Versions of `ids` in PostgreSQL.
-    private func rowVersions(_ ids: ClosedRange<Int64>, on connection: PostgresConnection) throws -> [Int64: Int32] {
+    /// Versions of `ids` in PostgreSQL: their rows' (`user_profiles`), or the last deleted one
+    /// (`user_profile_tombstones`, migrations/0003: a deletion whose 204 a kill cut off still
+    /// deleted that version, it did not lose it).
+    private func versions(in table: String, _ ids: ClosedRange<Int64>, on connection: PostgresConnection) throws -> [Int64: Int32] {
         let result = try connection.simpleQuery(
-            "SELECT id, version FROM user_profiles WHERE id BETWEEN \(ids.lowerBound) AND \(ids.upperBound)")
-        var versions: [Int64: Int32] = [:]
-        for row in result.rows { versions[try row.decode("id")] = try row.decode("version") }
-        return versions
-    }
-
-    /// The last deleted version of each of `ids` that was deleted (its tombstone, migrations/0003):
-    /// a deletion whose 204 a kill cut off still deleted that version, it did not lose it.
-    private func tombstoneVersions(_ ids: ClosedRange<Int64>, on connection: PostgresConnection) throws -> [Int64: Int32] {
-        let result = try connection.simpleQuery(
-            "SELECT id, version FROM user_profile_tombstones WHERE id BETWEEN \(ids.lowerBound) AND \(ids.upperBound)")
+            "SELECT id, version FROM \(table) WHERE id BETWEEN \(ids.lowerBound) AND \(ids.upperBound)")
         var versions: [Int64: Int32] = [:]
         for row in result.rows { versions[try row.decode("id")] = try row.decode("version") }
         return versions
@@ -301,7 +293,7 @@ import TestSupport
 
         // 5 s after the load stops, both instances serve every profile at its row's version.
         usleep(5_000_000)
-        let rows = try rowVersions(ids, on: connection)
+        let rows = try versions(in: "user_profiles", ids, on: connection)
         var stale: [String] = []
         for instance in instances {
             let client = try HTTPTestClient(port: instance.port)
@@ -318,7 +310,7 @@ import TestSupport
         // A version acknowledged and then deleted is not lost: the row is gone on purpose — also
         // when the deletion's answer was cut off by a kill (its tombstone holds the version).
         let deletedVersions = acknowledged.deleted.withLock { $0 }
-        let tombstones = try tombstoneVersions(ids, on: connection)
+        let tombstones = try versions(in: "user_profile_tombstones", ids, on: connection)
         let lost = acknowledged.versions.withLock { versions in
             versions.filter { id, version in max(rows[id] ?? 0, deletedVersions[id] ?? 0, tombstones[id] ?? 0) < version }
         }

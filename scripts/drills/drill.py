@@ -79,6 +79,21 @@ def stop_instances():
             process.wait()
 
 
+def run_for(seconds, threads, stop):
+    """Starts `threads`, lets them run `seconds`, sets `stop` and joins them (30 s each); the
+    seconds they ran."""
+    began = time.monotonic()
+    for thread in threads:
+        thread.start()
+    try:
+        time.sleep(seconds)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(30)
+    return time.monotonic() - began
+
+
 def version(port, id):
     status, body, _ = get(port, f"/users/profile/{id}")
     return json.loads(body)["version"] if status == 200 else None

@@ -52,7 +52,7 @@ earlier runs (30 days for the closing writes) never meet it.
 """
 import argparse, collections, http.client, json, os, random, shlex, string, subprocess, sys, threading, time
 
-from drill import BIN, DB_URL, MEMCACHED, ROOT, STATE, free_port, get, psql, stop_instances
+from drill import BIN, DB_URL, MEMCACHED, ROOT, STATE, free_port, get, psql, stop_instances, run_for
 from drill import start_instance as start_drill_instance
 import service_helpers
 from service_helpers import PsqlError
@@ -585,16 +585,7 @@ def run_once(number, args, serve_args):
         operator = Operator(stop, state)
         flusher = Background(stop)
         threads = renamers + readers + [operator, flusher]
-        began = time.monotonic()
-        for thread in threads:
-            thread.start()
-        try:
-            time.sleep(args.seconds)
-        finally:
-            stop.set()
-            for thread in threads:
-                thread.join(30)
-        elapsed = time.monotonic() - began
+        elapsed = run_for(args.seconds, threads, stop)
         psql("UPDATE profile_handle_settings SET reservation = '30 days'")
         closing = closing_writes(state, ports)
         time.sleep(QUIESCENCE)

@@ -53,7 +53,7 @@ violation). The cluster's slot is dropped at the end (`profile-service cache-clu
 """
 import argparse, collections, http.client, json, os, random, shlex, socket, subprocess, sys, threading, time
 
-from drill import BIN, DB_URL, MC_PORTS, MEMCACHED, ROOT, STATE, free_port, get, psql, seed, stop_instances
+from drill import BIN, DB_URL, MC_PORTS, MEMCACHED, ROOT, STATE, free_port, get, psql, seed, stop_instances, run_for
 from drill import start_instance as start_drill_instance
 
 IDS_PER_RUN = 10
@@ -448,16 +448,7 @@ def run_once(number, args, database_url, memcached, far=None):
         deleters = [Deleter("deleter0", ports + region_a, ids, stop)] if args.deletions else []
         flusher = Background(stop)
         threads = writers + deleters + readers + [flusher]
-        began = time.monotonic()
-        for thread in threads:
-            thread.start()
-        try:
-            time.sleep(args.seconds)
-        finally:
-            stop.set()
-            for thread in threads:
-                thread.join(30)
-        elapsed = time.monotonic() - began
+        elapsed = run_for(args.seconds, threads, stop)
         time.sleep(QUIESCENCE)
 
         database = dict(tuple(int(x) for x in line.split("|"))
