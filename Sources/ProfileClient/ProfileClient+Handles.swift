@@ -102,11 +102,8 @@ extension ProfileClient {
         var seen = Set<String>()
         let unique = usernames.filter { seen.insert(Self.handle(of: $0)).inserted }
         var answer = ProfilesByUsername(profiles: [], missing: [])
-        var start = 0
         let generation = await cache.generation
-        while start < unique.count {
-            let chunk = unique[start..<min(start + Self.maximumUsernamesPerRequest, unique.count)]
-            start = chunk.endIndex
+        for chunk in unique.chunks(of: Self.maximumUsernamesPerRequest) {
             var members: [String] = []
             for username in chunk { members.append(try Self.pathSegment(username: username)) }
             let path = "/users/profiles?usernames=" + members.joined(separator: ",")

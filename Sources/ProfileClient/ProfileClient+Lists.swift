@@ -46,11 +46,8 @@ extension ProfileClient {
         var seen = Set<Int64>()
         let unique = ids.filter { seen.insert($0).inserted }
         var answer = ProfileList(profiles: [], missing: [])
-        var start = 0
         let generation = await cache.generation
-        while start < unique.count {
-            let chunk = unique[start..<min(start + Self.maximumIDsPerRequest, unique.count)]
-            start = chunk.endIndex
+        for chunk in unique.chunks(of: Self.maximumIDsPerRequest) {
             var members: [String] = []
             for id in chunk {
                 if let floor = await cache.floor(id: id) { members.append("\(id)@\(floor)") } else { members.append("\(id)") }
@@ -70,5 +67,12 @@ extension ProfileClient {
         var profiles: [Profile]
         var missing: [Int64]
         var list: ProfileList { ProfileList(profiles: profiles, missing: missing) }
+    }
+}
+
+extension Array {
+    /// The array in consecutive slices of at most `size` elements: a list request's pages.
+    func chunks(of size: Int) -> [ArraySlice<Element>] {
+        stride(from: 0, to: count, by: size).map { self[$0..<Swift.min($0 + size, count)] }
     }
 }
