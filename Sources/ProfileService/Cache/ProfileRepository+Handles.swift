@@ -1,4 +1,3 @@
-import Glibc
 import ServiceRuntime
 import MemcachedClient
 
@@ -305,9 +304,8 @@ extension ProfileRepository {
     }
 
     static func millisecondsSince1970() -> Int64 {
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
+        let now = WallClock.now()
+        return Int64(now.seconds) * 1000 + Int64(now.nanoseconds) / 1_000_000
     }
 }
 

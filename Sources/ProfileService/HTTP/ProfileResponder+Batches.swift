@@ -48,12 +48,18 @@ extension ProfileResponder {
         // Lookups by handle read their hinted profiles in the reads' multi-get; the handles that
         // hints do not decide are looked up in memcached (docs/design.md §12.2).
         let lookups = Self.handleLookups(of: batch)
-        let hints = lookups.isEmpty ? [:] : worker.repository.handleHints(lookups.map(\.handle))
         let ids = batch.compactMap(\.classified.read?.id)
-        let entries = worker.repository.prefetch(ids: hints.isEmpty ? ids : Array(Set(ids + hints.values)))
-        var handles = worker.repository.lookUp(lookups, hints: hints, prefetched: entries)
-        let undecided = lookups.filter { handles[$0.handle] == nil }
-        if !undecided.isEmpty { handles.merge(worker.repository.lookUpFromCache(undecided)) { found, _ in found } }
+        let entries: [Int64: ProfileRepository.Prefetch]
+        var handles: [ProfileHandle: ProfileRepository.HandleAnswer] = [:]
+        if lookups.isEmpty {
+            entries = worker.repository.prefetch(ids: ids)
+        } else {
+            let hints = worker.repository.handleHints(lookups.map(\.handle))
+            entries = worker.repository.prefetch(ids: Array(Set(ids + hints.values)))
+            handles = worker.repository.lookUp(lookups, hints: hints, prefetched: entries)
+            let undecided = lookups.filter { handles[$0.handle] == nil }
+            if !undecided.isEmpty { handles.merge(worker.repository.lookUpFromCache(undecided)) { found, _ in found } }
+        }
         var left: [BatchedRequest<ClassifiedRequest>] = []
         var missing: [BatchedRequest<ClassifiedRequest>] = []
         for member in batch {
