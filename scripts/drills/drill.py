@@ -1,7 +1,7 @@
 """What the black-box drills share: the servers of scripts/deps.sh, instances of the built binary
 with their defaults, and the HTTP and SQL helpers of scripts/service_helpers.py (free_port, get,
 request; psql on the drills' database). Run `eval "$(scripts/deps.sh env)"` first."""
-import functools, json, os, signal, subprocess, sys, threading, time
+import functools, http.client, json, os, signal, subprocess, sys, threading, time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # service_helpers
 import service_helpers  # noqa: E402
@@ -77,6 +77,56 @@ def stop_instances():
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+class KeepAliveThread(threading.Thread):
+    """A drill's thread: one keep-alive connection per instance; `work()` is its body, and an
+    exception ends it into `failure` (the run reports it, keeping the figures so far)."""
+
+    def __init__(self, name):
+        super().__init__(daemon=True, name=name)
+        self.connections = {}
+        self.failure = None
+
+    def exchange(self, port, method, path, body=None, headers=None):
+        """(response, raw body, started, ended) over this thread's connection to `port` (monotonic
+        times; `body` sent as JSON); None when the connection failed (it is dropped)."""
+        headers = dict(headers or {}, **({"Content-Type": "application/json"} if body is not None else {}))
+        data = json.dumps(body) if body is not None else None
+        connection = self.connections.get(port)
+        try:
+            if connection is None:
+                connection = self.connections[port] = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            started = time.monotonic()
+            connection.request(method, path, body=data, headers=headers)
+            response = connection.getresponse()
+            raw = response.read()
+            ended = time.monotonic()
+            if response.will_close:
+                connection.close()
+                del self.connections[port]
+            return response, raw, started, ended
+        except (OSError, http.client.HTTPException):
+            if connection is not None:
+                connection.close()
+            self.connections.pop(port, None)
+            return None
+
+    def run(self):
+        try:
+            self.work()
+        except Exception as error:
+            self.failure = f"{self.name}: {error!r}"
+        finally:
+            for connection in self.connections.values():
+                connection.close()
+
+
+def parsed_json(raw):
+    try:
+        return json.loads(raw) if raw else None
+    except ValueError:
+        return None
 
 
 def run_for(seconds, threads, stop):

@@ -52,7 +52,7 @@ earlier runs (30 days for the closing writes) never meet it.
 """
 import argparse, collections, http.client, json, os, random, shlex, string, subprocess, sys, threading, time
 
-from drill import BIN, DB_URL, MEMCACHED, ROOT, STATE, free_port, get, psql, stop_instances, run_for
+from drill import BIN, DB_URL, MEMCACHED, ROOT, STATE, KeepAliveThread, free_port, get, parsed_json, psql, run_for, stop_instances
 from drill import start_instance as start_drill_instance
 import service_helpers
 from service_helpers import PsqlError
@@ -122,43 +122,23 @@ class Reply:
         return f"{what} (:{self.port} X-Cache {self.xcache}, sent {wall(self.wall)}, {1000 * (self.t1 - self.t0):.1f} ms)"
 
 
-class Worker(threading.Thread):
+class Worker(KeepAliveThread):
     """A thread with one keep-alive connection per instance."""
 
     def __init__(self, name, ports, stop, run):
-        super().__init__(daemon=True, name=name)
+        super().__init__(name)
         self.ports, self.stop, self.state = ports, stop, run
-        self.connections = {}
-        self.failure = None
 
     def request(self, method, path, body=None, headers=None, port=None):
         port = port or random.choice(self.ports)
-        headers = dict(headers or {}, **({"Content-Type": "application/json"} if body is not None else {}))
-        data = json.dumps(body) if body is not None else None
-        connection = self.connections.get(port)
         wall_t = time.time()
         t0 = time.monotonic()
-        try:
-            if connection is None:
-                connection = self.connections[port] = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-            connection.request(method, path, body=data, headers=headers)
-            response = connection.getresponse()
-            raw = response.read()
-            t1 = time.monotonic()
-            answer_headers = {k.lower(): v for k, v in response.getheaders()}
-            if response.will_close:
-                connection.close()
-                del self.connections[port]
-        except (OSError, http.client.HTTPException):
-            if connection is not None:
-                connection.close()
-            self.connections.pop(port, None)
+        answered = self.exchange(port, method, path, body, headers)
+        if answered is None:
             return Reply(0, None, {}, t0, time.monotonic(), wall_t, port)
-        try:
-            parsed = json.loads(raw) if raw else None
-        except ValueError:
-            parsed = None
-        return Reply(response.status, parsed, answer_headers, t0, t1, wall_t, port)
+        response, raw, _, t1 = answered
+        answer_headers = {k.lower(): v for k, v in response.getheaders()}
+        return Reply(response.status, parsed_json(raw), answer_headers, t0, t1, wall_t, port)
 
     def lookup(self, handle, floor=None, counter=None):
         """GET /users/by-username/{handle}, judged for a wrong person and a redirect loop."""
@@ -166,16 +146,6 @@ class Worker(threading.Thread):
         (counter if counter is not None else self.state.reader_statuses)[reply.status] += 1
         self.state.judge(handle, reply, self.name)
         return reply
-
-    def run(self):
-        try:
-            self.work()
-        except Exception as error:  # reported by the run; the figures so far are kept
-            self.failure = f"{self.name}: {error!r}"
-        finally:
-            for connection in self.connections.values():
-                connection.close()
-
 
 class Reader(Worker):
     def work(self):

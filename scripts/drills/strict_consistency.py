@@ -53,7 +53,7 @@ violation). The cluster's slot is dropped at the end (`profile-service cache-clu
 """
 import argparse, collections, http.client, json, os, random, shlex, socket, subprocess, sys, threading, time
 
-from drill import BIN, DB_URL, MC_PORTS, MEMCACHED, ROOT, STATE, free_port, get, psql, seed, stop_instances, run_for
+from drill import BIN, DB_URL, MC_PORTS, MEMCACHED, ROOT, STATE, KeepAliveThread, free_port, get, parsed_json, psql, run_for, seed, stop_instances
 from drill import start_instance as start_drill_instance
 
 IDS_PER_RUN = 10
@@ -126,50 +126,29 @@ class Flusher:
                 self.sockets[i] = None
 
 
-class Worker(threading.Thread):
+class Worker(KeepAliveThread):
     """A thread with one keep-alive connection per instance; what it saw, in its own lists."""
 
     def __init__(self, name, ports, ids, stop):
-        super().__init__(daemon=True, name=name)
+        super().__init__(name)
         self.ports, self.ids, self.stop = ports, ids, stop
-        self.connections = {}
         self.reads = []  # (id, version, t_start, t_end, source)
         self.last = (None, "-")
         self.statuses = collections.Counter()  # answers other than 200 (0: no answer)
         self.requests = 0
-        self.failure = None
 
     def request(self, method, path, body=None, headers=None):
         """(status, parsed JSON or None, t_start, t_end) through a random instance; the instance's
         port and the answer's X-Cache are kept in self.last."""
         port = random.choice(self.ports)
-        connection = self.connections.get(port)
-        headers = dict(headers or {}, **({"Content-Type": "application/json"} if body is not None else {}))
-        data = json.dumps(body) if body is not None else None
         self.requests += 1
-        try:
-            if connection is None:
-                connection = self.connections[port] = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-            started = time.monotonic()
-            connection.request(method, path, body=data, headers=headers)
-            response = connection.getresponse()
-            raw = response.read()
-            ended = time.monotonic()
-            self.last = (port, response.getheader("X-Cache", "-"))
-            if response.will_close:
-                connection.close()
-                del self.connections[port]
-        except (OSError, http.client.HTTPException):
-            if connection is not None:
-                connection.close()
-            self.connections.pop(port, None)
+        answered = self.exchange(port, method, path, body, headers)
+        if answered is None:
             self.statuses[0] += 1
             return 0, None, None, None
-        try:
-            parsed = json.loads(raw) if raw else None
-        except ValueError:
-            parsed = None
-        return response.status, parsed, started, ended
+        response, raw, started, ended = answered
+        self.last = (port, response.getheader("X-Cache", "-"))
+        return response.status, parsed_json(raw), started, ended
 
     def read(self, id, floor=None):
         """The version answered (None if not 200), recorded as a read."""
@@ -182,16 +161,6 @@ class Worker(threading.Thread):
         # (id, version, t_start, t_end, what answered it: thread, instance port, X-Cache, floor)
         self.reads.append((id, body["version"], started, ended, (self.name, *self.last, floor)))
         return body["version"]
-
-    def run(self):
-        try:
-            self.work()
-        except Exception as error:  # reported by the run; the thread's figures so far are kept
-            self.failure = f"{self.name}: {error!r}"
-        finally:
-            for connection in self.connections.values():
-                connection.close()
-
 
 class Reader(Worker):
     def work(self):
