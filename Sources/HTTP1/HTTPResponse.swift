@@ -18,10 +18,15 @@ public struct HTTPResponse: Sendable {
         public struct Subscription: Sendable, Equatable {
             public var topic: Int64
             public var position: Int64
+            /// Whether the stream gets the topic's events in their restricted form, where an
+            /// event has one (`EventStreams.publish(topic:position:bytes:restrictedBytes:)`): a
+            /// profile's owner gets the fields only the owner reads.
+            public var receivesRestricted: Bool
 
-            public init(topic: Int64, position: Int64) {
+            public init(topic: Int64, position: Int64, receivesRestricted: Bool = false) {
                 self.topic = topic
                 self.position = position
+                self.receivesRestricted = receivesRestricted
             }
         }
 
@@ -39,10 +44,13 @@ public struct HTTPResponse: Sendable {
         public var endsAt: ContinuousClock.Instant?
 
         /// A stream of one topic, ended when the topic ends.
-        public init(topic: Int64, position: Int64, client: String? = nil, endsAt: ContinuousClock.Instant? = nil) {
+        public init(
+            topic: Int64, position: Int64, receivesRestricted: Bool = false, client: String? = nil,
+            endsAt: ContinuousClock.Instant? = nil
+        ) {
             self.init(
-                subscriptions: [Subscription(topic: topic, position: position)], endsWithTopic: true, client: client,
-                endsAt: endsAt)
+                subscriptions: [Subscription(topic: topic, position: position, receivesRestricted: receivesRestricted)],
+                endsWithTopic: true, client: client, endsAt: endsAt)
         }
 
         /// A stream of several topics (distinct), which outlives the end of any of them.

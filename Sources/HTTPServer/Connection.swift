@@ -60,6 +60,8 @@ struct StreamState {
     struct Place {
         /// The position of the last event of the topic sent on the stream: older ones are skipped.
         var position: Int64
+        /// Gets the topic's events in their restricted form (``HTTP1/HTTPResponse/EventStream/Subscription/receivesRestricted``).
+        var receivesRestricted = false
         /// Index in the event loop's list of the topic's streams.
         var index: Int
     }

@@ -57,7 +57,7 @@ extension EventLoop {
             // Appended in place (the default-value subscript's modify: no copy of the list).
             var place = StreamState.Place(
                 position: EventStreams.Event.rank(position: subscription.position),
-                index: streamTopics[subscription.topic]?.count ?? 0)
+                receivesRestricted: subscription.receivesRestricted, index: streamTopics[subscription.topic]?.count ?? 0)
             streamTopics[subscription.topic, default: []].append(connection)
             // An event published while the worker read the first state (the topic was retained first).
             if let latest = streams.latestEvent(topic: subscription.topic), latest.rank > place.position {
@@ -65,7 +65,7 @@ extension EventLoop {
                 // What the stream follows was deleted meanwhile: the head goes out, the topic's
                 // last event (`deleted`), then the end.
                 if latest.closesStreams && stream.endsWithTopic { ended = true }
-                connection.output.append(contentsOf: latest.bytes)
+                connection.output.append(contentsOf: latest.bytes(restricted: place.receivesRestricted))
                 sent += 1
             }
             state.places[subscription.topic] = place
@@ -92,9 +92,9 @@ extension EventLoop {
             guard let list = streamTopics[event.topic] else { continue }
             let rank = event.rank
             for connection in list where connection.isOpen {
-                guard let position = connection.stream?.places[event.topic]?.position, position < rank else { continue }
+                guard let place = connection.stream?.places[event.topic], place.position < rank else { continue }
                 connection.stream?.places[event.topic]?.position = rank
-                if send(event.bytes, onStream: connection, now: now) {
+                if send(event.bytes(restricted: place.receivesRestricted), onStream: connection, now: now) {
                     sent += 1
                     // The end of the topic: a stream of it alone has its last event, and ends.
                     if event.closesStreams && connection.stream?.endsWithTopic == true { close(connection) }

@@ -83,8 +83,15 @@ public final class EventStreams: Sendable {
         /// What is written to the topic's streams; for the end of a topic, what a stream that
         /// outlives it gets (``HTTP1/HTTPResponse/EventStream/endsWithTopic``).
         var bytes: [UInt8]
+        /// What streams that receive restricted forms get instead of ``bytes``; nil: ``bytes``.
+        var restrictedBytes: [UInt8]? = nil
         /// Ends the topic: streams of it alone are closed instead of written to.
         var closesStreams = false
+
+        /// The event's bytes for a stream that does, or does not, receive restricted forms.
+        func bytes(restricted: Bool) -> [UInt8] {
+            restricted ? restrictedBytes ?? bytes : bytes
+        }
 
         /// The event's place in its topic's order: the end of a topic at `p` comes after an
         /// event at `p` (the deleted profile's last version) and before one at `p + 1`.
@@ -205,13 +212,14 @@ public final class EventStreams: Sendable {
         topics.withLock { Array($0.keys) }
     }
 
-    /// Sends `bytes` (complete events) to every stream of `topic` that is behind `position`.
+    /// Sends `bytes` (complete events) to every stream of `topic` that is behind `position` —
+    /// `restrictedBytes` instead, when given, to the streams that receive restricted forms.
     /// Callable from any thread; does nothing when nobody watches `topic` or a newer event of it
     /// was published already.
     /// - Returns: whether the event was queued for the streams.
     @discardableResult
-    public func publish(topic: Int64, position: Int64, bytes: [UInt8]) -> Bool {
-        send(Event(topic: topic, position: position, bytes: bytes))
+    public func publish(topic: Int64, position: Int64, bytes: [UInt8], restrictedBytes: [UInt8]? = nil) -> Bool {
+        send(Event(topic: topic, position: position, bytes: bytes, restrictedBytes: restrictedBytes))
     }
 
     /// Keeps `event` as its topic's latest and queues it for the loop, unless nobody watches the

@@ -47,6 +47,10 @@ open class ForwardingProfileStore: ProfileStore {
         try base.handles(handles)
     }
 
+    open func export(id: Int64) throws(ProfileStoreError) -> ProfileExport? {
+        try base.export(id: id)
+    }
+
     open func isHealthy() -> Bool {
         base.isHealthy()
     }

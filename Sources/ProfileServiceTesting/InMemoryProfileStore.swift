@@ -12,7 +12,9 @@ public final class InMemoryDatabase: Sendable {
         var rows: [Int64: Profile] = [:]
         var tombstones: [Int64: Int32] = [:]
         /// Handles given up, by handle: their last owner and until when (ms since 1970).
-        var reservations: [String: (id: Int64, until: Int64)] = [:]
+        var reservations: [String: Reservation] = [:]
+        /// When each row was made (`created_at`), RFC 3339.
+        var createdAt: [Int64: String] = [:]
         var reservationMilliseconds: Int64 = 30 * 86_400_000
         var reads = 0
         var unavailable = false
@@ -43,7 +45,7 @@ public final class InMemoryDatabase: Sendable {
             guard let current = rows[id] else { return .notFound }
             if let expectedVersion, current.version != expectedVersion { return .versionMismatch(current: current) }
             tombstones[id] = max(tombstones[id] ?? 0, current.version)
-            if let handle = ProfileHandle(username: current.username) { reserve(handle, for: id) }
+            if let handle = ProfileHandle(username: current.username) { reserve(handle, spelled: current.username, for: id) }
             commit(id, nil)
             return .deleted(version: current.version)
         }
@@ -57,14 +59,23 @@ public final class InMemoryDatabase: Sendable {
             if rows.values.contains(where: { $0.id != id && handle.isSpelled(by: $0.username) }) { throw .usernameTaken }
             if let reservation = reservations[handle.key], reservation.until > Self.now, reservation.id != id { throw .usernameTaken }
             reservations[handle.key] = nil
-            if let oldHandle { reserve(oldHandle, for: id) }
+            if let oldHandle, let old { reserve(oldHandle, spelled: old, for: id) }
         }
 
-        mutating func reserve(_ handle: ProfileHandle, for id: Int64) {
-            reservations[handle.key] = (id, Self.now + reservationMilliseconds)
+        mutating func reserve(_ handle: ProfileHandle, spelled username: String, for id: Int64) {
+            reservations[handle.key] = Reservation(
+                id: id, username: username, releasedAt: InMemoryDatabase.timestamp(), until: Self.now + reservationMilliseconds)
         }
 
         static var now: Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+    }
+
+    /// A handle given up: its last owner, the spelling it had, when, and until when (ms since 1970).
+    struct Reservation {
+        var id: Int64
+        var username: String
+        var releasedAt: String
+        var until: Int64
     }
 
     private let state = Mutex(State())
@@ -95,10 +106,10 @@ public final class InMemoryDatabase: Sendable {
         state.withLock { state in _ = state.delete(id: id, expectedVersion: nil) }
     }
 
-    static func timestamp() -> String {
+    static func timestamp(_ date: Date = Date()) -> String {
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.string(from: Date())
+        return formatter.string(from: date)
     }
 
     /// The log's length: the position every commit so far lies at or below.
@@ -161,6 +172,21 @@ public final class InMemoryProfileStore: ProfileStore {
         }
     }
 
+    public func export(id: Int64) throws(ProfileStoreError) -> ProfileExport? {
+        try database.withState { (state: inout InMemoryDatabase.State) throws(ProfileStoreError) -> ProfileExport? in
+            guard let row = state.rows[id] else { return nil }
+            let reservations = state.reservations.values
+                .filter { $0.id == id && $0.until > InMemoryDatabase.State.now }
+                .sorted { $0.releasedAt < $1.releasedAt }
+                .map {
+                    UsernameReservation(
+                        username: $0.username, releasedAt: $0.releasedAt,
+                        reservedUntil: InMemoryDatabase.timestamp(Date(timeIntervalSince1970: Double($0.until) / 1000)))
+                }
+            return ProfileExport(profile: row, createdAt: state.createdAt[id] ?? row.updatedAt, usernameReservations: reservations)
+        }
+    }
+
     public func delete(id: Int64, expectedVersion: Int32?) throws(ProfileStoreError) -> ProfileDeleteOutcome {
         try database.withState { (state: inout InMemoryDatabase.State) throws(ProfileStoreError) -> ProfileDeleteOutcome in
             state.delete(id: id, expectedVersion: expectedVersion)
@@ -192,6 +218,7 @@ public final class InMemoryProfileStore: ProfileStore {
                 id: id, username: username, displayName: displayName, fields: declared,
                 version: (state.tombstones[id] ?? 0) + 1, updatedAt: InMemoryDatabase.timestamp())
             state.commit(id, profile)
+            state.createdAt[id] = profile.updatedAt
             return profile
         }
     }

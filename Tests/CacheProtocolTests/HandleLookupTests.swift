@@ -30,7 +30,7 @@ import ProfileServiceTesting
         guard case .profile(let id, let first) = try lookUp(profile.username.uppercased(), repository) else {
             throw TestFailure("no profile for \(profile.username.uppercased())")
         }
-        #expect(id == profile.id && first.json == profile.jsonBytes)
+        #expect(id == profile.id && first.json == profile.json)
         let asked = shared.statistics.count(.handleDatabaseRead)
         guard case .profile(id, _) = try lookUp(profile.username, repository) else { throw TestFailure("second lookup") }
         #expect(shared.statistics.count(.handleDatabaseRead) == asked, "the second lookup is the entry and the profile's")
@@ -134,7 +134,7 @@ import ProfileServiceTesting
     @Test func aProfilesUsernameIsReadFromItsJSONInPlace() throws {
         let ada = try handle("ada")
         func representation(_ json: String) -> ProfileRepository.Representation {
-            ProfileRepository.Representation(version: 1, json: Array(json.utf8), cacheOutcome: .hit)
+            ProfileRepository.Representation(version: 1, json: ProfileJSON(publicView: Array(json.utf8), ownerMembers: []), cacheOutcome: .hit)
         }
         let spelled = representation(#"{"id":17,"username":"AdA","display_name":"x"}"#)
         #expect(spelled.username == "AdA" && spelled.carries(ada))

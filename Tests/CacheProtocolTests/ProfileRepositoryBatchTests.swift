@@ -80,7 +80,7 @@ final class CountingCache: CacheClient {
             try repository.read(id: profile.id, minVersion: nil, batched: entries[profile.id].map { .prefetched($0) })
         }
         #expect(reads.map { $0?.cacheOutcome } == Array(repeating: ProfileRepository.CacheOutcome.hit, count: 5))
-        #expect(reads.map { $0?.json } == profiles.map(\.jsonBytes))
+        #expect(reads.map { $0?.json } == profiles.map(\.json))
         #expect(counting.multiGets == 1)
         #expect(counting.singleGets == 0, "every first lookup came from the multi-get")
     }

@@ -38,7 +38,7 @@ import Testing
         #expect(backends.cachedVersion(profile.id, shared: shared) == 1)
         let second = try #require(try repository.read(id: profile.id))
         #expect(second.cacheOutcome == .hit, "the add of a lease over a profile changed nothing")
-        #expect(second.json == profile.jsonBytes)
+        #expect(second.json == profile.json)
         #expect(shared.statistics.count(.databaseRead) == 1)
         #expect(shared.statistics.count(.populateStored) == 1)
     }

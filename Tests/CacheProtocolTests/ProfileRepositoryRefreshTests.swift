@@ -30,7 +30,7 @@ import ProfileServiceTesting
         #expect(repository.refresh(after: .changed(id: committed.id, version: 2, row: committed)) == .stored)
         let read = try #require(try repository.read(id: committed.id))
         #expect(read.cacheOutcome == .hit)
-        #expect(read.json == committed.jsonBytes, "the entry is the committed row byte for byte")
+        #expect(read.json == committed.json, "the entry is the committed row byte for byte")
         #expect(repository.refresh(after: .changed(id: committed.id, version: 2, row: committed)) == .current)
         #expect(repository.refresh(after: .changed(id: committed.id, version: 1, row: nil)) == .current)
     }

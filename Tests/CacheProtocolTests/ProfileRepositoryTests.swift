@@ -16,11 +16,11 @@ import TestSupport
 
         let first = try #require(try repository.read(id: profile.id))
         #expect(first.cacheOutcome == .miss)
-        #expect(first.json == profile.jsonBytes)
+        #expect(first.json == profile.json)
         #expect(backends.cachedVersion(profile.id, shared: shared) == 1)
         let second = try #require(try repository.read(id: profile.id))
         #expect(second.cacheOutcome == .hit)
-        #expect(second.json == profile.jsonBytes)
+        #expect(second.json == profile.json)
         #expect(shared.statistics.count(.databaseRead) == 1)
         #expect(shared.statistics.count(.populateStored) == 1)
     }
@@ -83,7 +83,7 @@ import TestSupport
         let fresh = try #require(try repository.read(id: profile.id, minVersion: 2))
         #expect(fresh.version == 2)
         #expect(fresh.cacheOutcome == .bypass)
-        #expect(fresh.json == updated.jsonBytes)
+        #expect(fresh.json == updated.json)
         #expect(backends.cachedVersion(profile.id, shared: shared) == 2, "the bypass repaired the entry")
         #expect(try repository.read(id: profile.id)?.cacheOutcome == .hit)
     }

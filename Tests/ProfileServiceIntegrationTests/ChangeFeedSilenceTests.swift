@@ -105,7 +105,7 @@ import TestSupport
 
         let repository = harness.backends.repository(harness.shared)
         func served(_ id: Int64) -> String {
-            (try? repository.read(id: id)).map { String(decoding: $0.json, as: UTF8.self) } ?? ""
+            (try? repository.read(id: id)).map { String(decoding: $0.json.publicView, as: UTF8.self) } ?? ""
         }
         #expect(
             Eventually.wait(timeout: .seconds(3), interval: .milliseconds(10)) {

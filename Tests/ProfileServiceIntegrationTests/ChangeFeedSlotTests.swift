@@ -42,7 +42,7 @@ import Testing
         _ = try store.create(id: id, username: "u\(id)", displayName: "Before")
         func cachedVersion() -> Int32? {
             guard case .hit(let item) = cache.get(shared.configuration.key(for: id)),
-                case .profile(let version, _)? = CacheEntry(decoding: item.value, shape: ProfileFieldCatalog.standard.shape)
+                case .profile(let version, _, _)? = CacheEntry(decoding: item.value, shape: ProfileFieldCatalog.standard.shape)
             else { return nil }
             return version
         }

@@ -90,7 +90,7 @@ import Testing
         let row = try #require(try harness.backends.store.profile(id: profile.id))
         let read = try #require(try harness.backends.repository(harness.shared).read(id: profile.id))
         #expect(read.cacheOutcome == .hit)
-        #expect(read.json == row.jsonBytes, "the feed stored the row byte for byte as PostgreSQL formats it")
+        #expect(read.json == row.json, "the feed stored the row byte for byte as PostgreSQL formats it")
         #expect(feed.monitor.current.changesApplied >= 1)
     }
 
@@ -149,7 +149,7 @@ import Testing
                 + "VALUES (\(reborn.id), 'u\(reborn.id)', 'reborn'); COMMIT")
         let repository = harness.backends.repository(harness.shared)
         func served(_ id: Int64) -> (version: Int32, json: String)? {
-            (try? repository.read(id: id)).map { ($0.version, String(decoding: $0.json, as: UTF8.self)) }
+            (try? repository.read(id: id)).map { ($0.version, String(decoding: $0.json.publicView, as: UTF8.self)) }
         }
         #expect(Eventually.wait(timeout: .seconds(2), interval: .milliseconds(10)) {
             served(edited.id)?.version == 2 && served(edited.id)?.json.contains("psql edit") == true
@@ -256,7 +256,7 @@ import Testing
         for profile in cached {
             #expect(Eventually.wait(timeout: .seconds(10), interval: .milliseconds(5)) {
                 (try? harness.backends.repository(harness.shared).read(id: profile.id)).map {
-                    String(decoding: $0.json, as: UTF8.self).contains("(backfilled)")
+                    String(decoding: $0.json.publicView, as: UTF8.self).contains("(backfilled)")
                 } == true
             }, "profile \(profile.id) was not repaired")
         }

@@ -16,20 +16,21 @@ import Testing
 
     @Test func profileRoundTripKeepsTheJSONBytes() {
         let encoded = CacheEntry.encode(profile)
-        guard case .profile(let version, let json)? = CacheEntry(decoding: encoded, shape: ProfileFieldCatalog.standard.shape) else {
+        guard case .profile(let version, let json, let ownerMembers)? = CacheEntry(decoding: encoded, shape: ProfileFieldCatalog.standard.shape) else {
             Issue.record("did not decode")
             return
         }
         #expect(version == 7)
-        #expect(Array(json) == profile.jsonBytes)
+        #expect(Array(json) == profile.ownerJSON)
+        #expect(ownerMembers.isEmpty, "no field is owner-only: the entry is the public view alone, as before")
     }
 
     /// Test targets that talk to memcached directly use TestSupport's statement of the format.
     @Test func testSupportStatesTheSameFormatAndKey() {
         let encoded = CacheEntry.encode(profile)
-        #expect(ProfileCacheEntries.entry(version: profile.version, json: profile.jsonBytes) == encoded)
+        #expect(ProfileCacheEntries.entry(version: profile.version, json: profile.ownerJSON) == encoded)
         #expect(ProfileCacheEntries.version(of: encoded) == 7)
-        #expect(ProfileCacheEntries.json(of: encoded) == profile.jsonBytes)
+        #expect(ProfileCacheEntries.json(of: encoded) == profile.ownerJSON)
         #expect(ProfileCacheEntries.version(of: CacheEntry.encodeLease(token: 9)) == nil)
         #expect(ProfileCacheEntries.key(for: 42) == ProfileCacheConfiguration().key(for: 42))
     }
@@ -45,7 +46,7 @@ import Testing
         #expect(CacheEntry(decoding: encoded, shape: pronouns.shape) == nil)
         #expect(CacheEntry(decoding: encoded, shape: ProfileFieldCatalog.none.shape) == nil)
         let fieldless = [0xA1, UInt8(ascii: "P"), 0, 0, 0, 3] + Array(#"{"id":42}"#.utf8)
-        #expect(CacheEntry(decoding: fieldless, shape: ProfileFieldCatalog.none.shape) == .profile(version: 3, json: fieldless[6...]))
+        #expect(CacheEntry(decoding: fieldless, shape: ProfileFieldCatalog.none.shape) == .profile(version: 3, json: fieldless[6...], ownerMembers: []))
         #expect(CacheEntry(decoding: fieldless, shape: ProfileFieldCatalog.standard.shape) == nil)
         #expect(ProfileCacheEntries.shape(of: ProfileCacheEntries.standardFields) == ProfileFieldCatalog.standard.shape)
     }
@@ -75,7 +76,7 @@ import Testing
 
     @Test func profileJSONIsValidAndEscaped() throws {
         let object = try #require(
-            try JSONSerialization.jsonObject(with: Data(profile.jsonBytes)) as? [String: Any])
+            try JSONSerialization.jsonObject(with: Data(profile.ownerJSON)) as? [String: Any])
         #expect(object["id"] as? Int == 42)
         #expect(object["username"] as? String == "ada")
         #expect(object["display_name"] as? String == profile.displayName)

@@ -30,8 +30,8 @@ import Testing
 
     @Test func anEventIsOneSSEBlockWithGETsJSON() {
         let profile = Profile(id: 42, username: "ada", displayName: "Ada\nLovelace", version: 3, updatedAt: "2026-01-01T00:00:00Z")
-        let text = String(decoding: ProfileEvent.bytes(version: 3, json: profile.jsonBytes), as: UTF8.self)
-        let json = String(decoding: profile.jsonBytes, as: UTF8.self)
+        let text = String(decoding: ProfileEvent.bytes(version: 3, json: profile.ownerJSON), as: UTF8.self)
+        let json = String(decoding: profile.ownerJSON, as: UTF8.self)
         #expect(text == "event: profile\nid: 3\ndata: \(json)\n\n")
         #expect(!json.contains("\n"), "a line break in the JSON would split the data field")
     }

@@ -162,7 +162,7 @@ import Testing
         var fields = ProfileFieldCatalog.standard.unsetFields
         fields.apply([.init(name: "bio", value: "Hi \"there\""), .init(name: "location", value: "Lisbon")])
         let profile = Profile(id: 1, username: "ada", displayName: "Ada", fields: fields, version: 2, updatedAt: "2026-11-28T10:00:00.000000Z")
-        let text = String(decoding: profile.jsonBytes, as: UTF8.self)
+        let text = String(decoding: profile.ownerJSON, as: UTF8.self)
         #expect(
             text
                 == #"{"id":1,"username":"ada","display_name":"Ada","bio":"Hi \"there\"","avatar_url":null,"location":"Lisbon","website":null,"version":2,"updated_at":"2026-11-28T10:00:00.000000Z"}"#

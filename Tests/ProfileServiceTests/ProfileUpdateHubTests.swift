@@ -50,7 +50,7 @@ import TestSupport
         streams.takeEvents(loop: 0, into: &events)
         #expect(events.count == 1)
         let text = String(decoding: events.first?.bytes ?? [], as: UTF8.self)
-        #expect(text == "event: profile\nid: 2\ndata: \(String(decoding: updated.jsonBytes, as: UTF8.self))\n\n")
+        #expect(text == "event: profile\nid: 2\ndata: \(String(decoding: updated.ownerJSON, as: UTF8.self))\n\n")
     }
 
     /// Failures still to inject, shared by the test and the fetch thread.

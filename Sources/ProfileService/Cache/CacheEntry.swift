@@ -5,6 +5,7 @@
 ///
 /// ```
 /// profile: 0xA1 'F' <version: UInt32 big-endian> <shape: UInt32 big-endian> <the profile's JSON body>
+///          0xA1 'O' <version> <shape> <public view's length: UInt32 big-endian> <public view> <owner-only members>
 /// lease:   0xA1 'L' <token: UInt64 big-endian>
 /// absent:  0xA1 'A' 0x00 0x00 0x00 0x00
 /// handle:  0xA1 'H' <profile id: UInt64 big-endian> <reserved until: UInt64 big-endian, ms since 1970; 0: held>
@@ -16,9 +17,13 @@
 /// the shape its own declarations give, so during a rolling restart that adds a field no
 /// instance serves another's shape — to each, the other's entries are undecodable, which every
 /// step of the protocol already treats safely (replaced from PostgreSQL, or deleted). Entries of
-/// releases before declared fields (`'P'`, no shape) are read as the shape of no fields.
+/// releases before declared fields (`'P'`, no shape) are read as the shape of no fields. A profile
+/// with owner-only fields is `'O'`: its public view, complete, then the members only its owner
+/// reads (``ProfileJSON``, docs/design.md §13.2); without them it is `'F'`, byte for byte as before.
 enum CacheEntry: Equatable {
-    case profile(version: Int32, json: ArraySlice<UInt8>)
+    /// `json` is the public view as stored, `ownerMembers` what the owner's view adds (empty when no
+    /// field is owner-only).
+    case profile(version: Int32, json: ArraySlice<UInt8>, ownerMembers: ArraySlice<UInt8>)
     /// A reader's placeholder while it reads PostgreSQL (docs/design.md §2.1).
     case lease(token: UInt64)
     /// No such profile: PostgreSQL had no row when a reader looked under its lease (docs/design.md
@@ -32,6 +37,7 @@ enum CacheEntry: Equatable {
 
     static let formatMarker: UInt8 = 0xA1
     private static let profileKind = UInt8(ascii: "F")
+    private static let profileWithOwnerMembersKind = UInt8(ascii: "O")
     /// A profile entry of a release before declared fields: no shape, the JSON after the version.
     private static let fieldlessProfileKind = UInt8(ascii: "P")
     private static let fieldlessShape = ProfileFields().shape
@@ -47,11 +53,17 @@ enum CacheEntry: Equatable {
         case Self.profileKind:
             let raw = Self.uint32(bytes, at: 2)
             guard raw >= 1, raw <= UInt32(Int32.max), bytes.count > 10, Self.uint32(bytes, at: 6) == shape else { return nil }
-            self = .profile(version: Int32(raw), json: bytes[10...])
+            self = .profile(version: Int32(raw), json: bytes[10...], ownerMembers: [])
+        case Self.profileWithOwnerMembersKind:
+            let raw = Self.uint32(bytes, at: 2)
+            guard raw >= 1, raw <= UInt32(Int32.max), bytes.count > 14, Self.uint32(bytes, at: 6) == shape else { return nil }
+            let publicEnd = 14 + Int(Self.uint32(bytes, at: 10))
+            guard publicEnd < bytes.count else { return nil }  // owner members follow: never none
+            self = .profile(version: Int32(raw), json: bytes[14..<publicEnd], ownerMembers: bytes[publicEnd...])
         case Self.fieldlessProfileKind:
             let raw = Self.uint32(bytes, at: 2)
             guard raw >= 1, raw <= UInt32(Int32.max), bytes.count > 6, shape == Self.fieldlessShape else { return nil }
-            self = .profile(version: Int32(raw), json: bytes[6...])
+            self = .profile(version: Int32(raw), json: bytes[6...], ownerMembers: [])
         case Self.absentKind:
             guard bytes.count == 6, bytes[2..<6].allSatisfy({ $0 == 0 }) else { return nil }
             self = .absent
@@ -70,13 +82,16 @@ enum CacheEntry: Equatable {
     }
 
     static func encode(_ profile: Profile) -> [UInt8] {
-        let json = profile.jsonBytes
-        var bytes = [formatMarker, profileKind]
-        bytes.reserveCapacity(10 + json.count)
-        for value in [UInt32(profile.version), profile.fields.shape] {
+        let json = profile.json
+        var header = [UInt32(profile.version), profile.fields.shape]
+        if json.hasOwnerView { header.append(UInt32(json.publicView.count)) }
+        var bytes = [formatMarker, json.hasOwnerView ? profileWithOwnerMembersKind : profileKind]
+        bytes.reserveCapacity(2 + 4 * header.count + json.publicView.count + json.ownerMembers.count)
+        for value in header {
             bytes.append(contentsOf: [24, 16, 8, 0].map { UInt8(truncatingIfNeeded: value >> $0) })
         }
-        bytes.append(contentsOf: json)
+        bytes.append(contentsOf: json.publicView)
+        bytes.append(contentsOf: json.ownerMembers)
         return bytes
     }
 
@@ -100,7 +115,7 @@ enum CacheEntry: Equatable {
     /// handle, which is never under a profile's key).
     var version: Int32? {
         switch self {
-        case .profile(let version, _): version
+        case .profile(let version, _, _): version
         case .absent: 0
         case .lease, .handle: nil
         }

@@ -315,27 +315,28 @@ extension ProfileRepository.Representation {
     /// Nil when the JSON does not have it so (a name a psql statement gave that needs escapes):
     /// such a profile answers no lookup, as its name is no handle.
     var username: String? {
-        usernameBytes.map { String(decoding: json[$0], as: UTF8.self) }
+        usernameBytes.map { String(decoding: json.publicView[$0], as: UTF8.self) }
     }
 
     /// Whether the username spells `handle`, compared in place (a lookup's hot path).
     func carries(_ handle: ProfileHandle) -> Bool {
         guard let range = usernameBytes else { return false }
-        return handle.isSpelled(by: json[range])
+        return handle.isSpelled(by: json.publicView[range])
     }
 
     private static let usernameMember = Array(#","username":""#.utf8)
 
-    /// Where the username lies in ``json``.
+    /// Where the username lies in the public view (``ProfileJSON/publicView``).
     private var usernameBytes: Range<Int>? {
-        var index = json.startIndex + 6  // past `{"id":`
-        guard json.count > 6, json[..<index].elementsEqual(#"{"id":"#.utf8) else { return nil }
-        while index < json.endIndex, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(json[index]) { index += 1 }
+        let publicJSON = json.publicView
+        var index = publicJSON.startIndex + 6  // past `{"id":`
+        guard publicJSON.count > 6, publicJSON[..<index].elementsEqual(#"{"id":"#.utf8) else { return nil }
+        while index < publicJSON.endIndex, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(publicJSON[index]) { index += 1 }
         let marker = Self.usernameMember
-        guard json.endIndex - index > marker.count, json[index..<index + marker.count].elementsEqual(marker) else { return nil }
+        guard publicJSON.endIndex - index > marker.count, publicJSON[index..<index + marker.count].elementsEqual(marker) else { return nil }
         let start = index + marker.count
-        guard let end = json[start...].firstIndex(where: { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }),
-            json[end] == UInt8(ascii: "\"")
+        guard let end = publicJSON[start...].firstIndex(where: { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }),
+            publicJSON[end] == UInt8(ascii: "\"")
         else { return nil }
         return start..<end
     }

@@ -178,11 +178,13 @@ extension ProfileRepository {
                     after: lookup, minVersion: reads[index].floor, readingInProcess: flight != nil, waits: &reads[index].waits)
                 {
                 case .answerCached:
-                    guard case .profile(let version, let json)? = look.entry else {
+                    guard case .profile(let version, let json, let ownerMembers)? = look.entry else {
                         preconditionFailure("a cached answer without a cached profile")
                     }
                     hits += 1
-                    reads[index].answer = .success(Representation(version: version, json: Array(json), cacheOutcome: .hit))
+                    reads[index].answer = .success(Representation(
+                            version: version, json: ProfileJSON(publicView: Array(json), ownerMembers: ownerMembers),
+                            cacheOutcome: .hit))
                 case .answerAbsent:
                     statistics.record(.absentHit)
                     reads[index].answer = .success(nil)
@@ -295,7 +297,7 @@ extension ReadStep.Lookup {
         case .failure: self = .failed
         case .hit:
             switch look.entry {
-            case .profile(let version, _)?: self = .profile(version: version)
+            case .profile(let version, _, _)?: self = .profile(version: version)
             case .absent?: self = .absent
             case .lease?: self = look.ownLeaseCAS(token: sentLease) != nil ? .ownLease : .othersLease
             case .handle?, nil: self = .undecodable  // a handle's entry is no profile's

@@ -24,10 +24,12 @@ public final class ProfileRepository {
     /// A profile as the API sends it: its version and its JSON body.
     public struct Representation: Sendable {
         public var version: Int32
-        public var json: [UInt8]
+        /// The profile's JSON in both views; an answer sends the view of who asks (§13).
+        public var json: ProfileJSON
         public var cacheOutcome: CacheOutcome
 
-        public var entityTag: String { "\"\(version)\"" }
+        /// The entity tag of `view` (``ProfileJSON/entityTag(version:view:)``).
+        public func entityTag(_ view: ProfileView) -> String { json.entityTag(version: version, view: view) }
     }
 
     public enum WriteThroughOutcome: String, Sendable {
@@ -71,7 +73,7 @@ public final class ProfileRepository {
             switch self {
             case .cached(let look):
                 switch look.entry {
-                case .profile(let version, _)?: version >= minVersion ?? 0
+                case .profile(let version, _, _)?: version >= minVersion ?? 0
                 case .absent?: minVersion == nil
                 case .lease?, .handle?, nil: false
                 }
@@ -106,7 +108,7 @@ public final class ProfileRepository {
 
 extension ProfileRepository.Representation {
     init(_ profile: Profile, outcome: ProfileRepository.CacheOutcome) {
-        self.init(version: profile.version, json: profile.jsonBytes, cacheOutcome: outcome)
+        self.init(version: profile.version, json: profile.json, cacheOutcome: outcome)
     }
 }
 

@@ -141,7 +141,7 @@ public final class ConsistencyObserver: Sendable {
             case .hit(let item):
                 seenCAS = item.cas
                 switch CacheEntry(decoding: item.value, shape: worker.repository.configuration.entryShape) {
-                case .profile(let version, _)?: cached = .profile(version: version)
+                case .profile(let version, _, _)?: cached = .profile(version: version)
                 case .absent?: cached = .absent
                 case .lease?, .handle?, nil: cached = .nothing
                 }

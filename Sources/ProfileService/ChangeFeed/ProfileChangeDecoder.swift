@@ -151,8 +151,8 @@ public struct ProfileChangeDecoder {
             entries.reserveCapacity(fields.declarations.count)
             for declaration in fields.declarations {
                 switch value(declaration.name) {
-                case .text(let string)?: entries.append(.init(name: declaration.name, value: string))
-                case .null?: entries.append(.init(name: declaration.name, value: nil))
+                case .text(let string)?: entries.append(.init(declaration, value: string))
+                case .null?: entries.append(.init(declaration, value: nil))
                 case .unchangedToast?, nil: return .changed(id: id, version: version, row: nil)
                 }
             }

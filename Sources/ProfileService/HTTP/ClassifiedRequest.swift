@@ -22,6 +22,8 @@ public struct ClassifiedRequest: Sendable {
         indirect case list(ProfileListRead)
         /// `GET` or `HEAD` of a list of profiles by handle, authorized, its handles parsed.
         indirect case handleList(HandleListRead)
+        /// The export of a profile (`GET /users/profile/{id}/export`), its owner's or an administrator's.
+        case export(ProfileExportRead)
         /// The event stream of one profile, authorized, its id and `Last-Event-ID` parsed.
         indirect case events(ProfileStreamRead)
         /// The event stream of a list of profiles, authorized, its ids parsed.
@@ -84,6 +86,8 @@ struct ProfileRead: Sendable {
     let id: Int64
     /// The version the answer must not go below (``ProfileResponder/readFloor(of:)``).
     let floor: Int32?
+    /// Who asks: which view the answer carries.
+    let reader: ProfileReader
 }
 
 /// A lookup by handle (`GET /users/by-username/{username}`), as its head asks it.
@@ -91,16 +95,22 @@ struct HandleRead: Sendable {
     let handle: ProfileHandle
     /// The version the answer must not go below (``ProfileResponder/readFloor(of:)``).
     let floor: Int32?
+    /// Who asks: which view the answer carries.
+    let reader: ProfileReader
 }
 
 /// A list read by handle (`GET /users/profiles?usernames=…`): distinct handles in the order asked.
 struct HandleListRead: Sendable {
     let handles: [ProfileHandle]
+    /// Who asks: which view each profile of the answer carries.
+    let reader: ProfileReader
 }
 
 /// A profile write (`PUT`), as its head asks it; its body is parsed by the worker that answers it.
 struct ProfileWrite: Sendable {
     let id: Int64
+    /// Whether the writer may set the fields only administrators write (`written_by = 'admin'`).
+    let writesAdminFields: Bool
 }
 
 /// A profile patch, as its head asks it; its body is parsed by the worker that answers it.
@@ -108,6 +118,8 @@ struct ProfilePatchHead: Sendable {
     let id: Int64
     /// `If-Match`'s version: patched only at that version; nil: whatever the version.
     let expectedVersion: Int32?
+    /// Whether the writer may set the fields only administrators write (`written_by = 'admin'`).
+    let writesAdminFields: Bool
 }
 
 /// A profile deletion, as its head asks it.
@@ -120,6 +132,13 @@ struct ProfileDeletion: Sendable {
 /// A list read (`GET /users/profiles?ids=…`), as its head asks it.
 struct ProfileListRead: Sendable {
     let list: ProfileListRequest
+    /// Who asks: which view each profile of the answer carries.
+    let reader: ProfileReader
+}
+
+/// `GET /users/profile/{id}/export`, by its owner or an administrator.
+struct ProfileExportRead: Sendable {
+    let id: Int64
 }
 
 /// The event stream of one profile, as its head asks it.
@@ -132,6 +151,8 @@ struct ProfileStreamRead: Sendable {
     let lastEventID: Int32?
     /// The verified token, when reads need one: it names the stream's client and bounds its life.
     let token: VerifiedToken?
+    /// Who asks: which view the stream's events carry.
+    let reader: ProfileReader
 }
 
 /// The event stream of a list of profiles (`GET /users/profiles/events?ids=…`), as its head asks it.
@@ -139,4 +160,6 @@ struct ProfileListStreamRead: Sendable {
     let list: ProfileListRequest
     /// The verified token, when reads need one: it names the stream's client and bounds its life.
     let token: VerifiedToken?
+    /// Who asks: which view each profile's events carry.
+    let reader: ProfileReader
 }

@@ -36,11 +36,15 @@ public struct Problem: Error, Sendable {
         json.key("status"); json.integer(Int64(status.code))
         json.key("detail"); json.string(detail)
         if let field { json.key("field"); json.string(field) }
-        if let current { json.key("current"); json.raw(current.jsonBytes) }
+        // Only a write's problem carries the profile, and its writer is the owner or an administrator.
+        if let current { json.key("current"); json.raw(current.ownerJSON) }
         json.endObject()
         var headers = self.headers
         headers.replaceOrAdd(name: "Content-Type", value: "application/problem+json")
-        if let current { headers.replaceOrAdd(name: "ETag", value: current.entityTag) }
+        if let current {
+            headers.replaceOrAdd(name: "ETag", value: current.entityTag(.owner))
+            ProfileResponder.viewHeaders(current.json, .owner, into: &headers)
+        }
         return HTTPResponse(status: status, headers: headers, body: json.bytes)
     }
 }

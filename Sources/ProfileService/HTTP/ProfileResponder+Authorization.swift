@@ -6,19 +6,35 @@ extension ProfileResponder {
     static let realm = "profile-service"
 
     /// Checks a write to profile `id` before the body is read or any store is touched.
+    /// - Returns: whether the writer may set the fields only administrators write (an
+    ///   administrator's token, or `--auth none`).
     /// - Throws: 401 without a valid token, 403 when the token is neither the owner's nor an admin's.
-    func authorizeWrite(_ request: HTTPRequest, id: Int64) throws(Problem) {
-        guard case .required(let verifier, _) = authorization else { return }
+    @discardableResult
+    func authorizeWrite(_ request: HTTPRequest, id: Int64) throws(Problem) -> Bool {
+        guard case .required(let verifier, _) = authorization else { return true }
         let token = try authenticate(request, verifier: verifier)
-        guard token.mayWrite(profileID: id) else {
-            logger.notice("write refused", metadata: ["reason": "not-owner", "id": "\(id)"])
-            throw Problem(
-                .forbidden, detail: "only the profile's owner or a holder of \(VerifiedToken.adminScope) may change it",
-                headers: [
-                    "WWW-Authenticate":
-                        #"Bearer realm="\#(Self.realm)", error="insufficient_scope", scope="\#(VerifiedToken.adminScope)""#
-                ])
-        }
+        try requireOwner(token, of: id, to: "change it")
+        return token.scopes.contains(VerifiedToken.adminScope)
+    }
+
+    /// Checks an export of profile `id`: the owner's or an administrator's, as a write (with
+    /// `--auth none`, anyone's, as any write).
+    /// - Throws: 401 without a valid token, 403 when the token is neither the owner's nor an admin's.
+    func authorizeExport(_ request: HTTPRequest, id: Int64) throws(Problem) {
+        guard case .required(let verifier, _) = authorization else { return }
+        try requireOwner(try authenticate(request, verifier: verifier), of: id, to: "export it")
+    }
+
+    /// 403 unless `token` is profile `id`'s owner's or an administrator's.
+    private func requireOwner(_ token: VerifiedToken, of id: Int64, to action: String) throws(Problem) {
+        guard !token.mayWrite(profileID: id) else { return }
+        logger.notice("request refused", metadata: ["reason": "not-owner", "id": "\(id)"])
+        throw Problem(
+            .forbidden, detail: "only the profile's owner or a holder of \(VerifiedToken.adminScope) may \(action)",
+            headers: [
+                "WWW-Authenticate":
+                    #"Bearer realm="\#(Self.realm)", error="insufficient_scope", scope="\#(VerifiedToken.adminScope)""#
+            ])
     }
 
     /// Checks a read when `--require-auth-for-reads` is set: any valid token may read.
@@ -47,7 +63,7 @@ extension ProfileResponder {
 
     /// The request's token, verified (``refuseDuplicateAuthorization(_:)`` has run).
     /// - Throws: 401 for a missing or invalid token.
-    private func authenticate(_ request: HTTPRequest, verifier: TokenVerifier) throws(Problem) -> VerifiedToken {
+    func authenticate(_ request: HTTPRequest, verifier: TokenVerifier) throws(Problem) -> VerifiedToken {
         parseCounts?.count(.token)
         do {
             return try verifier.verify(authorizationHeader: request.headers["Authorization"])

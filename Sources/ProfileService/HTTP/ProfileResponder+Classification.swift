@@ -17,7 +17,7 @@ extension ProfileResponder {
             var response = problem.response
             response.headers.replaceOrAdd(name: "X-Request-ID", value: RequestID.accepting(head.headers["X-Request-ID"]))
             return .refuse(response)
-        case .delete, .list, .handleList, .events, .listEvents, .instance, .refused, .unauthorizedWrite:
+        case .delete, .list, .handleList, .export, .events, .listEvents, .instance, .refused, .unauthorizedWrite:
             return .accept(ClassifiedRequest(kind: kind), toBatchLane: false)
         }
     }
@@ -47,22 +47,28 @@ extension ProfileResponder {
                 return .events(try streamRead(head, route: route, profilePath: path))
             case .profileEvents:
                 return .events(try streamRead(head, route: route, profilePath: String(path.dropLast(Self.eventsSuffix.count))))
+            case .profileExport:
+                let id = try profileID(from: String(path.dropLast(Self.exportSuffix.count)))
+                try authorizeExport(head, id: id)
+                return .export(ProfileExportRead(id: id))
             case .profile:
-                try authorizeRead(head)
-                return .read(ProfileRead(id: try profileID(from: path), floor: try readFloor(of: head)))
+                let reader = try reader(of: head, verified: try authorizeRead(head))
+                return .read(ProfileRead(id: try profileID(from: path), floor: try readFloor(of: head), reader: reader))
             case .profileByUsername:
-                try authorizeRead(head)
-                return .handleRead(HandleRead(handle: try Self.handle(from: path), floor: try readFloor(of: head)))
+                let reader = try reader(of: head, verified: try authorizeRead(head))
+                return .handleRead(HandleRead(handle: try Self.handle(from: path), floor: try readFloor(of: head), reader: reader))
             case .profiles where head.queryValue(for: "usernames") != nil:
-                try authorizeRead(head)
-                return .handleList(HandleListRead(handles: try Self.handles(of: head)))
+                let reader = try reader(of: head, verified: try authorizeRead(head))
+                return .handleList(HandleListRead(handles: try Self.handles(of: head), reader: reader))
             case .profiles:
-                try authorizeRead(head)
-                return .list(ProfileListRead(list: try list(of: head, maximumIDs: ProfileListRequest.maximumIDs)))
+                let reader = try reader(of: head, verified: try authorizeRead(head))
+                return .list(ProfileListRead(list: try list(of: head, maximumIDs: ProfileListRequest.maximumIDs), reader: reader))
             case .profilesEvents:
                 let token = try authorizeRead(head)
+                let reader = try reader(of: head, verified: token)
                 return .listEvents(
-                    ProfileListStreamRead(list: try list(of: head, maximumIDs: ProfileListRequest.maximumStreamIDs), token: token))
+                    ProfileListStreamRead(
+                        list: try list(of: head, maximumIDs: ProfileListRequest.maximumStreamIDs), token: token, reader: reader))
             case .health: return .instance(.health)
             case .readiness: return .instance(.readiness)
             case .metrics: return .instance(.metrics)
@@ -76,8 +82,9 @@ extension ProfileResponder {
     /// their problems are answered.
     private func streamRead(_ head: HTTPRequest, route: Route, profilePath: String) throws(Problem) -> ProfileStreamRead {
         let token = try authorizeRead(head)
+        let reader = try reader(of: head, verified: token)
         let id = try profileID(from: profilePath)
-        return ProfileStreamRead(route: route, id: id, lastEventID: try lastEventID(of: head), token: token)
+        return ProfileStreamRead(route: route, id: id, lastEventID: try lastEventID(of: head), token: token, reader: reader)
     }
 
     /// A `PUT`, `PATCH` or `DELETE` of a profile: its id, who may make it, then (`PATCH`, `DELETE`)
@@ -96,12 +103,13 @@ extension ProfileResponder {
         case .success(let value): changedID = value
         case .failure(let error): return .refused(error, route: .profile)
         }
+        let writesAdminFields: Bool
         do throws(Problem) {
-            try authorizeWrite(head, id: changedID)
+            writesAdminFields = try authorizeWrite(head, id: changedID)
         } catch {
             return .unauthorizedWrite(error)
         }
-        guard head.method != .put else { return .write(ProfileWrite(id: changedID)) }
+        guard head.method != .put else { return .write(ProfileWrite(id: changedID, writesAdminFields: writesAdminFields)) }
         let expectedVersion: Int32?
         do throws(ProfileRequestError) {
             expectedVersion = try Self.ifMatchVersion(head.headers["If-Match"])
@@ -109,7 +117,7 @@ extension ProfileResponder {
             return .refused(error.problem, route: .profile)
         }
         return head.method == .patch
-            ? .patch(ProfilePatchHead(id: changedID, expectedVersion: expectedVersion))
+            ? .patch(ProfilePatchHead(id: changedID, expectedVersion: expectedVersion, writesAdminFields: writesAdminFields))
             : .delete(ProfileDeletion(id: changedID, expectedVersion: expectedVersion))
     }
 

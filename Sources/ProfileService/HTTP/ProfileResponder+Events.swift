@@ -17,6 +17,7 @@ extension ProfileResponder {
     /// asked (authorized, its id and `Last-Event-ID` parsed).
     func openEventStream(_ stream: ProfileStreamRead, _ request: HTTPRequest, worker: ProfileWorker) throws(Problem) -> HTTPResponse {
         let (id, lastEventID, token) = (stream.id, stream.lastEventID, stream.token)
+        let view = stream.reader.view(of: id)
         let (liveUpdates, client) = try reserveStream(request, token: token)
         let streams = liveUpdates.streams
         // Watched before the read: a change committed meanwhile reaches the stream (EventStreams).
@@ -33,12 +34,14 @@ extension ProfileResponder {
         guard let representation else { throw .notFound(id) }
         var body = ProfileEvent.retryHint(milliseconds: liveUpdates.retryMilliseconds)
         if (lastEventID ?? 0) < representation.version {
-            body += ProfileEvent.bytes(version: representation.version, json: representation.json)
+            body += ProfileEvent.bytes(version: representation.version, json: representation.json.view(view))
         }
         var response = Self.eventStreamResponse(body: body)
         response.headers.add(name: "X-Cache", value: representation.cacheOutcome.rawValue)
+        Self.viewHeaders(representation.json, view, into: &response.headers)
         response.eventStream = .init(
-            topic: id, position: Int64(max(representation.version, lastEventID ?? 0)), client: client,
+            topic: id, position: Int64(max(representation.version, lastEventID ?? 0)), receivesRestricted: view == .owner,
+            client: client,
             endsAt: streamEnd(configuration: streams.configuration, token: token))
         handedOver = true
         return response
@@ -67,6 +70,7 @@ extension ProfileResponder {
         defer { if !handedOver { streams.release(topics: ids, client: client) } }
 
         var body = ProfileEvent.retryHint(milliseconds: liveUpdates.retryMilliseconds)
+        var views = ListViews()
         var subscriptions: [HTTPResponse.EventStream.Subscription] = []
         subscriptions.reserveCapacity(ids.count)
         // In slices of a list request's size: the batched read's proven size (§2.7).
@@ -79,17 +83,21 @@ extension ProfileResponder {
                 throw Self.problem(for: error)
             }
             for (member, answer) in zip(slice, answers) {
+                let view = stream.reader.view(of: member.id)
                 guard let answer else {
                     body += ProfileEvent.deleted(id: member.id, version: 0)  // its last version is not read here
-                    subscriptions.append(.init(topic: member.id, position: 0))
+                    subscriptions.append(.init(topic: member.id, position: 0, receivesRestricted: view == .owner))
                     continue
                 }
+                views.add(answer.json, view)
                 let floor = member.floor ?? 0
-                if answer.version > floor { body += ProfileEvent.bytes(version: answer.version, json: answer.json) }
-                subscriptions.append(.init(topic: member.id, position: Int64(max(answer.version, floor))))
+                if answer.version > floor { body += ProfileEvent.bytes(version: answer.version, json: answer.json.view(view)) }
+                subscriptions.append(
+                    .init(topic: member.id, position: Int64(max(answer.version, floor)), receivesRestricted: view == .owner))
             }
         }
         var response = Self.eventStreamResponse(body: body)
+        views.addHeaders(to: &response.headers)
         response.eventStream = .init(
             subscriptions: subscriptions, client: client,
             endsAt: streamEnd(configuration: streams.configuration, token: token))

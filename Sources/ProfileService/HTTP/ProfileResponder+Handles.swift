@@ -23,7 +23,7 @@ extension ProfileResponder {
         }
         switch answer {
         case .profile(let id, let representation):
-            var response = Self.readResponse(representation, request)
+            var response = Self.readResponse(representation, request, view: read.reader.view(of: id))
             response.headers.add(name: "Content-Location", value: Self.profilePathPrefix + String(id))
             return response
         case .moved(_, let username):
@@ -63,19 +63,20 @@ extension ProfileResponder {
         var renamed: [(String, String)] = []
         var answered: Set<Int64> = []
         var tag = ListEntityTag()
+        var views = ListViews()
+        func append(_ id: Int64, _ representation: ProfileRepository.Representation) {
+            let view = read.reader.view(of: id)
+            tag.add(id: id, version: representation.version, view: view)
+            views.add(representation.json, view)
+            profiles.append(raw: representation.json.view(view))
+        }
         for handle in read.handles {
             switch answers[handle] ?? .nobody {
             case .profile(let id, let representation):
-                if answered.insert(id).inserted {
-                    tag.add(id: id, version: representation.version)
-                    profiles.append(raw: representation.json)
-                }
+                if answered.insert(id).inserted { append(id, representation) }
             case .moved(let id, let username):
                 renamed.append((handle.key, username))
-                if let representation = moved[id], answered.insert(id).inserted {
-                    tag.add(id: id, version: representation.version)
-                    profiles.append(raw: representation.json)
-                }
+                if let representation = moved[id], answered.insert(id).inserted { append(id, representation) }
             case .nobody:
                 tag.add(id: 0, version: 0)
                 missing.append(raw: Array("\"\(handle.key)\"".utf8))
@@ -87,6 +88,7 @@ extension ProfileResponder {
         body += Array("}}".utf8)
 
         var headers: HTTPHeaders = ["ETag": tag.value, "Cache-Control": "no-cache"]
+        views.addHeaders(to: &headers)
         if let condition = request.headers["If-None-Match"], Self.entityTags(condition, contain: tag.value) {
             return HTTPResponse(status: .notModified, headers: headers)
         }

@@ -15,15 +15,18 @@ extension ProfileResponder {
         }
 
         var body: [UInt8] = []
-        body.reserveCapacity(answers.reduce(32) { $0 + ($1?.json.count ?? 0) + 1 })
+        body.reserveCapacity(answers.reduce(32) { $0 + ($1?.json.publicView.count ?? 0) + 1 })
         body.append(contentsOf: #"{"profiles":["#.utf8)
         var missing: [UInt8] = []
         var tag = ListEntityTag()
+        var views = ListViews()
         for (member, answer) in zip(list.members, answers) {
-            tag.add(id: member.id, version: answer?.version ?? 0)
+            let view = read.reader.view(of: member.id)
+            tag.add(id: member.id, version: answer?.version ?? 0, view: view)
             if let answer {
+                views.add(answer.json, view)
                 if body.last != UInt8(ascii: "[") { body.append(UInt8(ascii: ",")) }
-                body.append(contentsOf: answer.json)
+                body.append(contentsOf: answer.json.view(view))
             } else {
                 if !missing.isEmpty { missing.append(UInt8(ascii: ",")) }
                 missing.append(contentsOf: String(member.id).utf8)
@@ -34,6 +37,7 @@ extension ProfileResponder {
         body.append(contentsOf: "]}".utf8)
 
         var headers: HTTPHeaders = ["ETag": tag.value, "Cache-Control": "no-cache"]
+        views.addHeaders(to: &headers)
         if let condition = request.headers["If-None-Match"], Self.entityTags(condition, contain: tag.value) {
             return HTTPResponse(status: .notModified, headers: headers)
         }
@@ -56,6 +60,25 @@ extension ProfileResponder {
     }
 }
 
+/// What the views of a list's members ask of its headers: while some field is owner-only the list
+/// varies with `Authorization`, and one with an owner's view is for that reader's cache alone.
+struct ListViews {
+    private var varies = false
+    private var holdsOwnerView = false
+
+    mutating func add(_ json: ProfileJSON, _ view: ProfileView) {
+        guard json.hasOwnerView else { return }
+        varies = true
+        if view == .owner { holdsOwnerView = true }
+    }
+
+    func addHeaders(to headers: inout HTTPHeaders) {
+        guard varies else { return }
+        headers.add(name: "Vary", value: "Authorization")
+        if holdsOwnerView { headers.replaceOrAdd(name: "Cache-Control", value: "private, no-cache") }
+    }
+}
+
 /// The entity tag of a list answer: a 128-bit digest of each member's id and version (0 for a
 /// missing one) in order, so it changes exactly when a member's version, a member's existence or
 /// the order changes. Two FNV-1a 64 digests with different offsets: not a defence against an
@@ -64,8 +87,11 @@ struct ListEntityTag {
     private var low: UInt64 = 0xcbf2_9ce4_8422_2325
     private var high: UInt64 = 0x6c62_272e_07bb_0142
 
-    mutating func add(id: Int64, version: Int32) {
-        for value in [UInt64(bitPattern: id), UInt64(UInt32(bitPattern: version))] {
+    /// Adds a member; an owner's view counts apart from the public one (its version's high bit), so
+    /// a list with the reader's own profile never shares a tag with the same list read by others.
+    mutating func add(id: Int64, version: Int32, view: ProfileView = .anyone) {
+        let viewBit: UInt64 = view == .owner ? 1 << 63 : 0
+        for value in [UInt64(bitPattern: id), UInt64(UInt32(bitPattern: version)) | viewBit] {
             for shift in stride(from: 0, to: 64, by: 8) {
                 let byte = (value >> UInt64(shift)) & 0xff
                 low = (low ^ byte) &* 0x0000_0100_0000_01b3

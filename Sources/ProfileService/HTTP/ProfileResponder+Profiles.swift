@@ -14,23 +14,26 @@ extension ProfileResponder {
             throw Self.problem(for: error)
         }
         guard let representation else { throw .notFound(read.id) }
-        return Self.readResponse(representation, request)
+        return Self.readResponse(representation, request, view: read.reader.view(of: read.id))
     }
 
-    /// A read's answer: the profile with its `ETag`, or 304 when `If-None-Match` names it.
-    static func readResponse(_ representation: ProfileRepository.Representation, _ request: HTTPRequest) -> HTTPResponse {
+    /// A read's answer: the profile in `view` with that view's `ETag`, or 304 when `If-None-Match`
+    /// names it (docs/design.md §13).
+    static func readResponse(
+        _ representation: ProfileRepository.Representation, _ request: HTTPRequest, view: ProfileView
+    ) -> HTTPResponse {
+        let entityTag = representation.entityTag(view)
         var headers: HTTPHeaders = [
-            "ETag": representation.entityTag,
+            "ETag": entityTag,
             "Cache-Control": "no-cache",
             "X-Cache": representation.cacheOutcome.rawValue,
         ]
-        if let condition = request.headers["If-None-Match"],
-            Self.entityTags(condition, contain: representation.entityTag)
-        {
+        viewHeaders(representation.json, view, into: &headers)
+        if let condition = request.headers["If-None-Match"], Self.entityTags(condition, contain: entityTag) {
             return HTTPResponse(status: .notModified, headers: headers)
         }
         headers.add(name: "Content-Type", value: "application/json")
-        return HTTPResponse(status: .ok, headers: headers, body: representation.json)
+        return HTTPResponse(status: .ok, headers: headers, body: representation.json.view(view))
     }
 
     /// Answers a `PUT` or `PATCH` whose body is parsed; `madeTogether` is what its group made of
@@ -188,20 +191,24 @@ extension ProfileResponder {
         return max(minVersion ?? 0, held)
     }
 
-    /// The highest version among the entity tags of an `If-None-Match` list (`"7"`, `W/"7"`);
-    /// nil when it names none (`*`, tags this service never sends).
+    /// The highest version among the entity tags of an `If-None-Match` list (`"7"`, `W/"7"`, a
+    /// public view's `"7-public"`); nil when it names none (`*`, tags this service never sends).
     static func highestVersion(named list: String) -> Int32? {
         var highest: Int32?
         for candidate in list.split(separator: ",") {
             var tag = Substring(candidate.trimmed)
             if tag.hasPrefix("W/") { tag = tag.dropFirst(2) }
-            guard tag.count >= 3, tag.first == "\"", tag.last == "\"",
-                let version = canonicalPositive(tag.dropFirst().dropLast(), as: Int32.self)
-            else { continue }
+            guard tag.count >= 3, tag.first == "\"", tag.last == "\"" else { continue }
+            var digits = tag.dropFirst().dropLast()
+            if digits.hasSuffix(Self.publicTagSuffix) { digits = digits.dropLast(Self.publicTagSuffix.count) }
+            guard let version = canonicalPositive(digits, as: Int32.self) else { continue }
             highest = max(highest ?? version, version)
         }
         return highest
     }
+
+    /// What a public view's entity tag adds to the version (``ProfileJSON/entityTag(version:view:)``).
+    private static let publicTagSuffix = "-public"
 
     /// `If-Match: "N"` (strong tag of one version) → N.
     static func ifMatchVersion(_ header: String?) throws(ProfileRequestError) -> Int32? {
@@ -237,11 +244,11 @@ extension ProfileResponder {
 
     // MARK: Output
 
+    /// The answer to a write: the profile as its writer — the owner or an administrator — reads it.
     static func profileResponse(_ status: HTTPStatus, _ profile: Profile) -> HTTPResponse {
-        HTTPResponse(
-            status: status,
-            headers: ["Content-Type": "application/json", "ETag": profile.entityTag, "Cache-Control": "no-cache"],
-            body: profile.jsonBytes)
+        var headers: HTTPHeaders = ["Content-Type": "application/json", "ETag": profile.entityTag(.owner), "Cache-Control": "no-cache"]
+        viewHeaders(profile.json, .owner, into: &headers)
+        return HTTPResponse(status: status, headers: headers, body: profile.ownerJSON)
     }
 
     static func problem(for error: ProfileStoreError) -> Problem {

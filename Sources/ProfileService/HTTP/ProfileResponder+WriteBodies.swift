@@ -1,4 +1,5 @@
 import HTTP1
+import ProfileAuth
 
 /// A profile write or patch with its body parsed: what the worker that answers the request
 /// makes of it, alone or together with the other writes of its group.
@@ -27,13 +28,40 @@ extension ProfileResponder {
     /// A `PUT` with its body parsed.
     func parsedWrite(_ write: ProfileWrite, _ request: HTTPRequest) -> ParsedWrite {
         parseCounts?.count(.body)
-        return .put(write, Result { () throws(Problem) in try Self.writeRequest(of: request, id: write.id, profileFields: profileFields) })
+        return .put(
+            write,
+            Result { () throws(Problem) in
+                let parsed = try Self.writeRequest(of: request, id: write.id, profileFields: profileFields)
+                switch parsed {
+                case .update(let changes, _): try refuseAdminFields(changes.fields, unless: write.writesAdminFields)
+                case .create(_, _, let fields): try refuseAdminFields(fields, unless: write.writesAdminFields)
+                }
+                return parsed
+            })
     }
 
     /// A `PATCH` with its body parsed.
     func parsedWrite(_ patch: ProfilePatchHead, _ request: HTTPRequest) -> ParsedWrite {
         parseCounts?.count(.body)
-        return .patch(patch, Result { () throws(Problem) in try Self.patchChanges(of: request, profileFields: profileFields) })
+        return .patch(
+            patch,
+            Result { () throws(Problem) in
+                let changes = try Self.patchChanges(of: request, profileFields: profileFields)
+                try refuseAdminFields(changes.fields, unless: patch.writesAdminFields)
+                return changes
+            })
+    }
+
+    /// 403 naming the first field of `fields` that only administrators write (`written_by =
+    /// 'admin'`), unless the writer is one. Named with any value, `null` included: a body that
+    /// names such a field is refused whole, so an owner's write never half-happens.
+    private func refuseAdminFields(_ fields: [ProfileFields.Entry], unless writesAdminFields: Bool) throws(Problem) {
+        guard !writesAdminFields, profileFields.hasAdminWrittenFields else { return }
+        for field in fields where profileFields.declaration(named: field.name)?.writtenBy == .admin {
+            throw Problem(
+                .forbidden, detail: "only a holder of \(VerifiedToken.adminScope) may set \(field.name); leave it out of the body",
+                field: field.name)
+        }
     }
 
     /// The write a `PUT` of profile `id` asks for by its headers and body (authorization aside).

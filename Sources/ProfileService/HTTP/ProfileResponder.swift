@@ -14,6 +14,7 @@ public struct ProfileResponder: HTTPResponder {
 
     public static let profilePathPrefix = Route.profilePathPrefix
     static let eventsSuffix = Route.eventsSuffix
+    static let exportSuffix = Route.exportSuffix
     /// The largest body any route takes (a profile write under any declared fields): the
     /// server's body limit, so a larger one is refused with 413 on its head, unread. A write
     /// larger than its own declarations allow is refused by the route, 413 too.
@@ -140,6 +141,8 @@ public struct ProfileResponder: HTTPResponder {
             return (handle { () throws(Problem) in try getProfiles(list, request, worker: worker) }, .profiles)
         case .handleList(let list):
             return (handle { () throws(Problem) in try getProfiles(list, request, worker: worker) }, .profiles)
+        case .export(let export):
+            return (handle { () throws(Problem) in try exportProfile(export, worker: worker) }, .profileExport)
         case .events(let stream):
             return (handle { () throws(Problem) in try openEventStream(stream, request, worker: worker) }, stream.route)
         case .listEvents(let stream):

@@ -8,6 +8,8 @@ public enum Route: String, CaseIterable, Sendable {
     case profile = "/users/profile/{id}"
     /// `GET`: the profile's event stream (Server-Sent Events).
     case profileEvents = "/users/profile/{id}/events"
+    /// `GET`: everything the service keeps about a profile, for its owner or an administrator.
+    case profileExport = "/users/profile/{id}/export"
     /// `GET`, `HEAD`: the profile that holds a handle, or a redirect from a handle it gave up.
     case profileByUsername = "/users/by-username/{username}"
     /// `GET`, `HEAD`: the profiles of a list (`?ids=3@7,1,2` or `?usernames=ada,bob`).
@@ -24,12 +26,13 @@ public enum Route: String, CaseIterable, Sendable {
     static let profilePathPrefix = "/users/profile/"
     static let usernamePathPrefix = "/users/by-username/"
     static let eventsSuffix = "/events"
+    static let exportSuffix = "/export"
 
     /// The methods the route answers; any other is 405 with ``allowHeader``.
     public var methods: [HTTPMethod] {
         switch self {
         case .profile: [.get, .head, .put, .patch, .delete]
-        case .profileEvents, .profilesEvents: [.get]
+        case .profileEvents, .profilesEvents, .profileExport: [.get]
         case .profiles, .profileByUsername: [.get, .head]
         case .health, .readiness, .metrics: [.get, .head]
         }
@@ -40,7 +43,7 @@ public enum Route: String, CaseIterable, Sendable {
     func answers(_ method: HTTPMethod) -> Bool {
         switch (self, method) {
         case (.profile, .get), (.profile, .head), (.profile, .put), (.profile, .patch), (.profile, .delete): true
-        case (.profileEvents, .get), (.profilesEvents, .get): true
+        case (.profileEvents, .get), (.profilesEvents, .get), (.profileExport, .get): true
         case (.profiles, .get), (.profiles, .head), (.profileByUsername, .get), (.profileByUsername, .head): true
         case (.health, .get), (.health, .head), (.readiness, .get), (.readiness, .head): true
         case (.metrics, .get), (.metrics, .head): true
@@ -54,7 +57,7 @@ public enum Route: String, CaseIterable, Sendable {
     /// The route a path belongs to; the id segment is checked by the route itself (400).
     init?(path: String) {
         if path.hasPrefix(Self.profilePathPrefix) {
-            self = path.hasSuffix(Self.eventsSuffix) ? .profileEvents : .profile
+            self = path.hasSuffix(Self.eventsSuffix) ? .profileEvents : path.hasSuffix(Self.exportSuffix) ? .profileExport : .profile
             return
         }
         if path.hasPrefix(Self.usernamePathPrefix) {

@@ -125,9 +125,14 @@ public final class ProfileUpdateHub: Sendable {
     public func publish(_ profile: Profile) {
         // Most writes have no follower here: skip encoding the event for them.
         guard streams.isWatched(topic: profile.id) else { return }
+        publish(id: profile.id, version: profile.version, json: profile.json)
+    }
+
+    /// One version's event in both views: the owner's streams get theirs (docs/design.md §13).
+    private func publish(id: Int64, version: Int32, json: ProfileJSON) {
         streams.publish(
-            topic: profile.id, position: Int64(profile.version),
-            bytes: ProfileEvent.bytes(version: profile.version, json: profile.jsonBytes))
+            topic: id, position: Int64(version), bytes: ProfileEvent.bytes(version: version, json: json.publicView),
+            restrictedBytes: json.hasOwnerView ? ProfileEvent.bytes(version: version, json: json.view(.owner)) : nil)
     }
 
     /// Sends every followed profile's current version to its streams: after the change source was
@@ -184,10 +189,10 @@ public final class ProfileUpdateHub: Sendable {
         fetches.add(1, ordering: .relaxed)
         var fetched: Int32 = 0
         do {
-            let found: (version: Int32, json: [UInt8])?
+            let found: (version: Int32, json: ProfileJSON)?
             if fromDatabase {
                 let row = try worker.repository.settledRow(id: id)
-                found = row.map { ($0.version, $0.jsonBytes) }
+                found = row.map { ($0.version, $0.json) }
                 if found == nil {
                     // Deleted (or never there): its streams learn it at the row's last version.
                     let lastVersion = try worker.store.deletedVersion(id: id) ?? 0
@@ -200,9 +205,7 @@ public final class ProfileUpdateHub: Sendable {
             }
             if let found {
                 fetched = found.version
-                streams.publish(
-                    topic: id, position: Int64(found.version),
-                    bytes: ProfileEvent.bytes(version: found.version, json: found.json))
+                publish(id: id, version: found.version, json: found.json)
             }
         } catch {
             let failures = queue.withLock { queue -> Int? in

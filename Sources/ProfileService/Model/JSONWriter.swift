@@ -10,6 +10,14 @@ struct JSONWriter {
         bytes.reserveCapacity(capacity)
     }
 
+    /// A writer of members that follow others in an object written elsewhere: each member,
+    /// the first too, comes after its comma.
+    static func continuingMembers(capacity: Int = 64) -> JSONWriter {
+        var writer = JSONWriter(capacity: capacity)
+        writer.needsComma = true
+        return writer
+    }
+
     mutating func beginObject() { open("{") }
     mutating func endObject() { close("}") }
     mutating func beginArray() { open("[") }

@@ -12,13 +12,13 @@ public struct Profile: Sendable, Hashable {
     /// RFC 3339 timestamp in UTC, as PostgreSQL formatted it.
     public var updatedAt: String { didSet { encode() } }
 
-    /// The API's JSON representation (snake_case keys), as UTF-8 bytes: made once per version, when
-    /// the profile is made (a row read, a write's answer), and carried as it is to the cache entry,
-    /// the HTTP answer and the live-update event.
+    /// The API's JSON representation (snake_case keys) in its two views, as UTF-8 bytes: made once
+    /// per version, when the profile is made (a row read, a write's answer), and carried as it is to
+    /// the cache entry, the HTTP answer and the live-update event.
     ///
     /// Hand-written rather than `JSONEncoder`: the shape is fixed, and the same bytes are stored
     /// in memcached so that a cache hit sends them as they are.
-    public private(set) var jsonBytes: [UInt8]
+    public private(set) var json: ProfileJSON
 
     public init(
         id: Int64, username: String, displayName: String, fields: ProfileFields = ProfileFields(), version: Int32,
@@ -30,27 +30,83 @@ public struct Profile: Sendable, Hashable {
         self.fields = fields
         self.version = version
         self.updatedAt = updatedAt
-        jsonBytes = []
+        json = ProfileJSON(publicView: [], ownerMembers: [])
         encode()
     }
 
-    /// The strong entity tag of this version: `"<version>"`.
-    public var entityTag: String { "\"\(version)\"" }
+    /// The strong entity tag of `view` of this version (``ProfileJSON/entityTag(version:view:)``).
+    public func entityTag(_ view: ProfileView) -> String { json.entityTag(version: version, view: view) }
 
+    /// The JSON its owner reads (and an administrator): every field.
+    public var ownerJSON: [UInt8] { json.view(.owner) }
+
+    /// The public view's members in order, `version` and `updated_at` last; then the owner-only
+    /// fields, each with its comma, in their order (docs/design.md §13.1).
     private mutating func encode() {
-        var json = JSONWriter(capacity: 160 + fields.valueBytes)
-        json.beginObject()
-        json.key("id"); json.integer(id)
-        json.key("username"); json.string(username)
-        json.key("display_name"); json.string(displayName)
-        for field in fields.entries {
-            json.key(field.name)
-            if let value = field.value { json.string(value) } else { json.null() }
+        var writer = JSONWriter(capacity: 160 + fields.valueBytes)
+        writer.beginObject()
+        writer.key("id"); writer.integer(id)
+        writer.key("username"); writer.string(username)
+        writer.key("display_name"); writer.string(displayName)
+        for field in fields.entries where !field.isOwnerOnly {
+            writer.key(field.name)
+            if let value = field.value { writer.string(value) } else { writer.null() }
         }
-        json.key("version"); json.integer(Int64(version))
-        json.key("updated_at"); json.string(updatedAt)
-        json.endObject()
-        jsonBytes = json.bytes
+        writer.key("version"); writer.integer(Int64(version))
+        writer.key("updated_at"); writer.string(updatedAt)
+        writer.endObject()
+        var owner = JSONWriter.continuingMembers()
+        for field in fields.entries where field.isOwnerOnly {
+            owner.key(field.name)
+            if let value = field.value { owner.string(value) } else { owner.null() }
+        }
+        json = ProfileJSON(publicView: writer.bytes, ownerMembers: owner.bytes[...])
+    }
+}
+
+/// Which view of a profile an answer carries (docs/design.md §13).
+public enum ProfileView: Sendable, Hashable {
+    /// Every field anyone may read: what an answer to anyone but the owner carries.
+    case anyone
+    /// Every field: the owner's, and an administrator's.
+    case owner
+}
+
+/// A profile's JSON as two parts: the public view, complete, and the owner-only members that the
+/// owner's view adds after its last member. A cache entry keeps both (``CacheEntry``), so a hit
+/// answers either view from one entry: the public one as it is, the owner's with one copy.
+public struct ProfileJSON: Sendable, Hashable {
+    /// The view of anyone but the owner: every member except the owner-only fields.
+    public var publicView: [UInt8]
+    /// The owner-only fields as members, each after its comma (`,"email":"ada@example.com"`);
+    /// empty when no field is owner-only.
+    public var ownerMembers: ArraySlice<UInt8>
+
+    public init(publicView: [UInt8], ownerMembers: ArraySlice<UInt8>) {
+        self.publicView = publicView
+        self.ownerMembers = ownerMembers
+    }
+
+    /// Whether the views differ: some field is owner-only. Only then does an answer depend on
+    /// who asks (`Vary: Authorization`, two entity tags).
+    public var hasOwnerView: Bool { !ownerMembers.isEmpty }
+
+    /// The bytes of `view`.
+    public func view(_ view: ProfileView) -> [UInt8] {
+        guard view == .owner, hasOwnerView else { return publicView }
+        var bytes = publicView
+        bytes.reserveCapacity(publicView.count + ownerMembers.count)
+        bytes.removeLast()  // the public view's closing brace
+        bytes += ownerMembers
+        bytes.append(UInt8(ascii: "}"))
+        return bytes
+    }
+
+    /// The strong entity tag of `view` at `version`: `"7"`, and `"7-public"` for the public view
+    /// when the views differ — two representations, two tags, so that a cache holding both
+    /// variants never answers one with the other's validator (RFC 9110 §8.8.3).
+    public func entityTag(version: Int32, view: ProfileView) -> String {
+        view == .anyone && hasOwnerView ? "\"\(version)-public\"" : "\"\(version)\""
     }
 }
 
@@ -60,10 +116,19 @@ public struct ProfileFields: Sendable, Hashable {
     public struct Entry: Sendable, Hashable {
         public let name: String
         public var value: String?
+        /// Read by the profile's owner alone (``ProfileFieldDeclaration/readBy``): kept out of the
+        /// public view of the profile's JSON.
+        public let isOwnerOnly: Bool
 
-        public init(name: String, value: String?) {
+        public init(name: String, value: String?, isOwnerOnly: Bool = false) {
             self.name = name
             self.value = value
+            self.isOwnerOnly = isOwnerOnly
+        }
+
+        /// The declared field `declaration` with `value`.
+        public init(_ declaration: ProfileFieldDeclaration, value: String?) {
+            self.init(name: declaration.name, value: value, isOwnerOnly: declaration.readBy == .owner)
         }
     }
 
@@ -95,7 +160,14 @@ public struct ProfileFields: Sendable, Hashable {
     /// Which fields, in which order: FNV-1a over the names. A profile's cache entry carries it
     /// (``ProfileFieldCatalog/shape``); no fields at all is the shape of every entry written
     /// before fields existed.
-    public var shape: UInt32 { Self.shape(ofNames: entries.map(\.name)) }
+    public var shape: UInt32 { Self.shape(ofNames: entries.map { Self.shapeName($0.name, isOwnerOnly: $0.isOwnerOnly) }) }
+
+    /// A field's name as the shape counts it: an owner-only field's is marked, so that entries
+    /// written while it was public are of another shape to an instance that keeps it private (and
+    /// the other way round) — a rolling restart that hides a field never serves it from an old entry.
+    static func shapeName(_ name: String, isOwnerOnly: Bool) -> String {
+        isOwnerOnly ? name + "!owner" : name
+    }
 
     static func shape(ofNames names: [String]) -> UInt32 {
         var hash: UInt32 = 2_166_136_261

@@ -57,9 +57,17 @@ extension ProfileFieldDeclaration {
         case .httpsURL:
             pattern = ProfileValidation.httpsURLPattern
             what = "an https URL of a host name, at most \(maximumLength) characters"
+        case .email:
+            pattern = ProfileValidation.emailPattern
+            what = "an email address, at most \(maximumLength) characters"
+        case .date:
+            pattern = ProfileValidation.datePattern
+            what = "a calendar date YYYY-MM-DD"
         }
+        let readers = readBy == .owner ? "; read by the owner and administrators only, absent from others' answers" : ""
+        let writers = writtenBy == .admin ? "; written by holders of profiles:admin only" : ""
         // The key quoted: bare, YAML reads `null`, `on` or `true` as no string at all.
         return "'\(name)': {type: [string, 'null'], maxLength: \(maximumLength), pattern: \(VisibleText.yamlDoubleQuoted(pattern)), "
-            + "description: '\(what); null when unset'}"
+            + "description: '\(what); null when unset\(readers)\(writers)'}"
     }
 }

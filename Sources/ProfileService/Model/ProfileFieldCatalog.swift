@@ -10,6 +10,11 @@ public struct ProfileFieldCatalog: Sendable, Hashable {
     /// entries carry it, so an instance never serves an entry written under other declarations
     /// (a rolling restart after a field was added, docs/design.md §11.3).
     public let shape: UInt32
+    /// Whether any field is read by its owner alone (docs/design.md §13): only then do a
+    /// profile's answers depend on who asks (`Vary: Authorization`, two entity tags).
+    public let hasOwnerOnlyFields: Bool
+    /// Whether any field is written by administrators alone: only then is a write's body checked for them.
+    public let hasAdminWrittenFields: Bool
 
     /// The declarations' lengths together, in code points: a whole profile stays a few tens of
     /// kilobytes at most, well inside a memcached item and a request body.
@@ -49,7 +54,9 @@ public struct ProfileFieldCatalog: Sendable, Hashable {
         let total = declarations.reduce(0) { $0 + $1.maximumLength }
         guard total <= Self.maximumTotalLength else { throw .tooLong(total) }
         self.declarations = declarations
-        self.shape = ProfileFields.shape(ofNames: declarations.map(\.name))
+        self.shape = ProfileFields.shape(ofNames: declarations.map(\.shapeName))
+        self.hasOwnerOnlyFields = declarations.contains { $0.readBy == .owner }
+        self.hasAdminWrittenFields = declarations.contains { $0.writtenBy == .admin }
         self.maximumWriteBodyBytes = Self.writeBodyBytes(declarations)
     }
 
@@ -94,7 +101,7 @@ public struct ProfileFieldCatalog: Sendable, Hashable {
 
     /// A profile's fields, every one unset.
     public var unsetFields: ProfileFields {
-        ProfileFields(declarations.map { ProfileFields.Entry(name: $0.name, value: nil) })
+        ProfileFields(declarations.map { ProfileFields.Entry($0, value: nil) })
     }
 
     /// `^[a-z][a-z0-9_]{0,62}$`: a PostgreSQL identifier whose quoted form names the same column
@@ -119,18 +126,45 @@ public struct ProfileFieldDeclaration: Sendable, Hashable {
         case paragraph
         /// An absolute `https` URL with a host, in printable ASCII (clients percent-encode the rest).
         case httpsURL = "https_url"
+        /// An email address: `local@domain`, a stated rule rather than RFC 5322 (docs/api.md).
+        case email
+        /// A calendar date, ISO 8601 `YYYY-MM-DD` (a birthday).
+        case date
+    }
+
+    /// Who reads a field (`profile_fields.read_by`).
+    public enum Readers: String, Sendable, CaseIterable {
+        /// Anyone who may read the profile: the default, and every field before visibility existed.
+        case everyone
+        /// The profile's owner and holders of `profiles:admin`: never in an answer to anyone else.
+        case owner
+    }
+
+    /// Who writes a field (`profile_fields.written_by`).
+    public enum Writers: String, Sendable, CaseIterable {
+        /// The profile's owner (and administrators): the default.
+        case owner
+        /// Holders of `profiles:admin` only: a mark such as `verified`, a role.
+        case admin
     }
 
     public let name: String
     public let kind: Kind
     /// The longest value, in Unicode code points, as sent and in the NFC form that is stored.
     public let maximumLength: Int
+    public let readBy: Readers
+    public let writtenBy: Writers
 
-    public init(name: String, kind: Kind, maximumLength: Int) {
+    public init(name: String, kind: Kind, maximumLength: Int, readBy: Readers = .everyone, writtenBy: Writers = .owner) {
         self.name = name
         self.kind = kind
         self.maximumLength = maximumLength
+        self.readBy = readBy
+        self.writtenBy = writtenBy
     }
+
+    /// The name as the catalog's shape counts it (``ProfileFields/shapeName(_:isOwnerOnly:)``).
+    var shapeName: String { ProfileFields.shapeName(name, isOwnerOnly: readBy == .owner) }
 }
 
 public enum ProfileFieldCatalogError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -141,6 +175,8 @@ public enum ProfileFieldCatalogError: Error, Sendable, Equatable, CustomStringCo
     case tooLong(Int)
     case tooMany(Int)
     case unknownKind(field: String, kind: String)
+    /// A `read_by` or `written_by` this release does not know.
+    case unknownVisibility(field: String, column: String, value: String)
     /// A declared field whose column `user_profiles` lacks, or has with another type than `text`.
     case missingColumn(String)
 
@@ -155,6 +191,8 @@ public enum ProfileFieldCatalogError: Error, Sendable, Equatable, CustomStringCo
             "the declared profile fields add up to \(total) code points; together they may have at most \(ProfileFieldCatalog.maximumTotalLength)"
         case .tooMany(let count):
             "\(count) profile fields are declared; at most \(ProfileFieldCatalog.maximumFieldCount) may be"
+        case .unknownVisibility(let field, let column, let value):
+            "profile field \"\(field)\": \(column) \"\(value)\" is none of \(column == "read_by" ? ProfileFieldDeclaration.Readers.allCases.map(\.rawValue).joined(separator: ", ") : ProfileFieldDeclaration.Writers.allCases.map(\.rawValue).joined(separator: ", "))"
         case .unknownKind(let field, let kind):
             "profile field \"\(field)\": kind \"\(kind)\" is none of \(ProfileFieldDeclaration.Kind.allCases.map(\.rawValue).joined(separator: ", "))"
         case .missingColumn(let name):

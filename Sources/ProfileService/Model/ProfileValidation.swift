@@ -61,6 +61,17 @@ enum ProfileValidation {
                     "must be an https URL: https://, a host name (labels of letters, digits and '-' between dots), an optional port 1-65535, then printable ASCII without spaces or \"<>\\^`{|}")
             }
             return raw
+        case .email:
+            guard raw.utf8.count <= bound else { throw .invalidField(name, "must be at most \(bound) characters long") }
+            guard isEmailAddress(raw) else {
+                throw .invalidField(
+                    name,
+                    "must be an email address: local@example.com, ASCII (an international domain in its xn-- form), no quoted local part")
+            }
+            return raw
+        case .date:
+            guard isCalendarDate(raw) else { throw .invalidField(name, "must be a calendar date YYYY-MM-DD, such as 1990-04-21") }
+            return raw
         case .text, .paragraph:
             let allowsLineFeeds = declaration.kind == .paragraph
             return try inNFC(raw) { (value: String) throws(ProfileRequestError) in
@@ -114,7 +125,7 @@ enum ProfileValidation {
         + #"(?::(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?"#
         + #"(?:[/?#][!#-;=?-\[\]_a-z~]*)?(?![\s\S])"#
 
-    private static func isLabelByte(_ byte: UInt8) -> Bool {
+    static func isLabelByte(_ byte: UInt8) -> Bool {
         (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
             || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "-")
     }

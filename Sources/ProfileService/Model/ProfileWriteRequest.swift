@@ -85,8 +85,8 @@ enum ProfileWriteRequest: Equatable {
                 throw .invalidField(String(member.name.prefix(64)), "is not a field of a profile")
             }
             switch member.value {
-            case .string(let raw): declared.append(.init(name: member.name, value: try ProfileValidation.validField(raw, declaration)))
-            case .null: declared.append(.init(name: member.name, value: nil))
+            case .string(let raw): declared.append(.init(declaration, value: try ProfileValidation.validField(raw, declaration)))
+            case .null: declared.append(.init(declaration, value: nil))
             case .integer, .other: throw .malformed(field: member.name, "\(member.name) must be a string, or null to unset it")
             }
         }

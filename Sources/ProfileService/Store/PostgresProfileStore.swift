@@ -1,3 +1,4 @@
+import Foundation
 public import Logging
 import Metrics
 public import PostgresClient
@@ -160,6 +161,16 @@ public final class PostgresProfileStore: ProfileStore {
             records[handle] = decoded.1
         }
         return records
+    }
+
+    public func export(id: Int64) throws(ProfileStoreError) -> ProfileExport? {
+        guard let row = try run({ try execute(statements.export, [id]).rows.first }) else { return nil }
+        return try run {
+            let reservations = try JSONDecoder().decode(
+                [UsernameReservation].self, from: Data(try row.decode("reservations", as: String.self).utf8))
+            return ProfileExport(
+                profile: try statements.decode(row), createdAt: try row.decode("created_at"), usernameReservations: reservations)
+        }
     }
 
     /// A unique violation of a handle: held by another profile in any spelling, or reserved for

@@ -15,8 +15,11 @@ struct ProfileStatements {
     let deletedVersion: PostgresStatement
     let walPosition: PostgresStatement
     let handles: PostgresStatement
+    let export: PostgresStatement
 
-    var all: [PostgresStatement] { [select, selectMany, update, updateMany, insert, delete, deletedVersion, walPosition, handles] }
+    var all: [PostgresStatement] {
+        [select, selectMany, update, updateMany, insert, delete, deletedVersion, walPosition, handles, export]
+    }
 
     init(_ catalog: ProfileFieldCatalog) {
         self.catalog = catalog
@@ -92,6 +95,24 @@ struct ProfileStatements {
                 FROM username_reservations AS r WHERE r.handle = ANY($1::text[]) AND r.reserved_until > now()
                 """,
             isIdempotent: true)
+        // A profile's row with its creation time, and the handles still reserved for it as a JSON
+        // array (`[]` for none): everything an export holds, in one statement.
+        export = PostgresStatement(
+            name: "profile_export",
+            sql: """
+                SELECT \(columns), \(Self.timestamp("created_at")) AS created_at,
+                    (SELECT coalesce(json_agg(json_build_object(
+                        'username', r.username, 'released_at', \(Self.timestamp("r.released_at")),
+                        'reserved_until', \(Self.timestamp("r.reserved_until"))) ORDER BY r.released_at), '[]')::text
+                     FROM username_reservations AS r WHERE r.profile_id = $1 AND r.reserved_until > now()) AS reservations
+                FROM user_profiles WHERE id = $1
+                """,
+            isIdempotent: true)
+    }
+
+    /// `column` as RFC 3339 in UTC, to the microsecond.
+    private static func timestamp(_ column: String) -> String {
+        "to_char(\(column) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
     }
 
     /// `name` as a quoted identifier. A declared name is `[a-z][a-z0-9_]*` (``ProfileFieldCatalog``),
@@ -102,7 +123,7 @@ struct ProfileStatements {
     /// A profile's columns, `updated_at` as RFC 3339 in UTC.
     private static func columns(_ fields: [String], of table: String) -> String {
         "\(table)id, \(table)username, \(table)display_name\(fields.map { ", \(table)\(quoted($0))" }.joined()), \(table)version, "
-            + "to_char(\(table)updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') AS updated_at"
+            + "\(timestamp("\(table)updated_at")) AS updated_at"
     }
 
     /// `, bio = CASE WHEN changes ? 'bio' THEN changes ->> 'bio' ELSE bio END` for each field: a
@@ -116,7 +137,7 @@ struct ProfileStatements {
         var fields: [ProfileFields.Entry] = []
         fields.reserveCapacity(catalog.declarations.count)
         for declaration in catalog.declarations {
-            fields.append(.init(name: declaration.name, value: try row.decodeIfPresent(declaration.name, as: String.self)))
+            fields.append(.init(declaration, value: try row.decodeIfPresent(declaration.name, as: String.self)))
         }
         return Profile(
             id: try row.decode("id"),

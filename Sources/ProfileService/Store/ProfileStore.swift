@@ -36,6 +36,9 @@ public protocol ProfileStore {
     func handles(_ handles: [ProfileHandle]) throws(ProfileStoreError) -> [ProfileHandle: HandleRecord]
     /// Whether the store answers now (readiness).
     func isHealthy() -> Bool
+    /// Everything kept about the profile with this id (its row, `created_at`, the handles reserved
+    /// for it), read from the primary; `nil` when there is no such profile.
+    func export(id: Int64) throws(ProfileStoreError) -> ProfileExport?
     /// How far the primary's write-ahead log is flushed now (`pg_current_wal_flush_lsn()`). A
     /// commit made with `synchronous_commit` on is flushed before it becomes visible, so every
     /// such commit visible before the call lies at or below it, and a standby that has replayed

@@ -45,7 +45,7 @@ final class IntegrationBackends: RepositoryBackends {
     /// The version of the profile entry cached for `id`, `nil` when there is none.
     func cachedVersion(_ id: Int64, shared: ProfileCacheShared) -> Int32? {
         guard case .hit(let item) = cache.get(shared.configuration.key(for: id)),
-            case .profile(let version, _)? = CacheEntry(decoding: item.value, shape: ProfileFieldCatalog.standard.shape)
+            case .profile(let version, _, _)? = CacheEntry(decoding: item.value, shape: ProfileFieldCatalog.standard.shape)
         else { return nil }
         return version
     }
