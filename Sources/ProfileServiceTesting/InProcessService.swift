@@ -29,7 +29,7 @@ public final class InProcessService {
     ///   - parseCounts: counts what the request path parses.
     public init(
         requireAuthForReads: Bool = false, liveUpdates: Bool = true, database: InMemoryDatabase = InMemoryBackends.database,
-        parseCounts: ParseCounts? = nil
+        parseCounts: ParseCounts? = nil, authorization: ProfileAuthorization? = nil
     ) throws {
         let secretFile = FileManager.default.temporaryDirectory.appendingPathComponent("in-process-\(UUID()).secret")
         try Data(repeating: UInt8(ascii: "s"), count: 48).write(to: secretFile)
@@ -38,12 +38,15 @@ public final class InProcessService {
         try? FileManager.default.removeItem(at: secretFile)
         var logger = Logger(label: "in-process")
         logger.logLevel = .critical
-        let shared = ProfileCacheShared()
+        // The database's declared fields, as `serve` reads them at start.
+        var cacheConfiguration = ProfileCacheConfiguration()
+        cacheConfiguration.profileFields = database.profileFields
+        let shared = ProfileCacheShared(configuration: cacheConfiguration)
         self.shared = shared
         responder = ProfileResponder(
-            lifecycle: ServiceLifecycle(), authorization: .required(verifier, forReads: requireAuthForReads),
+            lifecycle: ServiceLifecycle(), authorization: authorization ?? .required(verifier, forReads: requireAuthForReads),
             liveUpdates: liveUpdates ? ProfileUpdateHub(streams: EventStreams(), logger: logger) : nil, logger: logger,
-            parseCounts: parseCounts
+            parseCounts: parseCounts, profileFields: database.profileFields
         ) { [logger] _ in
             ProfileWorker(
                 store: database.store(), cache: InMemoryBackends.cluster.client(), shared: shared,

@@ -25,6 +25,38 @@ import Testing
         #expect(ownerMembers.isEmpty, "no field is owner-only: the entry is the public view alone, as before")
     }
 
+    /// With an owner-only field the entry holds both views ('O'): the public one complete, the
+    /// owner's members after it; and its shape is not the shape of the same names all public.
+    @Test func aProfileWithOwnerOnlyFieldsKeepsBothViewsInOneEntry() throws {
+        let catalog = try ProfileFieldCatalog([
+            ProfileFieldDeclaration(name: "bio", kind: .paragraph, maximumLength: 500),
+            ProfileFieldDeclaration(name: "email", kind: .email, maximumLength: 254, readBy: .owner),
+        ])
+        let allPublic = try ProfileFieldCatalog([
+            ProfileFieldDeclaration(name: "bio", kind: .paragraph, maximumLength: 500),
+            ProfileFieldDeclaration(name: "email", kind: .email, maximumLength: 254),
+        ])
+        #expect(catalog.shape != allPublic.shape, "hiding a field makes entries written while it was public undecodable")
+        var fields = catalog.unsetFields
+        fields.apply([.init(name: "email", value: "ada@example.com")])
+        let profile = Profile(id: 42, username: "ada", displayName: "Ada", fields: fields, version: 3, updatedAt: "2026-01-01T00:00:00.000000Z")
+        #expect(String(decoding: profile.json.publicView, as: UTF8.self)
+            == #"{"id":42,"username":"ada","display_name":"Ada","bio":null,"version":3,"updated_at":"2026-01-01T00:00:00.000000Z"}"#)
+        #expect(String(decoding: profile.ownerJSON, as: UTF8.self)
+            == #"{"id":42,"username":"ada","display_name":"Ada","bio":null,"version":3,"updated_at":"2026-01-01T00:00:00.000000Z","email":"ada@example.com"}"#)
+        #expect(profile.entityTag(.anyone) == "\"3-public\"" && profile.entityTag(.owner) == "\"3\"")
+
+        let encoded = CacheEntry.encode(profile)
+        #expect(encoded[1] == UInt8(ascii: "O"))
+        guard case .profile(3, let json, let ownerMembers)? = CacheEntry(decoding: encoded, shape: catalog.shape) else {
+            Issue.record("did not decode")
+            return
+        }
+        #expect(Array(json) == profile.json.publicView && Array(ownerMembers) == Array(profile.json.ownerMembers))
+        #expect(CacheEntry(decoding: encoded, shape: allPublic.shape) == nil)
+        #expect(CacheEntry(decoding: Array(encoded.prefix(14 + json.count)), shape: catalog.shape) == nil, "cut after the public view")
+    }
+
     /// Test targets that talk to memcached directly use TestSupport's statement of the format.
     @Test func testSupportStatesTheSameFormatAndKey() {
         let encoded = CacheEntry.encode(profile)

@@ -148,6 +148,30 @@ import Testing
             == .invalidField("website", "must be at most 2048 characters long"))
     }
 
+    /// `email` and `date`: the stated rules, and the patterns openapi.yaml gives agree with them.
+    @Test(arguments: [
+        ("ada@example.com", true), ("a.b+tag@mail.example.co.uk", true), ("o'brien@xn--bcher-kva.example", true),
+        ("ada@localhost", false), (".ada@example.com", false), ("a..b@example.com", false), ("ada.@example.com", false),
+        ("ada@-example.com", false), ("ada@example..com", false), ("\"ada\"@example.com", false), ("ada@[192.0.2.1]", false),
+        ("ada@exämple.com", false), ("ada example@example.com", false), ("@example.com", false), ("ada@", false),
+        (String(repeating: "a", count: 65) + "@example.com", false), (String(repeating: "a", count: 64) + "@example.com", true),
+    ])
+    func emailAddresses(address: String, valid: Bool) throws {
+        #expect(ProfileValidation.isEmailAddress(address) == valid)
+        let pattern = try NSRegularExpression(pattern: ProfileValidation.emailPattern)
+        let matches = pattern.firstMatch(in: address, range: NSRange(address.startIndex..., in: address)) != nil
+        #expect(matches == valid, "openapi.yaml's pattern")
+    }
+
+    @Test(arguments: [
+        ("1990-04-21", true), ("2024-02-29", true), ("2000-02-29", true), ("1900-02-29", false), ("2023-02-29", false),
+        ("2023-04-31", false), ("2023-13-01", false), ("0000-01-01", false), ("1990-4-21", false), ("1990-04-21T00:00", false),
+        ("19900421", false),
+    ])
+    func calendarDates(date: String, valid: Bool) {
+        #expect(ProfileValidation.isCalendarDate(date) == valid)
+    }
+
     @Test func aPatchUnsetsWithNullAndAnEmptyPatchChangesNothing() {
         #expect((try? patch(#"{"website":null}"#)) == ProfileChanges(fields: [.init(name: "website", value: nil)]))
         // RFC 7396: `{}` is a patch that leaves the profile as it is, not an error.
