@@ -85,7 +85,7 @@ import TestSupport
     /// `profile-service openapi`. Its own database (with a slot of its own) and memcached node: the
     /// field must not reach the other tests' profiles.
     @Test func aFieldAddedByAMigrationIsServedValidatedAndRepaired() throws {
-        try withFieldsService(adding: """
+        try TestDatabase.Own.withFieldsService(adding: """
                 ALTER TABLE user_profiles ADD COLUMN pronouns TEXT;
                 INSERT INTO profile_fields (name, kind, max_length, position) VALUES ('pronouns', 'text', 40, 5);
                 """) { service, database in
@@ -143,7 +143,7 @@ import TestSupport
     /// `order` a reserved word): columns like any other — unset as `null`, set by PATCH, repaired
     /// from a psql UPDATE — and never the database role in an answer.
     @Test func fieldsNamedAfterSQLKeywordsAreFieldsLikeAnyOther() throws {
-        try withFieldsService(adding: """
+        try TestDatabase.Own.withFieldsService(adding: """
                 ALTER TABLE user_profiles ADD COLUMN "user" TEXT, ADD COLUMN "order" TEXT;
                 INSERT INTO profile_fields (name, kind, max_length, position) VALUES ('user', 'text', 40, 5), ('order', 'text', 40, 6);
                 """) { service, database in
@@ -255,10 +255,10 @@ extension ProfileFieldsEndToEndTests {
     }
 }
 
-extension ProfileFieldsEndToEndTests {
-    /// A database of its own with `migration` applied after the project's, a memcached node of
-    /// its own and an instance on them (the field must not reach the other tests' profiles).
-    private func withFieldsService(adding migration: String, _ body: (ServiceProcess, TestDatabase.Own) throws -> Void) throws {
+extension TestDatabase.Own {
+    /// Runs `body` with an instance of a database of its own, migrated and then given `migration`
+    /// (fields the other tests' profiles must not have), and a memcached node of its own.
+    static func withFieldsService(adding migration: String, _ body: (ServiceProcess, TestDatabase.Own) throws -> Void) throws {
         let database = try TestDatabase.Own(prefix: "profiles_fields")
         defer { database.drop() }
         try database.migrate(adding: migration)
@@ -271,9 +271,7 @@ extension ProfileFieldsEndToEndTests {
         }
         try body(service, database)
     }
-}
 
-extension TestDatabase.Own {
     /// `serve`'s arguments for an instance of this database and `node` (the default cache cluster:
     /// its slot is this database's own).
     func serviceArguments(memcached node: MemcachedNodes) -> [String] {
