@@ -42,8 +42,9 @@ def serve(binary, arguments, log_prefix):
 STARTED = []  # the instances start_instance started and stop_instances has not stopped: (process, port)
 
 
-def start_instance(database_url=DB_URL, memcached=MEMCACHED, serve_args=(), log_prefix="drill", without_env=()):
-    """`serve --no-access-log --auth none` of the built binary on a free port, with `serve_args`,
+def start_instance(database_url=DB_URL, memcached=MEMCACHED, serve_args=(), log_prefix="drill", without_env=(),
+                   auth=("--auth", "none")):
+    """`serve --no-access-log` of the built binary with `auth` (`--auth none`) on a free port, with `serve_args`,
     on `database_url` and `memcached` (the environment's variables in `without_env` left out);
     its port once /readyz answers 200. Its log: $PROFILE_STATE_DIR/<log_prefix>-<port>.log."""
     port = free_port()
@@ -51,7 +52,7 @@ def start_instance(database_url=DB_URL, memcached=MEMCACHED, serve_args=(), log_
     for name in without_env:
         env.pop(name, None)
     log = open(os.path.join(STATE, f"{log_prefix}-{port}.log"), "w")
-    process = subprocess.Popen([BIN, "serve", "--port", str(port), "--no-access-log", "--auth", "none", *serve_args],
+    process = subprocess.Popen([BIN, "serve", "--port", str(port), "--no-access-log", *auth, *serve_args],
                                env=env, stdout=log, stderr=log)
     STARTED.append((process, port))
     deadline = time.time() + 60
