@@ -140,7 +140,7 @@ public enum CacheProtocolScenarios {
         #expect(race.shared.statistics.count(.populateStored) == others.count)
     }
 
-    /// Updates made together (docs/design.md §9.5), each answered as if alone: a cached profile
+    /// Updates made together (docs/design.md §9.4), each answered as if alone: a cached profile
     /// and an uncached one are updated in the one statement and written through; a stale version
     /// and a second write of the same id in the batch go alone and answer 409; a missing id 404.
     public static func writesMadeTogetherAnswerEachAsAlone<Backends: RepositoryBackends>(

@@ -4,7 +4,7 @@ import Testing
 
 @testable import ProfileService
 
-/// Updates made together (docs/design.md §9.5): one statement, the looks beside it, one round
+/// Updates made together (docs/design.md §9.4): one statement, the looks beside it, one round
 /// trip of `cas`es — and every request answered as a single write would be.
 @Suite(.serialized) struct WritesTogetherTests {
     /// What a batch costs, in order: its looks travel beside its one statement, the uncached

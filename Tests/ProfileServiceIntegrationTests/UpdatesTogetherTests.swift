@@ -8,7 +8,7 @@ import TestSupport
 @testable import ProfileService
 
 /// Several optimistic updates in one statement (`PostgresProfileStore.updateProfiles`,
-/// docs/design.md §9.5), on the real PostgreSQL.
+/// docs/design.md §9.4), on the real PostgreSQL.
 @Suite(.serialized, .requires(.postgres, .memcached)) struct UpdatesTogetherTests {
     let backends: IntegrationBackends
 

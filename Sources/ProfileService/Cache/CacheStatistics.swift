@@ -39,7 +39,7 @@ public final class CacheStatistics: Sendable {
         case writeThroughFailed
         /// One query that read several profiles (a list's misses); each is a `databaseRead` too.
         case databaseBatchRead
-        /// One statement that made several requests' updates (docs/design.md §9.5).
+        /// One statement that made several requests' updates (docs/design.md §9.4).
         case databaseBatchWrite
         /// A profile read from a standby instead of the primary (docs/design.md §8).
         case standbyRead

@@ -1,7 +1,7 @@
 import Logging
 import MemcachedClient
 
-/// Writes made together (docs/design.md §9.5): the updates of several requests in one statement,
+/// Writes made together (docs/design.md §9.4): the updates of several requests in one statement,
 /// their write-through's first looks in one round trip beside it, and every later step of their
 /// write-throughs for all of them at once — each id still under the rules of a single write (§2.2).
 extension ProfileRepository {

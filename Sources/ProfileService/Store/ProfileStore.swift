@@ -16,7 +16,7 @@ public protocol ProfileStore {
     /// when that is nil (a patch without `If-Match`).
     func update(id: Int64, changes: ProfileChanges, expectedVersion: Int32?) throws(ProfileStoreError) -> ProfileUpdateOutcome
     /// Makes several updates in one statement and one transaction (the writes a batch makes
-    /// together, docs/design.md §9.5): each row changes only under the condition its update
+    /// together, docs/design.md §9.4): each row changes only under the condition its update
     /// states, exactly as ``update(id:changes:expectedVersion:)``.
     ///
     /// - Returns: the updated profiles by id — an update whose id is not among them changed
