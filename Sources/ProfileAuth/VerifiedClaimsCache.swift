@@ -18,8 +18,8 @@ import Synchronization
 /// Bounded: each shard forgets everything when it reaches ``shardCapacity`` entries. The bound
 /// holds the tokens of the users active on one event loop within a token's life: reads verify their
 /// token while owner-only fields are declared, so every reader's token passes here, and a bound
-/// below the tokens in use would verify each again and again (a third of the throughput with 1,000
-/// owners and a bound of 256). A token and its claims take about 0.5 KB: 2 MB a shard at most.
+/// below the tokens in use would verify each again and again. A token and its claims take about
+/// 0.5 KB: 2 MB a shard at most.
 final class VerifiedClaimsCache: Sendable {
     static let shardCapacity = 4_096
     static let shardCount = 32
