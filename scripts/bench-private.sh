@@ -118,19 +118,14 @@ if bad:
     sys.exit(1)
 PY
 
-declare -A rps p50 p99 non2xx cpu
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$pid/stat"; } # the instance's user + system time, in clock ticks
 run_wrk() { # mode round
     local out=$work/wrk-$1-$2.txt before
     before=$(cpu_ticks)
     wrk -t"$threads" -c"$connections" -d"$duration" --latency -s "$work/read.lua" "http://127.0.0.1:$port" -- "$1" "$first_id" "$count" >"$out"
     # CPU µs per request: what the instance spent, free of wrk's share of the machine.
-    cpu[$1]="${cpu[$1]:-} $(awk -v ticks=$(( $(cpu_ticks) - before )) -v hz="$(getconf CLK_TCK)" '/requests in/ { printf "%.1f", ticks / hz * 1e6 / $1 }' "$out")"
-    rps[$1]="${rps[$1]:-} $(awk '/^Requests\/sec:/ { print $2 }' "$out")"
-    p50[$1]="${p50[$1]:-} $(awk '$1 == "50%" { print $2 }' "$out")"
-    p99[$1]="${p99[$1]:-} $(awk '$1 == "99%" { print $2 }' "$out")"
-    non2xx[$1]=$(( ${non2xx[$1]:-0} + $(awk '/Non-2xx or 3xx responses:/ { print $NF }' "$out" | grep . || echo 0) ))
-    echo "round $2 $1: $(awk '/^Requests\/sec:/ { print $2 }' "$out") req/s, $(awk '/Non-2xx or 3xx responses:/ { print $NF }' "$out" | grep . || echo 0) not 200"
+    awk -v ticks=$(( $(cpu_ticks) - before )) -v hz="$(getconf CLK_TCK)" '/requests in/ { printf "cpu_us_per_request: %.1f\n", ticks / hz * 1e6 / $1 }' "$out" >>"$out"
+    echo "round $2 $1: $(awk '/^Requests\/sec:/ { print $2 }' "$out") req/s"
 }
 modes=(public stranger owner)
 for round in $(seq 1 "$rounds"); do
@@ -143,26 +138,4 @@ public_view=$(curl -fs "127.0.0.1:$port/users/profile/$first_id")
 [[ $owner_view == *'"email":"user1@mail.example.com"'* ]] || { echo "bench-private: the owner's view lacks the email: $owner_view" >&2; exit 1; }
 [[ $public_view != *'"email"'* ]] || { echo "bench-private: the public view carries the email: $public_view" >&2; exit 1; }
 
-python3 - "$duration" "$connections" "${rps[public]}" "${rps[stranger]}" "${rps[owner]}" "${p50[public]}" "${p50[stranger]}" "${p50[owner]}" \
-    "${p99[public]}" "${p99[stranger]}" "${p99[owner]}" "${non2xx[public]}" "${non2xx[stranger]}" "${non2xx[owner]}" \
-    "${cpu[public]}" "${cpu[stranger]}" "${cpu[owner]}" <<'PY'
-import statistics, sys
-def ms(text):  # wrk's 1.23ms / 456.00us / 1.02s
-    for unit, factor in (("us", 0.001), ("ms", 1), ("s", 1000)):
-        if text.endswith(unit):
-            return float(text[: -len(unit)]) * factor
-    return float("nan")
-duration, connections = sys.argv[1:3]
-rps = [[float(x) for x in a.split()] for a in sys.argv[3:6]]
-p50 = [[ms(x) for x in a.split()] for a in sys.argv[6:9]]
-p99 = [[ms(x) for x in a.split()] for a in sys.argv[9:12]]
-non = sys.argv[12:15]
-cpu = [[float(x) for x in a.split()] for a in sys.argv[15:18]]
-m = statistics.median
-print(f"\nwarm cache, an owner-only email declared, wrk -t2 -c{connections} -d{duration}, medians of {len(rps[0])} round(s):")
-print(f"{'reader':<10} {'req/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'CPU µs/req':>11} {'non-2xx':>8}")
-for i, name in enumerate(("public", "stranger", "owner")):
-    print(f"{name:<10} {m(rps[i]):>10.0f} {m(p50[i]):>8.2f} {m(p99[i]):>8.2f} {m(cpu[i]):>11.1f} {non[i]:>8}")
-print(f"stranger / public: {m(rps[1]) / m(rps[0]):.2f} of the requests/s, CPU per request x{m(cpu[1]) / m(cpu[0]):.2f}; "
-      f"owner / public: {m(rps[2]) / m(rps[0]):.2f}, CPU per request x{m(cpu[2]) / m(cpu[0]):.2f}")
-PY
+python3 scripts/bench/wrk_table.py "warm cache, an owner-only email declared, wrk -t$threads -c$connections -d$duration" "$work" public stranger owner

@@ -54,21 +54,13 @@ enum ProfileValidation {
         let bound = declaration.maximumLength
         switch declaration.kind {
         case .httpsURL:
-            guard raw.utf8.count <= bound else { throw .invalidField(name, "must be at most \(bound) characters long") }
-            guard isHTTPSURL(raw) else {
-                throw .invalidField(
-                    name,
-                    "must be an https URL: https://, a host name (labels of letters, digits and '-' between dots), an optional port 1-65535, then printable ASCII without spaces or \"<>\\^`{|}")
-            }
-            return raw
+            return try ascii(
+                raw, declaration, isValid: isHTTPSURL,
+                rule: "must be an https URL: https://, a host name (labels of letters, digits and '-' between dots), an optional port 1-65535, then printable ASCII without spaces or \"<>\\^`{|}")
         case .email:
-            guard raw.utf8.count <= bound else { throw .invalidField(name, "must be at most \(bound) characters long") }
-            guard isEmailAddress(raw) else {
-                throw .invalidField(
-                    name,
-                    "must be an email address: local@example.com, ASCII (an international domain in its xn-- form), no quoted local part")
-            }
-            return raw
+            return try ascii(
+                raw, declaration, isValid: isEmailAddress,
+                rule: "must be an email address: local@example.com, ASCII (an international domain in its xn-- form), no quoted local part")
         case .date:
             guard isCalendarDate(raw) else { throw .invalidField(name, "must be a calendar date YYYY-MM-DD, such as 1990-04-21") }
             return raw
@@ -83,6 +75,18 @@ enum ProfileValidation {
                 }
             }
         }
+    }
+
+    /// A value of an ASCII kind (a URL, an email address) within the declaration's bound, in
+    /// characters, that `isValid` accepts; `rule` says what it must be.
+    private static func ascii(
+        _ raw: String, _ declaration: ProfileFieldDeclaration, isValid: (String) -> Bool, rule: String
+    ) throws(ProfileRequestError) -> String {
+        guard raw.utf8.count <= declaration.maximumLength else {
+            throw .invalidField(declaration.name, "must be at most \(declaration.maximumLength) characters long")
+        }
+        guard isValid(raw) else { throw .invalidField(declaration.name, rule) }
+        return raw
     }
 
     /// An absolute `https` URL of a real host: the pattern ``httpsURLPattern`` that
