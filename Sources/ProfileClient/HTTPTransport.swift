@@ -141,7 +141,7 @@ public final class URLSessionTransport: HTTPTransport {
                 throw TransportError(kind: .other, description: "not an HTTP response")
             }
             var headers: [String: String] = [:]
-            for name in ["content-type", "etag", "location", "retry-after"] {
+            for name in ["cache-control", "content-type", "etag", "location", "retry-after"] {
                 if let value = http.value(forHTTPHeaderField: name) { headers[name] = value }
             }
             return TransportResponse(status: http.statusCode, headers: headers, body: data)

@@ -95,7 +95,8 @@ public final class InMemoryProfileService: HTTPTransport {
 
     private func read(_ id: Int64, _ request: TransportRequest) -> TransportResponse {
         guard let profile = stored.withLock({ $0[id] }) else { return Self.problem(404, "profile-not-found") }
-        if request.headers["If-None-Match"] == "\"\(profile.version)\"" {
+        let tags = (request.headers["If-None-Match"] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        if tags.contains("\"\(profile.version)\"") {
             return TransportResponse(status: 304, headers: ["etag": "\"\(profile.version)\""])
         }
         return Self.json(profile)

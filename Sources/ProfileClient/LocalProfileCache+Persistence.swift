@@ -43,9 +43,21 @@ extension LocalProfileCache {
     /// never followed by a write of what it cleared.
     func save(to file: ProfileStoreFile) throws {
         guard hasUnsavedChanges else { return }
-        try file.save(records.values.sorted { $0.lastUse > $1.lastUse }.compactMap(\.confirmed).prefix(capacity).map { $0 })
+        let kept = records.values.sorted { $0.lastUse > $1.lastUse }.compactMap(\.confirmed)
+            .filter { persistsPrivateProfiles || !ownerViewIDs.contains($0.id) }
+        try file.save(kept.prefix(capacity).map { $0 })
         hasUnsavedChanges = false
     }
+
+    /// The service answered these ids in their owner's view: from now on they stay off the disk
+    /// (unless the app opted in), and the file is written again without them.
+    func didReceiveOwnerViews(of ids: [Int64]) {
+        guard !persistsPrivateProfiles else { return }
+        for id in ids where ownerViewIDs.insert(id).inserted { hasUnsavedChanges = true }
+    }
+
+    /// Whether the profile of `id` the client holds is its owner's view.
+    func holdsOwnerView(of id: Int64) -> Bool { ownerViewIDs.contains(id) }
 
     /// Forgets everything of the session that ends (a user logged out) — records, floors,
     /// read-your-writes entries, pending edits and what observers start with — and removes
@@ -57,6 +69,7 @@ extension LocalProfileCache {
         generation += 1
         clearedThrough = nextSequence
         records = [:]
+        ownerViewIDs = []
         let waiting = lanes.values.flatMap { lane in
             lane.followersOfSending + (lane.next.map { $0.followers + [$0.turn] } ?? [])
         }

@@ -119,13 +119,19 @@ actor LocalProfileCache {
     var lanes: [Int64: EditLane] = [:]
     /// Whether a profile changed since the store was last written to disk.
     var hasUnsavedChanges = false
+    /// The ids the service answered in their owner's view (``PrivateAnswers``): kept out of the
+    /// persisted store unless ``persistsPrivateProfiles``.
+    var ownerViewIDs: Set<Int64> = []
+    let persistsPrivateProfiles: Bool
 
     /// - Parameter file: the store's file, read at the first use of the store — on the actor,
     ///   never on the thread that made the client.
     init(
         window: Duration, capacity: Int, observers: ProfileObservers, lists: ProfileListObservers,
-        now: @escaping @Sendable () -> ContinuousClock.Instant, file: ProfileStoreFile? = nil
+        now: @escaping @Sendable () -> ContinuousClock.Instant, file: ProfileStoreFile? = nil,
+        persistsPrivateProfiles: Bool = false
     ) {
+        self.persistsPrivateProfiles = persistsPrivateProfiles
         self.window = window
         self.capacity = max(1, capacity)
         self.observers = observers

@@ -50,6 +50,8 @@ extension ProfileClient {
                     continue
                 }
                 rejected = nil
+                let ownerViews = PrivateAnswers.ownerViewIDs(in: response, token: token)
+                if !ownerViews.isEmpty { await cache.didReceiveOwnerViews(of: ownerViews) }
                 guard isRead, Self.retriedStatuses.contains(response.status) else { return response }
                 let retryAfter = response.headers["retry-after"].flatMap { RetryPolicy.parseRetryAfter($0) }
                 wait = configuration.retry.delay(afterAttempt: attempt, retryAfter: retryAfter, randomUnit: randomUnit())

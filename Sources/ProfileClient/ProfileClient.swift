@@ -86,7 +86,7 @@ public final class ProfileClient: Sendable {
         // The file is read at the store's first use, on its actor: never here, on the caller's thread.
         self.cache = LocalProfileCache(
             window: configuration.readYourWritesWindow, capacity: configuration.storeCapacity, observers: observers,
-            lists: listObservers, now: now, file: storeFile)
+            lists: listObservers, now: now, file: storeFile, persistsPrivateProfiles: configuration.persistsPrivateProfiles)
         self.randomUnit = randomUnit
         self.sleep = sleep
         self.eventTransport = eventTransport
@@ -145,8 +145,10 @@ public final class ProfileClient: Sendable {
     /// Reads a profile, never older than any version this client learned of it.
     ///
     /// The request carries the id's floor (`min_version`) and, when the client holds the profile,
-    /// `If-None-Match` with its version: a 304 answers from the store. A 404 reaches the id's
-    /// observers as ``ProfileEvent/deleted(id:)``.
+    /// `If-None-Match` with its version's tags — the owner's view's (`"7"`) when it holds that,
+    /// else the public view's too (`"7-public"`, while the service declares fields only owners
+    /// read): a 304 answers from the store. A 404 reaches the id's observers as
+    /// ``ProfileEvent/deleted(id:)``.
     /// - Returns: the newer of the service's answer and the profile the client holds.
     /// - Throws: ``ProfileClientError``: `notFound`, `unauthorized`, `forbidden`, `unavailable`, `transport`…
     public func fetch(id: Int64, policy: FetchPolicy = .useLocalWrites) async throws(ProfileClientError) -> Profile {
@@ -155,7 +157,11 @@ public final class ProfileClient: Sendable {
         var path = "/users/profile/\(id)"
         if let floor = await cache.floor(id: id) { path += "?min_version=\(floor)" }
         let known = await cache.confirmedProfile(id: id)
-        let headers = known.map { ["If-None-Match": "\"\($0.version)\""] } ?? [:]
+        var headers: [String: String] = [:]
+        if let known {
+            let ownerView = await cache.holdsOwnerView(of: id)
+            headers["If-None-Match"] = ownerView ? "\"\(known.version)\"" : "\"\(known.version)-public\", \"\(known.version)\""
+        }
         let response = try await send(method: "GET", path: path, body: nil, isRead: true, headers: headers)
         switch response.status {
         case 200: return await cache.didFetch(try Self.decodeProfile(response.body), since: generation)

@@ -45,6 +45,11 @@ public struct ProfileClientConfiguration: Sendable {
     public var persistenceFile: URL?
     /// How often, at most, the store is written while profiles change.
     public var persistenceInterval: Duration = .seconds(2)
+    /// Whether the persisted store may keep a profile the service answered in its owner's view
+    /// (`Cache-Control: private`: with fields only the owner reads, such as an email). Off by
+    /// default: such a profile is kept in memory for the session and never written to
+    /// ``persistenceFile``, so the fields stay off the device's disk.
+    public var persistsPrivateProfiles = false
 
     public init(baseURL: URL, tokenProvider: TokenProvider? = nil) {
         self.baseURL = baseURL

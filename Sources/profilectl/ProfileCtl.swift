@@ -12,13 +12,14 @@ import ProfileClient
 /// profilectl put 42 --display-name "Ada Lovelace" --version 3
 /// profilectl watch 42                # each new version, live; {"deleted":42} when it goes
 /// profilectl watch 42 7 19           # one stream for the list; {"deleted":7} when 7 goes
+/// profilectl export 42 --token-file t > profile-42.json   # everything kept, for its owner
 /// ```
 @main
 struct ProfileCtl: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "profilectl",
         abstract: "Read, update and watch profiles of profile-service.",
-        subcommands: [Get.self, Put.self, Patch.self, Delete.self, Watch.self])
+        subcommands: [Get.self, Put.self, Patch.self, Delete.self, Watch.self, Export.self])
 
     /// Options of every subcommand.
     struct Connection: ParsableArguments {
@@ -272,6 +273,34 @@ extension ProfileCtl {
             } catch {
                 throw ProfileCtl.fail(error)
             }
+        }
+    }
+
+    struct Export: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Print everything the service keeps about a profile (its owner's token, or an administrator's).",
+            discussion: """
+                One JSON document, as the service sent it, on one line: every field (those only the \
+                owner reads included), created_at, updated_at, the version, the usernames still \
+                reserved for it and what each field is. A profile that does not exist (or was \
+                deleted) is reported on standard error; the exit status is then 1.
+                """)
+
+        @OptionGroup var connection: Connection
+        @Argument(help: "The profile id.") var id: Int64
+
+        func validate() throws {
+            guard id > 0 else { throw ValidationError("profile ids are positive integers") }
+        }
+
+        func run() async throws {
+            let document: Data
+            do {
+                document = try await connection.makeClient().export(id: id)
+            } catch {
+                throw ProfileCtl.fail(error)
+            }
+            FileHandle.standardOutput.write(document + Data("\n".utf8))
         }
     }
 

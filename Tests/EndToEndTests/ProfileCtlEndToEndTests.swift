@@ -52,6 +52,30 @@ import TestSupport
         #expect(partly.standardError.contains("not found: \(absent)"), "\(partly.standardError)")
     }
 
+    /// `profilectl export` with the owner's token prints the service's document on one line, as a
+    /// script pipes it into jq; another user's token and a missing profile exit 1.
+    @Test func exportPrintsTheDocumentForItsOwnerOnly() throws {
+        let service = try ServiceProcess()
+        defer { _ = service.terminate() }
+        let id = Int64.random(in: 1_000_000_000...9_000_000_000_000_000)
+        try service.createProfile(id, usernamePrefix: "cx")
+        let profilectl = ServiceProcess.executable.deletingLastPathComponent().appendingPathComponent("profilectl")
+        let owner = try ServiceProcess.token(subject: String(id))
+        let exported = try TestProcess.run(profilectl, ["export", String(id), "--url", service.baseURL, "--token", owner])
+        #expect(exported.status == 0, "\(exported.standardError)")
+        #expect(exported.standardOutput.split(separator: "\n").count == 1)
+        let document = try JSONSerialization.jsonObject(with: Data(exported.standardOutput.utf8)) as? [String: Any]
+        #expect((document?["profile"] as? [String: Any])?["id"] as? Int64 == id)
+        #expect(document?["created_at"] is String && document?["fields"] is [Any])
+
+        let stranger = try ServiceProcess.token(subject: String(id + 1))
+        let refused = try TestProcess.run(profilectl, ["export", String(id), "--url", service.baseURL, "--token", stranger])
+        #expect(refused.status == 1 && refused.standardOutput.isEmpty && refused.standardError.contains("forbidden"))
+        let absent = try TestProcess.run(
+            profilectl, ["export", String(id + 2), "--url", service.baseURL, "--token", try ServiceProcess.token(subject: String(id + 2))])
+        #expect(absent.status == 1 && absent.standardError.contains("not found"), "\(absent.standardError)")
+    }
+
     /// `profilectl get @name` piped into jq, a rename with `patch --username`, and the old name's
     /// lookup following the service's redirect to the profile, on the real servers.
     @Test func getByHandleFindsTheProfileBeforeAndAfterARename() throws {
