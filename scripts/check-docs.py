@@ -529,7 +529,7 @@ def check_commands(binary):
     candidates = [os.path.join(os.path.dirname(binary), "profilectl")] + [
         os.path.join(ROOT, ".build", kind, "profilectl") for kind in ("debug", "release")]
     ctl = next((c for c in candidates if os.access(c, os.X_OK)), candidates[0])
-    ctl_helps = {s: help_options(run_help(ctl, s)) for s in ("get", "put", "patch", "delete", "watch")}
+    ctl_helps = {s: help_options(run_help(ctl, s)) for s in ("get", "put", "patch", "delete", "watch", "export")}
     problems, checked = [], 0
     for path in COMMAND_FILES:
         for number, line in command_lines(path):
