@@ -8,6 +8,8 @@ struct StreamFollowing: Sendable {
     var cache: LocalProfileCache
     var randomUnit: @Sendable () -> Double
     var sleep: @Sendable (Duration) async throws -> Void
+    /// Where a stream the network failed sleeps out its backoff, to be woken when it is back.
+    var wakeUps: NetworkWakeUps
 
     /// How an answer other than 200 is taken.
     enum Refusal {
@@ -50,6 +52,7 @@ struct StreamFollowing: Sendable {
             let failure: (error: ProfileClientError?, retryHint: Duration?, serverDelay: Duration?)
             let delivered = LockedValue(false)
             let opened = ContinuousClock.now
+            var noAnswer = false  // the network failed the attempt: no HTTP answer at all
             do throws(ProfileClientError) {
                 let token = try await tokens.token(replacing: rejected)
                 if let token { headers["Authorization"] = "Bearer \(token)" }
@@ -60,7 +63,8 @@ struct StreamFollowing: Sendable {
                     method: "GET", url: url, headers: headers, body: nil, timeout: .seconds(45))
                 let end: EventStreamEnd
                 do {
-                    end = try await transport.stream(request) { events in
+                    end = try await transport.stream(request) { [wakeUps] events in
+                        wakeUps.answered()
                         if let resumed = reconnection.withLock({ $0.streamOpened() }) { report(resumed) }
                         guard !events.isEmpty else { return }
                         delivered.withLock { $0 = true }
@@ -68,6 +72,7 @@ struct StreamFollowing: Sendable {
                     }
                 } catch {
                     if Task.isCancelled { return nil }
+                    noAnswer = error.isNetworkFailure
                     throw ProfileClient.error(for: error)
                 }
                 let healthy = delivered.withLock { $0 } || ContinuousClock.now - opened >= healthyAfter
@@ -81,6 +86,7 @@ struct StreamFollowing: Sendable {
                     // Closed before it proved healthy (a proxy's 200 that ends at once): a failure.
                     failure = (.transport("the stream ended before it proved healthy"), retry, retry)
                 case .refused(let response):
+                    wakeUps.answered()
                     if response.status == 401, let token, !refreshing {
                         rejected = token
                         continue
@@ -105,7 +111,7 @@ struct StreamFollowing: Sendable {
                     serverDelay: failure.serverDelay, randomUnit: randomUnit())
             }
             if let event { report(event) }
-            guard await pause(wait) else { return nil }
+            guard await (noAnswer && wait > .zero ? wakeUps.sleep(wait, using: sleep) : pause(wait)) else { return nil }
         }
         return nil
     }

@@ -7,7 +7,7 @@ extension ProfileClient {
         eventTransport.map {
             StreamFollowing(
                 transport: $0, configuration: configuration, tokens: tokens, cache: cache, randomUnit: randomUnit,
-                sleep: sleep)
+                sleep: sleep, wakeUps: networkWakeUps)
         }
     }
 
@@ -47,9 +47,20 @@ extension ProfileClient {
     }
 
     /// Reopens the streams of everything still observed, each resuming from the floor the
-    /// client holds, so nothing committed while paused is missed.
+    /// client holds, so nothing committed while paused is missed; a stream asleep in backoff after
+    /// the network failed it reconnects at once (``networkDidReturn()``).
     public func resumeLiveUpdates() {
         liveSubscriptions.resume()
+        networkWakeUps.wakeAll()
+    }
+
+    /// The app learned that the network is back (a reachability callback): every event stream
+    /// asleep in backoff because the network failed it reconnects at once, rather than after a
+    /// backoff an outage made long (up to ``LiveUpdatePolicy/maximumDelay``). Any request or
+    /// stream of the client that gets an answer does the same by itself. A stream the service
+    /// refused (a 429 or 503 with `Retry-After`) keeps the wait the service asked for.
+    public func networkDidReturn() {
+        networkWakeUps.wakeAll()
     }
 }
 

@@ -44,6 +44,7 @@ extension ProfileClient {
             let wait: Duration?
             do {
                 let response = try await transport.send(request)
+                networkWakeUps.answered()
                 if response.status == 401, let token, !refreshedToken {
                     // Refused before anything was applied: once more with a fresh token.
                     (rejected, refreshedToken) = (token, true)
@@ -57,6 +58,7 @@ extension ProfileClient {
                 wait = configuration.retry.delay(afterAttempt: attempt, retryAfter: retryAfter, randomUnit: randomUnit())
                 if wait == nil { return response }
             } catch {
+                if error.isNetworkFailure { networkWakeUps.networkFailed() }
                 let retryable =
                     error.kind == .notSent || (isRead && (error.kind == .connection || error.kind == .timedOut))
                 wait = retryable && !Task.isCancelled

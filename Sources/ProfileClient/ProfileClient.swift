@@ -38,6 +38,8 @@ public final class ProfileClient: Sendable {
     let eventTransport: (any EventStreamTransport)?
     let liveSubscriptions = LiveSubscriptions()
     let inFlightReads = InFlightReads()
+    /// The streams asleep in backoff after a network failure, woken when the network is back.
+    let networkWakeUps = NetworkWakeUps()
     /// What ``clear()`` empties beside the store: every ``ObservableProfiles`` of the client.
     let storeClears = ClearHandlers()
     /// The bearer tokens, with one refresh at a time of a refused one.
