@@ -119,6 +119,10 @@ actor LocalProfileCache {
     var lanes: [Int64: EditLane] = [:]
     /// Whether a profile changed since the store was last written to disk.
     var hasUnsavedChanges = false
+    /// The store's size at which ``evictIfFull()`` looks again after a scan that left it above
+    /// its target, and how many scans it made (for tests of the cost).
+    var nextEvictionScanAt = 0
+    var evictionScans = 0
     /// The ids the service answered in their owner's view (``PrivateAnswers``): kept out of the
     /// persisted store unless ``persistsPrivateProfiles``.
     var ownerViewIDs: Set<Int64> = []

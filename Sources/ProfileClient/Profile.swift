@@ -2,7 +2,7 @@
 ///
 /// `version` grows by one on every change; it is the profile's `ETag` and the client's
 /// read-your-writes token.
-public struct Profile: Sendable, Hashable, Codable {
+public struct Profile: Sendable, Hashable, Codable, Identifiable {
     public var id: Int64
     public var username: String
     public var displayName: String

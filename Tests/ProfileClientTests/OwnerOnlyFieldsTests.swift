@@ -18,7 +18,7 @@ import TestSupport
                 .replacingOccurrences(of: "=", with: "")
         }
         return encode(Data(#"{"alg":"HS256","typ":"JWT"}"#.utf8)) + "."
-            + encode(try! JSONSerialization.data(withJSONObject: claims)) + ".c2lnbmF0dXJl"
+            + encode(try! JSONSerialization.data(withJSONObject: claims, options: [.sortedKeys])) + ".c2lnbmF0dXJl"
     }
 
     /// Profile 7 with its email (the owner's view, private) or without (the public view).
