@@ -176,6 +176,15 @@ actor LocalProfileCache {
         records[id]?.confirmed
     }
 
+    /// What the store holds of `id` for a read that may be answered from it: a profile this client
+    /// wrote within the window, else the last one the service confirmed.
+    func heldProfile(id: Int64) -> Profile? {
+        if let written = writtenProfile(id: id) { return written }
+        guard let confirmed = records[id]?.confirmed else { return nil }
+        touch(id)
+        return confirmed
+    }
+
     /// The version the next read of `id` must not go below, if the client knows one.
     func floor(id: Int64) -> Int32? {
         guard let floor = records[id]?.floor, floor > 0 else { return nil }

@@ -142,6 +142,13 @@ public final class ProfileClient: Sendable {
         case useLocalWrites
         /// Always ask the service (still passing the id's floor as `min_version`).
         case reloadFromServer
+        /// The profile the store holds — one this client wrote, or the last the service confirmed
+        /// (the persisted store's, after a launch) — without a network call; the service only when
+        /// the store holds none. For screens that show what is known at once and follow changes.
+        case cacheFirst
+        /// Ask the service; when no answer comes (offline, no connection, no answer in time), the
+        /// profile the store holds, if it holds one.
+        case networkFirst
     }
 
     /// Reads a profile, never older than any version this client learned of it.
@@ -154,8 +161,18 @@ public final class ProfileClient: Sendable {
     /// - Returns: the newer of the service's answer and the profile the client holds.
     /// - Throws: ``ProfileClientError``: `notFound`, `unauthorized`, `forbidden`, `unavailable`, `transport`…
     public func fetch(id: Int64, policy: FetchPolicy = .useLocalWrites) async throws(ProfileClientError) -> Profile {
+        if policy == .cacheFirst, let held = await cache.heldProfile(id: id) { return held }
+        do {
+            return try await fetchFromService(id: id, policy: policy)
+        } catch where policy == .networkFirst && error.isNoAnswer {
+            guard let held = await cache.heldProfile(id: id) else { throw error }
+            return held
+        }
+    }
+
+    private func fetchFromService(id: Int64, policy: FetchPolicy) async throws(ProfileClientError) -> Profile {
         let generation = await cache.generation
-        if policy == .useLocalWrites, let written = await cache.writtenProfile(id: id) { return written }
+        if policy != .reloadFromServer, let written = await cache.writtenProfile(id: id) { return written }
         var path = "/users/profile/\(id)"
         if let floor = await cache.floor(id: id) { path += "?min_version=\(floor)" }
         let known = await cache.confirmedProfile(id: id)

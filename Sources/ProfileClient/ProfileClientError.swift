@@ -50,3 +50,14 @@ public enum ProfileClientError: Error, Sendable, Hashable {
     /// Any other status, with the problem document's `detail` when there was one.
     case unexpectedStatus(Int, detail: String?)
 }
+
+extension ProfileClientError {
+    /// Whether the request got no answer because of the network: no connection, none in time.
+    /// A ``ProfileClient/FetchPolicy/networkFirst`` read then answers from the store.
+    public var isNoAnswer: Bool {
+        switch self {
+        case .offline, .timedOut, .transport: true
+        default: false
+        }
+    }
+}
