@@ -11,28 +11,42 @@ struct ProfileStoreFile: Sendable {
     /// unreadable, larger than `maximumBytes` or of another format (the store then starts empty,
     /// as without a file).
     func load(maximumBytes: Int) -> [Profile] {
+        loadTagged(maximumBytes: maximumBytes).map(\.profile)
+    }
+
+    /// ``load(maximumBytes:)`` with the entity tag the service sent with each profile; `nil` for
+    /// one without (a file written before tags were kept: its profiles revalidate with their
+    /// version's tag).
+    func loadTagged(maximumBytes: Int) -> [(profile: Profile, tag: String?)] {
         guard let attributes = try? FileManager.default.attributesOfItem(atPath: url.path),
             let size = attributes[.size] as? Int, size <= maximumBytes,
             let data = try? Data(contentsOf: url),
             let document = try? JSONDecoder().decode(Document.self, from: data), document.format == Document.currentFormat
         else { return [] }
-        return document.profiles
+        return document.profiles.map { ($0, document.tags?[String($0.id)]) }
     }
 
-    func save(_ profiles: [Profile]) throws {
+    /// - Parameter tags: the entity tag of each profile that has one, by id.
+    func save(_ profiles: [Profile], tags: [Int64: String] = [:]) throws {
         try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
-        let data = try JSONEncoder().encode(Document(format: Document.currentFormat, profiles: profiles))
-        try data.write(to: url, options: .atomic)
+        let document = Document(
+            format: Document.currentFormat, profiles: profiles,
+            tags: tags.isEmpty ? nil : Dictionary(uniqueKeysWithValues: tags.map { (String($0.key), $0.value) }))
+        try JSONEncoder().encode(document).write(to: url, options: .atomic)
     }
 
     func remove() {
         try? FileManager.default.removeItem(at: url)
     }
 
+    /// Format 1 still: `tags` is optional, so a file of either version reads in the other (an
+    /// older client ignores it; its files have none).
     private struct Document: Codable {
         static let currentFormat = 1
         var format: Int
         var profiles: [Profile]
+        /// The entity tags by id (a string: a JSON object's keys are).
+        var tags: [String: String]?
     }
 }
 
@@ -43,9 +57,11 @@ extension LocalProfileCache {
     /// never followed by a write of what it cleared.
     func save(to file: ProfileStoreFile) throws {
         guard hasUnsavedChanges else { return }
-        let kept = records.values.sorted { $0.lastUse > $1.lastUse }.compactMap(\.confirmed)
-            .filter { persistsPrivateProfiles || !ownerViewIDs.contains($0.id) }
-        try file.save(kept.prefix(capacity).map { $0 })
+        let kept = records.filter { id, record in
+            record.confirmed != nil && (persistsPrivateProfiles || !ownerViewIDs.contains(id))
+        }.sorted { $0.value.lastUse > $1.value.lastUse }.prefix(capacity)
+        let tags = kept.compactMap { id, record in record.confirmedTag.map { (id, $0) } }
+        try file.save(kept.compactMap(\.value.confirmed), tags: Dictionary(uniqueKeysWithValues: tags))
         hasUnsavedChanges = false
     }
 
@@ -55,9 +71,6 @@ extension LocalProfileCache {
         guard !persistsPrivateProfiles else { return }
         for id in ids where ownerViewIDs.insert(id).inserted { hasUnsavedChanges = true }
     }
-
-    /// Whether the profile of `id` the client holds is its owner's view.
-    func holdsOwnerView(of id: Int64) -> Bool { ownerViewIDs.contains(id) }
 
     /// Forgets everything of the session that ends (a user logged out) — records, floors,
     /// read-your-writes entries, pending edits and what observers start with — and removes

@@ -43,6 +43,12 @@ actor LocalProfileCache {
         var written: (profile: Profile, expires: ContinuousClock.Instant)?
         /// The newest profile the service returned (fetch, list, write, conflict, event).
         var confirmed: Profile?
+        /// The entity tag the service sent with ``confirmed`` (`"7"` for the owner's view,
+        /// `"7-public"` for everyone else's while some field is owner-only), sent back in
+        /// `If-None-Match` as it was: a tag the client made could match the other view's, and a
+        /// 304 would then answer with the wrong one. `nil` when it came without one (a list, an
+        /// event, a write, a 409, or a store written before tags were kept).
+        var confirmedTag: String?
         /// The highest committed version known, a deletion's included: the `min_version` of reads
         /// and the resume point of streams.
         var floor: Int32 = 0
@@ -151,10 +157,10 @@ actor LocalProfileCache {
     func restoreIfNeeded() {
         guard let (file, maximumBytes) = unreadFile else { return }
         unreadFile = nil
-        let restored = file.load(maximumBytes: maximumBytes)
-        for (rank, profile) in restored.prefix(capacity).enumerated() where storedRecords[profile.id] == nil {
+        let restored = file.loadTagged(maximumBytes: maximumBytes)
+        for (rank, (profile, tag)) in restored.prefix(capacity).enumerated() where storedRecords[profile.id] == nil {
             storedRecords[profile.id] = Record(
-                confirmed: profile, floor: profile.version, lastUse: UInt64(restored.count - rank))
+                confirmed: profile, confirmedTag: tag, floor: profile.version, lastUse: UInt64(restored.count - rank))
             observers.publish(.updated(profile), for: profile.id)
         }
         useCounter = UInt64(restored.count)
@@ -174,6 +180,14 @@ actor LocalProfileCache {
     /// The newest confirmed profile of `id`, if any.
     func confirmedProfile(id: Int64) -> Profile? {
         records[id]?.confirmed
+    }
+
+    /// The newest confirmed profile of `id` and the tag that revalidates it: the one the service
+    /// sent with it, else its version's (`"7"`, as the service tagged every profile before some
+    /// fields were owner-only).
+    func revalidation(id: Int64) -> (profile: Profile, tag: String)? {
+        guard let record = records[id], let confirmed = record.confirmed else { return nil }
+        return (confirmed, record.confirmedTag ?? "\"\(confirmed.version)\"")
     }
 
     /// What the store holds of `id` for a read that may be answered from it: a profile this client
@@ -209,10 +223,11 @@ actor LocalProfileCache {
     /// Like every change below that the service brought, dropped when the client was cleared
     /// since `generation`, the one the request began in.
     /// - Returns: the newer of `profile` and the confirmed profile of its id: what the read returns.
+    /// - Parameter tag: the answer's `ETag`, if it had one.
     @discardableResult
-    func didFetch(_ profile: Profile, since generation: UInt64) -> Profile {
+    func didFetch(_ profile: Profile, tag: String? = nil, since generation: UInt64) -> Profile {
         guard generation == self.generation else { return profile }
-        confirm(profile)
+        confirm(profile, tag: tag)
         publish([profile.id])
         return records[profile.id]?.confirmed ?? profile
     }
@@ -311,7 +326,9 @@ actor LocalProfileCache {
         }
     }
 
-    private func confirm(_ profile: Profile) {
+    /// - Parameter tag: the service's entity tag of `profile`, if it sent one; the same profile
+    ///   without one keeps the tag held.
+    private func confirm(_ profile: Profile, tag: String? = nil) {
         var record = records[profile.id, default: Record()]
         if let deletedAbove = record.deletedAbove {
             guard profile.version > deletedAbove else { return }  // older than the deletion
@@ -327,8 +344,10 @@ actor LocalProfileCache {
             }
         }
         if record.confirmed.map({ $0.version <= profile.version }) ?? true {
-            if record.confirmed != profile { hasUnsavedChanges = true }
+            let tag = tag ?? (record.confirmed == profile ? record.confirmedTag : nil)
+            if record.confirmed != profile || record.confirmedTag != tag { hasUnsavedChanges = true }
             record.confirmed = profile
+            record.confirmedTag = tag
         }
         // A patch a newer confirmed version already holds is shown by it, not over it.
         for index in record.intents.indices where record.intents[index].floats {

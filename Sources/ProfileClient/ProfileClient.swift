@@ -154,10 +154,10 @@ public final class ProfileClient: Sendable {
     /// Reads a profile, never older than any version this client learned of it.
     ///
     /// The request carries the id's floor (`min_version`) and, when the client holds the profile,
-    /// `If-None-Match` with its version's tags — the owner's view's (`"7"`) when it holds that,
-    /// else the public view's too (`"7-public"`, while the service declares fields only owners
-    /// read): a 304 answers from the store. A 404 reaches the id's observers as
-    /// ``ProfileEvent/deleted(id:)``.
+    /// `If-None-Match` with the entity tag the service sent with it — the owner's view's (`"7"`)
+    /// or everyone else's (`"7-public"`, while the service declares fields only owners read); its
+    /// version's (`"7"`) when it came without one: a 304 answers from the store. A 404 reaches the
+    /// id's observers as ``ProfileEvent/deleted(id:)``.
     /// - Returns: the newer of the service's answer and the profile the client holds.
     /// - Throws: ``ProfileClientError``: `notFound`, `unauthorized`, `forbidden`, `unavailable`, `transport`…
     public func fetch(id: Int64, policy: FetchPolicy = .useLocalWrites) async throws(ProfileClientError) -> Profile {
@@ -175,16 +175,18 @@ public final class ProfileClient: Sendable {
         if policy != .reloadFromServer, let written = await cache.writtenProfile(id: id) { return written }
         var path = "/users/profile/\(id)"
         if let floor = await cache.floor(id: id) { path += "?min_version=\(floor)" }
-        let known = await cache.confirmedProfile(id: id)
-        var headers: [String: String] = [:]
-        if let known {
-            let ownerView = await cache.holdsOwnerView(of: id)
-            headers["If-None-Match"] = ownerView ? "\"\(known.version)\"" : "\"\(known.version)-public\", \"\(known.version)\""
-        }
+        // The tag held, never one made from the version alone: the owner's `"7"` would match
+        // while the client holds the public view it restored from disk, and a 304 would then
+        // answer without the owner's fields.
+        let known = await cache.revalidation(id: id)
+        let headers = known.map { ["If-None-Match": $0.tag] } ?? [:]
         let response = try await send(method: "GET", path: path, body: nil, isRead: true, headers: headers)
         switch response.status {
-        case 200: return await cache.didFetch(try Self.decodeProfile(response.body), since: generation)
-        case 304 where known != nil: return await cache.didFetch(known!, since: generation)
+        case 200:
+            let profile = try Self.decodeProfile(response.body)
+            return await cache.didFetch(profile, tag: response.headers["etag"], since: generation)
+        case 304 where known != nil:
+            return await cache.didFetch(known!.profile, tag: response.headers["etag"], since: generation)
         case 404:
             await cache.didLearnMissing(id: id, since: generation)
             throw .notFound
