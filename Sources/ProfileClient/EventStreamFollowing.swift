@@ -33,13 +33,14 @@ struct StreamFollowing: Sendable {
     ///   - makeRequest: the URL and headers of the next attempt (the token is added here), built
     ///     anew for each so that it carries the latest resume point; `nil` ends following.
     ///   - report: told `failed` on each failure and `resumed` when a stream opens after one.
-    ///   - onEvents: the events of each read of the body, as ``EventStreamTransport`` batches them.
+    ///   - onEvents: the events of each read of the body, as ``EventStreamTransport`` batches them,
+    ///     with the token the stream was opened with (whose view of each profile it carries).
     /// - Returns: the answer that ended following, or `nil` when cancelled.
     func follow(
         classify: (TransportResponse, _ generation: UInt64) async -> Refusal,
         makeRequest: () async -> (url: URL, headers: [String: String])?,
         report: @escaping @Sendable (ProfileEvent) -> Void,
-        onEvents: @escaping @Sendable ([ServerSentEvent], _ generation: UInt64) async -> Void
+        onEvents: @escaping @Sendable ([ServerSentEvent], _ generation: UInt64, _ token: String?) async -> Void
     ) async -> TransportResponse? {
         let healthyAfter = configuration.liveUpdates.healthyAfter
         let reconnection = LockedValue(StreamReconnection(policy: configuration.liveUpdates))
@@ -68,7 +69,7 @@ struct StreamFollowing: Sendable {
                         if let resumed = reconnection.withLock({ $0.streamOpened() }) { report(resumed) }
                         guard !events.isEmpty else { return }
                         delivered.withLock { $0 = true }
-                        await onEvents(events, generation)
+                        await onEvents(events, generation, token)
                     }
                 } catch {
                     if Task.isCancelled { return nil }

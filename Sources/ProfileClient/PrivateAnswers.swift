@@ -16,6 +16,22 @@ enum PrivateAnswers {
         if let id = (object["id"] as? NSNumber)?.int64Value { return [id] }
         if let current = object["current"] as? [String: Any], let id = (current["id"] as? NSNumber)?.int64Value { return [id] }
         let ids = (object["profiles"] as? [[String: Any]] ?? []).compactMap { ($0["id"] as? NSNumber)?.int64Value }
+        return ownerViews(among: ids, token: token)
+    }
+
+    /// The ids of the owner's views among profiles an event stream opened with `token` carried.
+    /// A stream is one answer for all its events, never marked private, so the token alone says:
+    /// as in a private list, and none without a token (the public view). A service run with
+    /// `--auth none` streams every reader the owner's view, tokenless: such a profile is kept off
+    /// the disk only once a read of its id was answered private.
+    static func ownerViewIDs(streamed ids: [Int64], token: String?) -> [Int64] {
+        guard let token else { return [] }
+        return ownerViews(among: ids, token: token)
+    }
+
+    /// The token's subject's id among `ids`, every one for an administrator's token, and every
+    /// one when the token says neither (the careful answer).
+    private static func ownerViews(among ids: [Int64], token: String?) -> [Int64] {
         let claims = token.flatMap(Self.claims(ofJWT:))
         if let scope = claims?["scope"] as? String, scope.split(separator: " ").contains("profiles:admin") { return ids }
         if let subject = (claims?["sub"] as? String).flatMap({ Int64($0) }) { return ids.filter { $0 == subject } }

@@ -118,7 +118,7 @@ extension StreamFollowing {
                 return (url, ["Accept": "text/event-stream"])
             },
             report: report,
-            onEvents: { [cache] events, generation in
+            onEvents: { [cache] events, generation, token in
                 var failed = false
                 let decoded = ProfileStreamEvent.decodeBatch(events) { error in
                     failed = true
@@ -128,6 +128,13 @@ extension StreamFollowing {
                 if !failed, !events.isEmpty, undecodable.withLock({ $0 }) { report(.resumed) }
                 undecodable.withLock { $0 = failed }
                 let members = decoded.filter { asked.contains($0.id) }
+                let profiles = members.compactMap { event -> Int64? in
+                    if case .profile(let profile) = event { return profile.id }
+                    return nil
+                }
+                // Marked before they are held, so no write of the store catches them unmarked.
+                let ownerViews = PrivateAnswers.ownerViewIDs(streamed: profiles, token: token)
+                if !ownerViews.isEmpty { await cache.didReceiveOwnerViews(of: ownerViews) }
                 if !members.isEmpty { await cache.didReceiveEvents(members, since: generation) }
             })
     }

@@ -92,10 +92,13 @@ extension StreamFollowing {
                 return (url, headers)
             },
             report: { observers.publish($0, for: id) },
-            onEvents: { [cache] events, generation in
+            onEvents: { [cache] events, generation, token in
                 for event in ProfileStreamEvent.decodeBatch(events, report: { observers.publish(.failed($0, willRetry: true), for: id) }) {
                     switch event {
                     case .profile(let profile) where profile.id == id:
+                        // Marked before it is held, so no write of the store catches it unmarked.
+                        let ownerViews = PrivateAnswers.ownerViewIDs(streamed: [id], token: token)
+                        if !ownerViews.isEmpty { await cache.didReceiveOwnerViews(of: ownerViews) }
                         await cache.didReceiveEvent(profile, since: generation)
                     case .deleted(id): await cache.didLearnMissing(id: id, since: generation)
                     default: continue

@@ -84,7 +84,119 @@ import TestSupport
         let other = Self.client(transport, file: file, token: Self.token(subject: 9))
         _ = try await other.fetch(id: 7)
         _ = try await other.fetch(id: 7, policy: .reloadFromServer)
-        #expect(transport.requests.last?.headers["If-None-Match"] == "\"2-public\", \"2\"")
+        #expect(transport.requests.last?.headers["If-None-Match"] == "\"2-public\"", "the tag the service sent, as sent")
+    }
+
+    /// The service's side of a revalidation: a 304 only for the tag of the reader's view (the
+    /// owner's `"2"`, everyone else's `"2-public"`), else the reader's view whole.
+    static func service(readerIsOwner: Bool) -> FakeTransport {
+        FakeTransport { request, _ throws(TransportError) in
+            let sent = (request.headers["If-None-Match"] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+            let own = readerIsOwner ? "\"2\"" : "\"2-public\""
+            return sent.contains(own)
+                ? TransportResponse(status: 304, headers: ["etag": own]) : Self.answer(ownerView: readerIsOwner)
+        }
+    }
+
+    @Test func theOwnerRevalidatingThePublicViewFromDiskGetsTheOwnersView() async throws {
+        let file = PersistentStoreTests.file()
+        defer { try? FileManager.default.removeItem(at: file) }
+        let stranger = Self.client(Self.service(readerIsOwner: false), file: file, token: Self.token(subject: 9))
+        #expect(try await stranger.fetch(id: 7).fields["email"] == nil)
+        try await stranger.saveStore()
+        #expect(ProfileStoreFile(url: file).loadTagged(maximumBytes: 1 << 20).map(\.tag) == ["\"2-public\""], "kept with its tag")
+
+        // The owner launches with the public view on disk: its tag must not pass for the owner's.
+        let transport = Self.service(readerIsOwner: true)
+        let owner = Self.client(transport, file: file, token: Self.token(subject: 7))
+        let read = try await owner.fetch(id: 7, policy: .reloadFromServer)
+        #expect(transport.requests.map { $0.headers["If-None-Match"] } == ["\"2-public\""])
+        #expect(read.fields["email"] == "ada@example.com", "not a 304 over the view without it")
+        #expect(try await owner.fetch(id: 7, policy: .reloadFromServer) == read, "then the owner's view revalidates")
+        #expect(transport.requests.last?.headers["If-None-Match"] == "\"2\"")
+        try await owner.saveStore()
+        #expect(!String(decoding: try Data(contentsOf: file), as: UTF8.self).contains("ada@example.com"))
+    }
+
+    @Test func aStoreWithoutTagsRevalidatesWithTheVersionsTag() async throws {
+        let file = PersistentStoreTests.file()
+        defer { try? FileManager.default.removeItem(at: file) }
+        // A file of a client that kept no tags: the same format, without them.
+        try Data(
+            #"{"format":1,"profiles":[{"id":7,"username":"user7","display_name":"Ada","version":2,"updated_at":"2026-01-01T00:00:2Z"}]}"#
+                .utf8
+        ).write(to: file)
+        let transport = Self.service(readerIsOwner: false)
+        let client = Self.client(transport, file: file, token: Self.token(subject: 9))
+        _ = try await client.fetch(id: 7, policy: .reloadFromServer)
+        #expect(transport.requests.first?.headers["If-None-Match"] == "\"2\"")
+        #expect(transport.requests.first?.url.query == "min_version=2", "the file was read")
+    }
+
+    /// The store's file after profile 7 came on its event stream (never read) opened with `token`.
+    static func storeAfterStreaming(_ profile: Profile, token: String) async throws -> String {
+        let file = PersistentStoreTests.file()
+        defer { try? FileManager.default.removeItem(at: file) }
+        let events = ControlledEventTransport()
+        var configuration = ProfileClientConfiguration(baseURL: URL(string: "http://profiles.test")!, tokenProvider: { token })
+        configuration.persistenceFile = file
+        configuration.persistenceInterval = .seconds(3600)
+        let client = ProfileClient(
+            configuration: configuration, transport: FakeTransport { _, _ throws(TransportError) in TransportResponse(status: 404) },
+            eventTransport: events)
+        let seen = EventRecorder(client.events(for: 7))
+        #expect(await events.waitForConnections(1))
+        // A stream's answer is `Cache-Control: no-cache`: only the token says whose view it carries.
+        events.send(.read([ControlledEventTransport.profile(profile)]))
+        #expect(await seen.wait { $0.contains(.updated(profile)) })
+        try await client.saveStore()
+        return String(decoding: try Data(contentsOf: file), as: UTF8.self)
+    }
+
+    @Test func theOwnersViewOnItsEventStreamStaysOffTheDisk() async throws {
+        var owners = FakeTransport.profile(7, "Ada", version: 2)
+        owners.fields["email"] = "ada@example.com"
+        let saved = try await Self.storeAfterStreaming(owners, token: Self.token(subject: 7))
+        #expect(!saved.contains("ada@example.com"), "\(saved)")
+        let others = try await Self.storeAfterStreaming(FakeTransport.profile(7, "Ada", version: 2), token: Self.token(subject: 9))
+        #expect(others.contains("\"id\":7"), "another reader's view is kept as before: \(others)")
+    }
+
+    @Test func aStreamsProfilesAreTheOwnersViewForTheTokensSubjectOrAnAdministrator() {
+        #expect(PrivateAnswers.ownerViewIDs(streamed: [7, 8], token: Self.token(subject: 7)) == [7])
+        #expect(PrivateAnswers.ownerViewIDs(streamed: [7, 8], token: Self.token(subject: 1, scope: "profiles:admin")) == [7, 8])
+        #expect(PrivateAnswers.ownerViewIDs(streamed: [7, 8], token: "opaque") == [7, 8], "whose token it is unknown: every one")
+        #expect(PrivateAnswers.ownerViewIDs(streamed: [7, 8], token: nil).isEmpty, "no token: the public view")
+    }
+
+    @Test func theOwnerPatchesAFieldOnlyTheyReadAndTheAnswerCarriesIt() async throws {
+        let service = InMemoryProfileService(
+            profiles: [FakeTransport.profile(7, "Ada", version: 1)], fieldNames: ["bio", "email"])
+        let client = ProfileClient(
+            configuration: ProfileClientConfiguration(
+                baseURL: URL(string: "http://profiles.test")!, tokenProvider: { Self.token(subject: 7) }),
+            transport: service, eventTransport: nil)
+        let written = try await client.setFields(["email": "ada@example.com"], id: 7)
+        let sent = try #require(service.receivedRequests.last)
+        #expect(sent.method == "PATCH")
+        #expect(sent.headers["Authorization"] == "Bearer \(Self.token(subject: 7))")
+        let body = try #require(sent.body.flatMap { try JSONSerialization.jsonObject(with: $0) as? [String: String] })
+        #expect(body == ["email": "ada@example.com"])
+        #expect(written.fields["email"] == "ada@example.com")
+        #expect(written.version == 2)
+    }
+
+    @Test func anExportRefusedIsTheErrorOfEveryOtherRequest() async throws {
+        let file = PersistentStoreTests.file()
+        defer { try? FileManager.default.removeItem(at: file) }
+        let transport = FakeTransport { request, _ throws(TransportError) in
+            request.url.path.hasSuffix("/7/export")
+                ? FakeTransport.problem(403, kind: "forbidden") : FakeTransport.problem(401, kind: "unauthorized")
+        }
+        let client = Self.client(transport, file: file, token: Self.token(subject: 9))
+        await #expect(throws: ProfileClientError.forbidden) { try await client.export(id: 7) }
+        await #expect(throws: ProfileClientError.unauthorized) { try await client.export(id: 8) }
+        #expect(transport.requests.map(\.url.path) == ["/users/profile/7/export", "/users/profile/8/export", "/users/profile/8/export"], "a 401 once more with a fresh token")
     }
 
     @Test func anExportIsTheServicesDocumentAndNeverKept() async throws {
