@@ -50,11 +50,10 @@ extension ProfileResponder {
         }
     }
 
-    /// The headers of an answer carrying `json` in `view`: while some field is owner-only, every
-    /// such answer varies with `Authorization`, and the owner's is for the owner's cache alone.
+    /// The headers of an answer carrying `json` in `view` (``AnswerViews``).
     static func viewHeaders(_ json: ProfileJSON, _ view: ProfileView, into headers: inout HTTPHeaders) {
-        guard json.hasOwnerView else { return }
-        headers.add(name: "Vary", value: "Authorization")
-        if view == .owner { headers.replaceOrAdd(name: "Cache-Control", value: "private, no-cache") }
+        var views = AnswerViews()
+        views.add(json, view)
+        views.addHeaders(to: &headers)
     }
 }

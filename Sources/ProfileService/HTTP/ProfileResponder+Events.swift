@@ -70,7 +70,7 @@ extension ProfileResponder {
         defer { if !handedOver { streams.release(topics: ids, client: client) } }
 
         var body = ProfileEvent.retryHint(milliseconds: liveUpdates.retryMilliseconds)
-        var views = ListViews()
+        var views = AnswerViews()
         var subscriptions: [HTTPResponse.EventStream.Subscription] = []
         subscriptions.reserveCapacity(ids.count)
         // In slices of a list request's size: the batched read's proven size (§2.7).

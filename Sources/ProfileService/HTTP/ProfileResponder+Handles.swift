@@ -63,7 +63,7 @@ extension ProfileResponder {
         var renamed: [(String, String)] = []
         var answered: Set<Int64> = []
         var tag = ListEntityTag()
-        var views = ListViews()
+        var views = AnswerViews()
         func append(_ id: Int64, _ representation: ProfileRepository.Representation) {
             let view = read.reader.view(of: id)
             tag.add(id: id, version: representation.version, view: view)

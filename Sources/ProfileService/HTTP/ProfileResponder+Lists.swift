@@ -19,7 +19,7 @@ extension ProfileResponder {
         body.append(contentsOf: #"{"profiles":["#.utf8)
         var missing: [UInt8] = []
         var tag = ListEntityTag()
-        var views = ListViews()
+        var views = AnswerViews()
         for (member, answer) in zip(list.members, answers) {
             let view = read.reader.view(of: member.id)
             tag.add(id: member.id, version: answer?.version ?? 0, view: view)
@@ -60,9 +60,10 @@ extension ProfileResponder {
     }
 }
 
-/// What the views of a list's members ask of its headers: while some field is owner-only the list
-/// varies with `Authorization`, and one with an owner's view is for that reader's cache alone.
-struct ListViews {
+/// What the views of the profiles an answer carries (one, a list's, a stream's first events) ask of
+/// its headers: while some field is owner-only the answer varies with `Authorization`, and one
+/// with an owner's view is for that reader's cache alone.
+struct AnswerViews {
     private var varies = false
     private var holdsOwnerView = false
 
