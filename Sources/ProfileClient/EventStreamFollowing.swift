@@ -35,8 +35,11 @@ struct StreamFollowing: Sendable {
     ///   - report: told `failed` on each failure and `resumed` when a stream opens after one.
     ///   - onEvents: the events of each read of the body, as ``EventStreamTransport`` batches them,
     ///     with the token the stream was opened with (whose view of each profile it carries).
+    ///   - shared: the backoff this stream shares with others: while they fail, its first attempt
+    ///     waits where they stand, and its failures count with theirs.
     /// - Returns: the answer that ended following, or `nil` when cancelled.
     func follow(
+        sharing shared: SharedBackoff? = nil,
         classify: (TransportResponse, _ generation: UInt64) async -> Refusal,
         makeRequest: () async -> (url: URL, headers: [String: String])?,
         report: @escaping @Sendable (ProfileEvent) -> Void,
@@ -45,6 +48,12 @@ struct StreamFollowing: Sendable {
         let healthyAfter = configuration.liveUpdates.healthyAfter
         let reconnection = LockedValue(StreamReconnection(policy: configuration.liveUpdates))
         var rejected: String?  // the token a 401 refused: the next attempt asks for a fresh one
+        if let standing = shared?.current {
+            reconnection.withLock { $0.join(afterFailures: standing.failures) }
+            let wait = configuration.liveUpdates.delay(
+                afterFailures: standing.failures, serverDelay: standing.serverDelay, randomUnit: randomUnit())
+            guard await (standing.networkFailed ? wakeUps.sleep(wait, using: sleep) : pause(wait)) else { return nil }
+        }
         while !Task.isCancelled {
             let generation = await cache.generation
             guard let (url, fields) = await makeRequest() else { return nil }
@@ -66,6 +75,7 @@ struct StreamFollowing: Sendable {
                 do {
                     end = try await transport.stream(request) { [wakeUps] events in
                         wakeUps.answered()
+                        shared?.streamOpened()
                         if let resumed = reconnection.withLock({ $0.streamOpened() }) { report(resumed) }
                         guard !events.isEmpty else { return }
                         delivered.withLock { $0 = true }
@@ -112,6 +122,8 @@ struct StreamFollowing: Sendable {
                     serverDelay: failure.serverDelay, randomUnit: randomUnit())
             }
             if let event { report(event) }
+            shared?.attemptFailed(
+                failures: reconnection.withLock { $0.failures }, serverDelay: failure.serverDelay, networkFailed: noAnswer)
             guard await (noAnswer && wait > .zero ? wakeUps.sleep(wait, using: sleep) : pause(wait)) else { return nil }
         }
         return nil

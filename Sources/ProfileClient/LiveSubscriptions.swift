@@ -1,11 +1,10 @@
-/// What a client follows while anyone observes it: one profile's stream, or one list's streams.
+/// What a client follows while anyone observes it: one list's streams, or one stream of the ids
+/// observed one by one.
 enum LiveSubscription: Hashable, Sendable {
-    case profile(Int64)
     /// An ``ProfileClient/observeList(ids:)`` stream, by its token in ``ProfileListObservers``.
     case list(UInt64)
-    /// The streams of every id an ``ObservableProfiles`` follows (``GroupedFollowing``), by their
-    /// generation: a new set of ids is a new generation.
-    case grouped(UInt64)
+    /// One stream of ``FollowedStreams``, by its key in ``StreamLayout``.
+    case followed(UInt64)
 }
 
 /// The subscriptions of one client and the task that follows each while anyone observes it,

@@ -212,6 +212,11 @@ actor LocalProfileCache {
         return floors
     }
 
+    /// The ids of `ids` nothing is known of: no profile and no deletion.
+    func unknownIDs(among ids: [Int64]) -> [Int64] {
+        ids.filter { records[$0]?.member == nil }
+    }
+
     /// Gives the observed lists what is known of `ids` now (a list that was just registered).
     func publishMembers(of ids: [Int64]) {
         var members: [Int64: ListMember] = [:]

@@ -41,8 +41,6 @@ public final class ObservableProfiles {
     /// empty box to watch, so it hears of the id's first value.
     @ObservationIgnored private var entries: [Int64: ObservedEntry] = [:]
     @ObservationIgnored private let client: ProfileClient
-    /// Follows every followed id over multi-id streams; `nil` when the client follows none.
-    @ObservationIgnored private let grouped: GroupedFollowing?
     @ObservationIgnored private let capacity: Int
     /// How many ``follow(_:)`` calls run per id.
     @ObservationIgnored private var followers: [Int64: Int] = [:]
@@ -60,7 +58,6 @@ public final class ObservableProfiles {
     ///   - capacity: how many ids nobody follows are kept (least recently used are forgotten).
     public init(client: ProfileClient, capacity: Int = 200) {
         self.client = client
-        self.grouped = client.groupedFollowing()
         self.capacity = max(0, capacity)
         clearing = client.storeClears.add { [weak self] in await self?.forgetAll() }
     }
@@ -100,11 +97,14 @@ public final class ObservableProfiles {
     /// Keeps `id` live until the calling task is cancelled (SwiftUI's `.task` cancels it when the
     /// view goes), applying each ``ProfileEvent`` to the store.
     ///
-    /// Every id followed at once shares the store's event streams: one connection per 1,000 ids
-    /// (`/users/profiles/events`), opened with each id's floor, whose first events are the current
-    /// profiles — so a list of hundreds of rows, scrolled, costs no connection and no read per
-    /// row. A client that follows no streams (``ProfileClientConfiguration/followsLiveUpdates``
-    /// off, or no event transport) reads each followed id instead.
+    /// Every id followed shares the client's event streams (`/users/profiles/events`, up to 1,000
+    /// ids each) with every other use of the client: rows that appear together get one stream,
+    /// opened with each id's floor, and streams whose rows stay are never reconnected — so a list
+    /// of hundreds of rows, scrolled, costs no connection and no read per row. Rows that appear
+    /// show what the store holds at once; those it holds nothing of are read together, with one
+    /// list request per 100 ids. A client that follows no streams
+    /// (``ProfileClientConfiguration/followsLiveUpdates`` off, or no event transport) reads each
+    /// followed id instead.
     public func follow(_ id: Int64) async {
         followers[id, default: 0] += 1
         idle.remove(id)
@@ -118,10 +118,10 @@ public final class ObservableProfiles {
             }
             evictIfFull()
         }
-        if let grouped {
+        if let streams = client.followedStreams {
             let events = client.storeEvents(for: id)
-            grouped.add(id)
-            defer { grouped.remove(id) }
+            streams.follow(id)
+            defer { streams.letGo(id) }
             for await event in events { apply(event, to: id) }
             return
         }

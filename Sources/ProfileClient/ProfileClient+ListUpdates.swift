@@ -101,12 +101,17 @@ extension ProfileClient {
 extension StreamFollowing {
     /// Follows one multi-id stream until cancelled or refused for good; every batch of events
     /// goes into the store in one step.
-    /// - Parameter report: told `failed` on each failure and `resumed` when the stream opens after one.
+    /// - Parameters:
+    ///   - shared: the backoff it shares with the other streams of its ``FollowedStreams``.
+    ///   - report: told `failed` on each failure and `resumed` when the stream opens after one.
     /// - Returns: the answer that refused the stream for good, or `nil` when cancelled.
-    func followList(ids: [Int64], report: @escaping @Sendable (ProfileEvent) -> Void) async -> TransportResponse? {
+    func followList(
+        ids: [Int64], sharing shared: SharedBackoff? = nil, report: @escaping @Sendable (ProfileEvent) -> Void
+    ) async -> TransportResponse? {
         let asked = Set(ids)
         let undecodable = LockedValue(false)  // the last batch held an event that did not decode
         return await follow(
+            sharing: shared,
             classify: { response, _ in [400, 401, 403, 404, 414].contains(response.status) ? .final : .transient },
             makeRequest: { [cache, configuration] in
                 // The resume point is the floors (the endpoint ignores Last-Event-ID): each id

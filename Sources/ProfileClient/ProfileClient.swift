@@ -36,6 +36,9 @@ public final class ProfileClient: Sendable {
     let sleep: @Sendable (Duration) async throws -> Void
     /// Opens event streams; `nil` (in unit tests) follows none.
     let eventTransport: (any EventStreamTransport)?
+    /// The streams of every id observed one by one (``events(for:)``, ``updates(for:)``,
+    /// ``ObservableProfiles``); `nil` when the client follows none.
+    let followedStreams: FollowedStreams?
     let liveSubscriptions = LiveSubscriptions()
     let inFlightReads = InFlightReads()
     /// The streams asleep in backoff after a network failure, woken when the network is back.
@@ -76,7 +79,8 @@ public final class ProfileClient: Sendable {
         eventTransport: (any EventStreamTransport)? = nil,
         now: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now },
         randomUnit: @escaping @Sendable () -> Double = { Double.random(in: 0...1) },
-        sleep: @escaping @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) }
+        sleep: @escaping @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) },
+        settleDelay: Duration? = FollowedStreams.settleDelay
     ) {
         self.configuration = configuration
         self.transport = transport
@@ -92,6 +96,16 @@ public final class ProfileClient: Sendable {
         self.randomUnit = randomUnit
         self.sleep = sleep
         self.eventTransport = eventTransport
+        if let eventTransport, configuration.followsLiveUpdates {
+            followedStreams = FollowedStreams(
+                following: StreamFollowing(
+                    transport: eventTransport, configuration: configuration, tokens: tokens, cache: cache,
+                    randomUnit: randomUnit, sleep: sleep, wakeUps: networkWakeUps),
+                observers: observers, subscriptions: liveSubscriptions, settleDelay: settleDelay)
+        } else {
+            followedStreams = nil
+        }
+        followedStreams?.fillAppeared { [weak self] ids in await self?.fill(appeared: ids) }
         if let storeFile {
             let (cache, interval) = (cache, configuration.persistenceInterval)
             storeWriter.withLock {
@@ -245,18 +259,18 @@ public final class ProfileClient: Sendable {
     /// released; after ``ProfileEvent/failed(_:willRetry:)`` without retry, following has stopped
     /// (observing again starts it anew).
     public func events(for id: Int64) -> AsyncStream<ProfileEvent> {
-        let stream = observers.events(for: id) { [weak self] in self?.liveSubscriptions.release(.profile(id)) }
+        let stream = observers.events(for: id) { [followedStreams] in followedStreams?.letGo(id) }
         restoreStore()
-        startFollowing(id)
+        followedStreams?.follow(id)
         return stream
     }
 
     /// The profiles of ``events(for:)``: every version of `id` the client shows, starting with the
     /// latest it knows. (Deletions and the state of following are in ``events(for:)`` only.)
     public func updates(for id: Int64) -> AsyncStream<Profile> {
-        let stream = observers.profiles(for: id) { [weak self] in self?.liveSubscriptions.release(.profile(id)) }
+        let stream = observers.profiles(for: id) { [followedStreams] in followedStreams?.letGo(id) }
         restoreStore()
-        startFollowing(id)
+        followedStreams?.follow(id)
         return stream
     }
 

@@ -51,3 +51,48 @@ struct StreamReconnection {
         return (wait, .failed(error, willRetry: true))
     }
 }
+
+extension StreamReconnection {
+    /// Continues from `failures` consecutive failures (of the streams it joins): its next failure
+    /// waits longer than theirs did, not the initial delay.
+    mutating func join(afterFailures failures: Int) {
+        self.failures = max(self.failures, failures)
+    }
+}
+
+/// What the streams of one ``FollowedStreams`` share of their reconnection: a stream opened
+/// while the others fail (rows scrolled in during an outage, or after a 429) starts where they
+/// stand — it waits the backoff they reached, and what the service asked, before its first
+/// attempt — instead of connecting at once with a fresh backoff.
+final class SharedBackoff: Sendable {
+    struct Standing: Equatable {
+        /// Consecutive failures of the streams since one last opened.
+        var failures = 0
+        /// The last wait the service asked for (`Retry-After`), if any.
+        var serverDelay: Duration?
+        /// The last failure was the network's (no answer at all): a return of the network wakes
+        /// the wait.
+        var networkFailed = false
+    }
+
+    private let standing = LockedValue(Standing())
+
+    /// Where the streams stand now; `nil` while none fails.
+    var current: Standing? {
+        standing.withLock { $0.failures > 0 ? $0 : nil }
+    }
+
+    /// A stream's attempt failed, after `failures` consecutive failures of its own.
+    func attemptFailed(failures: Int, serverDelay: Duration?, networkFailed: Bool) {
+        standing.withLock { standing in
+            standing.failures = max(standing.failures, failures)
+            standing.serverDelay = serverDelay
+            standing.networkFailed = networkFailed
+        }
+    }
+
+    /// A stream opened: the service answers again.
+    func streamOpened() {
+        standing.withLock { $0 = Standing() }
+    }
+}

@@ -94,3 +94,16 @@ final class ControlledEventTransport: EventStreamTransport {
         ServerSentEvent(event: "deleted", id: nil, data: #"{"id":\#(id)}"#)
     }
 }
+
+extension TransportRequest {
+    /// The `ids=` members of a list stream's request (`42@3`: an id and its floor).
+    var streamMembers: [String] {
+        let query = URLComponents(url: url, resolvingAgainstBaseURL: true)?.queryItems?.first { $0.name == "ids" }
+        return (query?.value ?? "").split(separator: ",").map(String.init)
+    }
+
+    /// The ids a list stream's request follows.
+    var streamIDs: Set<Int64> {
+        Set(streamMembers.compactMap { Int64($0.split(separator: "@")[0]) })
+    }
+}

@@ -12,17 +12,23 @@ import TestSupport
     static let id: Int64 = 42
     typealias Events = ControlledEventTransport
 
-    /// A client whose streams wait a minute after a failure, and whose reads answer `fetched`.
-    static func client(_ events: Events, fetched: TransportResponse = FakeTransport.json(FakeTransport.profile(id, "Ada", version: 1)))
-        -> ProfileClient
-    {
+    /// A client whose streams wait a minute after a failure, and whose reads fail as the network
+    /// does until `online` is set, then answer `fetched`.
+    static func client(
+        _ events: Events, online: Flag = Flag(),
+        fetched: TransportResponse = FakeTransport.json(FakeTransport.profile(id, "Ada", version: 1))
+    ) -> ProfileClient {
         var configuration = ProfileClientConfiguration(baseURL: URL(string: "http://profiles.test")!)
         configuration.retry = RetryPolicy(maximumAttempts: 1)
         configuration.liveUpdates.initialDelay = .seconds(60)
         configuration.liveUpdates.maximumDelay = .seconds(60)
+        let transport = FakeTransport { _, _ throws(TransportError) in
+            guard online.isSet else { throw TransportError(kind: .offline, description: "offline") }
+            return fetched
+        }
         return ProfileClient(
-            configuration: configuration, transport: FakeTransport { _, _ throws(TransportError) in fetched },
-            eventTransport: events, randomUnit: { 1 }, sleep: { try await Task.sleep(for: $0) })
+            configuration: configuration, transport: transport, eventTransport: events, randomUnit: { 1 },
+            sleep: { try await Task.sleep(for: $0) })
     }
 
     /// No new connection for `duration`: the stream still sleeps.
@@ -45,10 +51,12 @@ import TestSupport
 
     @Test func aRequestAnsweredAfterAnOutageWakesIt() async throws {
         let events = Events(scripts: [[.failBecause(.connection)]])
-        let client = Self.client(events)
+        let online = Flag()
+        let client = Self.client(events, online: online)
         let seen = EventRecorder(client.events(for: Self.id))
         #expect(await events.waitForConnections(1))
         #expect(await Self.staysAsleep(events, connections: 1))
+        online.set()
         _ = try await client.fetch(id: Self.id + 1, policy: .reloadFromServer)
         #expect(await events.waitForConnections(2), "an answer proves the network is back")
         _ = seen
@@ -56,7 +64,9 @@ import TestSupport
 
     @Test func aStreamTheServiceRefusedKeepsTheWaitItAskedFor() async throws {
         let events = Events(scripts: [[.refuse(FakeTransport.problem(429, kind: "too-many-streams", headers: ["retry-after": "60"]))]])
-        let client = Self.client(events)
+        let online = Flag()
+        online.set()
+        let client = Self.client(events, online: online)
         let seen = EventRecorder(client.events(for: Self.id))
         #expect(await events.waitForConnections(1))
         client.networkDidReturn()

@@ -27,14 +27,15 @@ final class RecordedSleeps: Sendable {
         _ transport: FakeTransport = FakeTransport { _, _ throws(TransportError) in
             TransportResponse(status: 404, headers: [:], body: Data())
         },
-        events: ControlledEventTransport, configure: (inout ProfileClientConfiguration) -> Void = { _ in }
+        events: ControlledEventTransport, settleDelay: Duration? = FollowedStreams.settleDelay,
+        configure: (inout ProfileClientConfiguration) -> Void = { _ in }
     ) -> ProfileClient {
         var configuration = ProfileClientConfiguration(baseURL: URL(string: "http://profiles.test")!)
         configuration.retry = RetryPolicy(maximumAttempts: 2, initialDelay: .milliseconds(1))
         configure(&configuration)
         return ProfileClient(
             configuration: configuration, transport: transport, eventTransport: events, randomUnit: { 1 },
-            sleep: { try await self.sleep($0) })
+            sleep: { try await self.sleep($0) }, settleDelay: settleDelay)
     }
 }
 
