@@ -146,6 +146,43 @@ import TestSupport
         for row in rows.values { row.cancel() }
     }
 
+    /// Prints the main actor's time for one change of a row and for closing a screen of 2,000
+    /// rows (a benchmark's figures, not a timed assertion); asserts the costs that make them linear.
+    @Test func theMainActorsTimeForAChangeAndForClosingAScreenOf2000Rows() async throws {
+        let events = Events()
+        let http = Self.listService()
+        let client = RecordedSleeps().client(http, events: events, settleDelay: nil)
+        let streams = try #require(client.followedStreams)
+        let profiles = ObservableProfiles(client: client, capacity: 200)
+        let ids = Array(Int64(1)...2_000)
+        let rows = ids.map { id in Task { await profiles.follow(id) } }
+        #expect(await ObservableProfilesTests.wait { streams.followedIDs.count == ids.count })
+        await streams.settleNow()
+        #expect(await ObservableProfilesTests.wait { ids.allSatisfy { profiles.profile($0) != nil } })
+        #expect(http.requests.count == 20, "2,000 rows filled by 20 list reads")
+        #expect(events.requests.count == 2, "two streams of 1,000")
+
+        let changes = 20_000
+        let changing = ContinuousClock.now
+        for index in 0..<changes {
+            let id = ids[index % ids.count]
+            profiles.apply(.updated(FakeTransport.profile(id, "Changed", version: Int32(2 + index / ids.count))), to: id)
+        }
+        let perChange = (ContinuousClock.now - changing) / changes
+
+        let closing = ContinuousClock.now
+        for row in rows { row.cancel() }
+        for row in rows { await row.value }
+        let closed = ContinuousClock.now - closing
+        print("main actor: \(perChange) per change of a row; \(closed) to close a screen of \(ids.count) rows")
+        #expect(streams.followedIDs.isEmpty)
+        // Each pass sorts at most 220 idle ids, once per 20 rows gone: closing n rows costs O(n).
+        #expect(profiles.evictionPasses <= ids.count / 20 + 1, "eviction sorted \(profiles.evictionPasses) times")
+        #expect(profiles.profile(1) == nil && profiles.profile(2_000) != nil, "the 200 most recent are kept")
+        await streams.settleNow()
+        #expect(await ObservableProfilesTests.wait { events.openNow == 0 }, "every stream closed")
+    }
+
     @Test func idsObservedOneByOneShareOneStream() async throws {
         let events = Events()
         let client = RecordedSleeps().client(Self.listService(), events: events)
