@@ -17,7 +17,7 @@ import Foundation
 ///
 /// ```swift
 /// let service = InMemoryProfileService(profiles: [
-///     Profile(id: 1, username: "ada", displayName: "Ada", version: 1, updatedAt: "2026-01-01T00:00:00Z"),
+///     Profile(id: 1, username: "ada", displayName: "Ada", version: 1, updatedAt: .now),
 /// ])
 /// let client = ProfileClient(configuration: .init(baseURL: URL(string: "http://preview")!), transport: service, eventTransport: nil)
 /// service.store(…)  // a change made "on another device"
@@ -50,6 +50,14 @@ public final class InMemoryProfileService: HTTPTransport {
             }
         }
         return (changes, nil)
+    }
+
+    /// Now, to the microsecond, as the service keeps `updated_at`: the profile it holds is equal to
+    /// the one its answers carry.
+    private static func now() -> Date {
+        let profile = Profile(id: 1, username: "now", displayName: "", version: 1, updatedAt: Date())
+        let encoded = try! JSONEncoder().encode(profile)
+        return (try? JSONDecoder().decode(Profile.self, from: encoded))?.updatedAt ?? profile.updatedAt
     }
 
     private static func apply(_ changes: [String: String?], to profile: inout Profile) {
@@ -111,7 +119,7 @@ public final class InMemoryProfileService: HTTPTransport {
         }
         let (changes, refusal) = fieldChanges(fields, besides: ["display_name", "username", "version", "id", "updated_at"])
         if let refusal { return refusal }
-        let now = ISO8601DateFormatter().string(from: Date())
+        let now = Self.now()
         return stored.withLock { stored in
             let current = stored[id]
             if request.headers["If-None-Match"] == "*" {
@@ -169,7 +177,7 @@ public final class InMemoryProfileService: HTTPTransport {
             if let displayName = displayName as? String { written.displayName = displayName }
             Self.apply(changes, to: &written)
             written.version += 1
-            written.updatedAt = ISO8601DateFormatter().string(from: Date())
+            written.updatedAt = Self.now()
             stored[id] = written
             return Self.json(written)
         }

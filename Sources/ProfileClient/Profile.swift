@@ -1,3 +1,5 @@
+public import Foundation
+
 /// A user's public profile as the service returns it.
 ///
 /// `version` grows by one on every change; it is the profile's `ETag` and the client's
@@ -10,11 +12,11 @@ public struct Profile: Sendable, Hashable, Codable, Identifiable {
     /// `website`, and any an operator adds), by name; a field that is unset is absent.
     public var fields: [String: String]
     public var version: Int32
-    /// RFC 3339 timestamp in UTC, as the service formatted it.
-    public var updatedAt: String
+    /// When the version was committed (the service's `updated_at`, to the microsecond).
+    public var updatedAt: Date
 
     public init(
-        id: Int64, username: String, displayName: String, fields: [String: String] = [:], version: Int32, updatedAt: String
+        id: Int64, username: String, displayName: String, fields: [String: String] = [:], version: Int32, updatedAt: Date
     ) {
         self.id = id
         self.username = username
@@ -41,7 +43,12 @@ public struct Profile: Sendable, Hashable, Codable, Identifiable {
         username = try container.decode(String.self, forKey: Member("username"))
         displayName = try container.decode(String.self, forKey: Member("display_name"))
         version = try container.decode(Int32.self, forKey: Member("version"))
-        updatedAt = try container.decode(String.self, forKey: Member("updated_at"))
+        let timestamp = try container.decode(String.self, forKey: Member("updated_at"))
+        guard let updatedAt = Timestamp.parse(timestamp) else {
+            throw DecodingError.dataCorruptedError(
+                forKey: Member("updated_at"), in: container, debugDescription: "not an RFC 3339 timestamp: \(timestamp)")
+        }
+        self.updatedAt = updatedAt
         fields = [:]
         for key in container.allKeys where !Self.ownMembers.contains(key.stringValue) {
             if let value = try container.decodeIfPresent(String.self, forKey: key) { fields[key.stringValue] = value }
@@ -55,6 +62,6 @@ public struct Profile: Sendable, Hashable, Codable, Identifiable {
         try container.encode(displayName, forKey: Member("display_name"))
         for (name, value) in fields.sorted(by: { $0.key < $1.key }) { try container.encode(value, forKey: Member(name)) }
         try container.encode(version, forKey: Member("version"))
-        try container.encode(updatedAt, forKey: Member("updated_at"))
+        try container.encode(Timestamp.format(updatedAt), forKey: Member("updated_at"))
     }
 }

@@ -221,7 +221,7 @@ import TestSupport
                 + "(target ≥ 90 %)")
         #expect(served == storm.standby, "/readyz counts the rows the standby served as /metrics does")
         #expect(flusher.flushes > 300)
-        #expect(storm.standby + storm.primary > 1_000, "the storm made misses")
+        #expect(storm.standby + storm.primary > 500, "the storm made misses (enough rows to measure the share)")
         #expect(share >= 0.9, "\(storm)")
         #expect(tally.failures.isEmpty, "answers other than 200: \(tally.failures)")
         #expect(tally.wentBack.isEmpty, "\(tally.wentBack.prefix(5))")

@@ -35,8 +35,7 @@ import TestSupport
             configuration: try MemcachedConfiguration(servers: TestEnvironment.memcachedServerList),
             logger: Logger(label: "profile-client-tests"))
         defer { cache.close() }
-        var json = #"{"id":\#(profile.id),"username":"\#(profile.username)","display_name":"\#(profile.displayName)","#
-        json += #""version":\#(profile.version),"updated_at":"\#(profile.updatedAt)"}"#
+        let json = String(decoding: try JSONEncoder().encode(profile), as: UTF8.self)  // the service's JSON
         let result = cache.set(
             ProfileCacheEntries.key(for: profile.id),
             value: ProfileCacheEntries.entry(version: Int32(profile.version), json: Array(json.utf8)))

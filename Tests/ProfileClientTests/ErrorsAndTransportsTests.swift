@@ -134,7 +134,7 @@ import TestSupport
         let client = ProfileClient(
             configuration: ProfileClientConfiguration(baseURL: URL(string: "http://preview.invalid")!), transport: service,
             eventTransport: nil)
-        let json = #"{"id":7,"username":"ada","display_name":"Ada","bio":"Hi","avatar_url":null,"version":2,"updated_at":"t"}"#
+        let json = #"{"id":7,"username":"ada","display_name":"Ada","bio":"Hi","avatar_url":null,"version":2,"updated_at":"2026-01-01T00:00:02Z"}"#
         let decoded = try JSONDecoder().decode(Profile.self, from: Data(json.utf8))
         #expect(decoded.fields == ["bio": "Hi"], "an unset field is absent")
         #expect(try JSONDecoder().decode(Profile.self, from: JSONEncoder().encode(decoded)) == decoded)

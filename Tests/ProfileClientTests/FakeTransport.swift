@@ -26,7 +26,7 @@ final class FakeTransport: HTTPTransport {
 
     /// A profile whose `updatedAt` differs per version, as the service's does.
     static func profile(_ id: Int64, _ name: String, version: Int32) -> Profile {
-        Profile(id: id, username: "user\(id)", displayName: name, version: version, updatedAt: "2026-01-01T00:00:\(version)Z")
+        Profile(id: id, username: "user\(id)", displayName: name, version: version, updatedAt: Date(timeIntervalSince1970: 1_767_225_600 + Double(version)))
     }
 
     static func json(_ profile: Profile, status: Int = 200) -> TransportResponse {

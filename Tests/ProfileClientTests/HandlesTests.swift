@@ -9,7 +9,7 @@ import Testing
     static func profile(_ id: Int64, _ username: String, version: Int32) -> Profile {
         Profile(
             id: id, username: username, displayName: "Name \(id)", version: version,
-            updatedAt: "2026-01-01T00:00:\(version)Z")
+            updatedAt: Date(timeIntervalSince1970: 1_767_225_600 + Double(version)))
     }
 
     static func list(_ profiles: [Profile], missing: [String] = [], renamed: [String: String] = [:])

@@ -123,7 +123,7 @@ import TestSupport
         defer { try? FileManager.default.removeItem(at: file) }
         // A file of a client that kept no tags: the same format, without them.
         try Data(
-            #"{"format":1,"profiles":[{"id":7,"username":"user7","display_name":"Ada","version":2,"updated_at":"2026-01-01T00:00:2Z"}]}"#
+            #"{"format":1,"profiles":[{"id":7,"username":"user7","display_name":"Ada","version":2,"updated_at":"2026-01-01T00:00:02Z"}]}"#
                 .utf8
         ).write(to: file)
         let transport = Self.service(readerIsOwner: false)

@@ -259,3 +259,37 @@ import Testing
         }
     }
 }
+
+/// `updated_at` as a `Date`: the service's text read and written back unchanged.
+@Suite struct TimestampTests {
+    @Test(arguments: [
+        "2026-11-28T20:59:01.402311Z", "2026-01-01T00:00:00Z", "1999-12-31T23:59:59.000001Z", "2024-02-29T12:00:00.5Z",
+        "2026-03-01T00:00:00.999999Z",
+    ])
+    func theServicesTimestampsReadAndWriteBack(_ text: String) throws {
+        let date = try #require(Timestamp.parse(text))
+        let written = Timestamp.format(date)
+        #expect(Timestamp.parse(written) == date)
+        if text.hasSuffix(".5Z") {
+            #expect(written == "2024-02-29T12:00:00.500000Z")
+        } else {
+            #expect(written == text)
+        }
+    }
+
+    @Test func aTimestampIsTheInstantItNames() throws {
+        #expect(Timestamp.parse("1970-01-01T00:00:00Z") == Date(timeIntervalSince1970: 0))
+        #expect(Timestamp.parse("2026-01-01T00:00:01Z") == Date(timeIntervalSince1970: 1_767_225_601))
+        #expect(Timestamp.parse("2026-11-28T20:59:01.402311+00:00") == Timestamp.parse("2026-11-28T20:59:01.402311Z"))
+    }
+
+    @Test(arguments: ["2026-11-28 20:59:01Z", "2026-13-01T00:00:00Z", "2026-11-28T20:59:01", "2026-11-28T20:59:01.Z", "x"])
+    func anythingElseIsRefused(_ text: String) {
+        #expect(Timestamp.parse(text) == nil)
+    }
+
+    @Test func aProfileWithABadTimestampDoesNotDecode() {
+        let json = #"{"id":1,"username":"ada","display_name":"Ada","version":1,"updated_at":"yesterday"}"#
+        #expect(throws: DecodingError.self) { try JSONDecoder().decode(Profile.self, from: Data(json.utf8)) }
+    }
+}
