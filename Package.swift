@@ -18,6 +18,8 @@ let package = Package(
     products: [
         .executable(name: "profile-service", targets: ["profile-service"]),
         .library(name: "ProfileClient", targets: ["ProfileClient"]),
+        // For an app's unit tests and SwiftUI previews, not the app: the service in memory.
+        .library(name: "ProfileClientTesting", targets: ["ProfileClientTesting"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -106,6 +108,8 @@ let package = Package(
         ),
         // Client library for apps: read-your-writes, optimistic updates, observation. Foundation only.
         .target(name: "ProfileClient", swiftSettings: swiftSettings),
+        // profile-service in memory, as a transport: for apps' tests and previews.
+        .target(name: "ProfileClientTesting", dependencies: ["ProfileClient"], swiftSettings: swiftSettings),
         .executableTarget(
             name: "profilectl",
             dependencies: ["ProfileClient", .product(name: "ArgumentParser", package: "swift-argument-parser")],
@@ -177,7 +181,7 @@ let package = Package(
         ),
         .testTarget(
             name: "ProfileClientTests",
-            dependencies: ["ProfileClient", "TestSupport"],
+            dependencies: ["ProfileClient", "ProfileClientTesting", "TestSupport"],
             swiftSettings: swiftSettings
         ),
 

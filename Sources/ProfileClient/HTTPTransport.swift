@@ -64,7 +64,7 @@ public struct TransportError: Error, Sendable, Hashable {
 }
 
 /// Sends the client's requests: ``URLSessionTransport`` by default; an app's own for a shared or
-/// pinned `URLSession`, a User-Agent, or tests and previews (``InMemoryProfileService``).
+/// pinned `URLSession`, a User-Agent, or tests and previews (`InMemoryProfileService`, in the `ProfileClientTesting` library).
 public protocol HTTPTransport: Sendable {
     /// Sends `request` and returns the service's answer, whatever its status.
     /// - Throws: ``TransportError`` when there is no answer.

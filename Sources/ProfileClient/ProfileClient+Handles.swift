@@ -170,13 +170,13 @@ extension ProfileClient {
     }
 
     /// The handle of `username`: what the service compares, its ASCII letters in lower case.
-    static func handle(of username: some StringProtocol) -> String {
+    public static func handle(of username: some StringProtocol) -> String {
         let lowered = username.utf8.map { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) ? $0 | 0x20 : $0 }
         return String(decoding: lowered, as: UTF8.self)
     }
 
     /// Whether a profile can have `username`: 3 to 32 of `A-Z a-z 0-9 _ .`, as the service checks.
-    static func isUsername(_ username: some StringProtocol) -> Bool {
+    public static func isUsername(_ username: some StringProtocol) -> Bool {
         (3...32).contains(username.utf8.count)
             && username.utf8.allSatisfy { byte in
                 switch byte {

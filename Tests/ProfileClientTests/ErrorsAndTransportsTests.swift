@@ -4,6 +4,7 @@ import Testing
 import TestSupport
 
 @testable import ProfileClient
+import ProfileClientTesting
 
 /// What an app switches over when a request fails, what it may plug in instead of URLSession,
 /// and that a view going away is not a failure.

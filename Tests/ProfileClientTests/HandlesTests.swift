@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import ProfileClient
+import ProfileClientTesting
 
 /// Profiles by username: the lookup and its redirects, the list, renames through a patch and
 /// through the event stream.

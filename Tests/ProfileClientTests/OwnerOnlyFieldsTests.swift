@@ -4,6 +4,7 @@ import Testing
 import TestSupport
 
 @testable import ProfileClient
+import ProfileClientTesting
 
 /// Fields only their owner reads, on the client's side (docs/client.md): the owner's view is kept
 /// off the disk unless the app opts in, each view is revalidated with its own tag, and the export
