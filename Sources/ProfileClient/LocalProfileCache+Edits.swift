@@ -24,9 +24,36 @@ struct EditToSend: Sendable {
     }
 }
 
-/// Starts the client's edit sender (``ProfileClient/sendEdits()``); set once the client is made.
+/// Starts the client's edit sender (``ProfileClient/startEditSender()``), set once the client is
+/// made, and wakes it while it sleeps after an edit got no answer: a new edit is a moment to try
+/// again (the network may be back, with nothing else of the client answered yet).
 final class EditSenderStart: Sendable {
     private let state = LockedValue<(start: (@Sendable () -> Void)?, requested: Bool)>((nil, false))
+    /// The sender asleep, or whether a nudge came while none was (the next sleep then ends at once).
+    private let sleeper = LockedValue<(continuation: AsyncStream<Void>.Continuation?, nudged: Bool, sleeps: UInt64)>(
+        (nil, false, 0))
+
+    /// Returns when ``nudge()`` is called (or was, since the last sleep), or when the task is cancelled.
+    func untilNudged() async {
+        let (nudged, continuation) = AsyncStream<Void>.makeStream()
+        let sleep = sleeper.withLock { sleeper in
+            sleeper.sleeps += 1
+            if sleeper.nudged { continuation.finish() } else { sleeper.continuation = continuation }
+            sleeper.nudged = false
+            return sleeper.sleeps
+        }
+        for await _ in nudged {}
+        sleeper.withLock { sleeper in
+            if sleeper.sleeps == sleep { sleeper.continuation = nil }  // woken otherwise: no one sleeps now
+        }
+    }
+
+    func nudge() {
+        sleeper.withLock { sleeper in
+            if let continuation = sleeper.continuation { continuation.finish() } else { sleeper.nudged = true }
+            sleeper.continuation = nil
+        }
+    }
 
     func set(_ start: @escaping @Sendable () -> Void) {
         let requested = state.withLock { state in
@@ -148,9 +175,10 @@ extension LocalProfileCache {
         }
     }
 
-    /// Starts the sender unless it runs.
+    /// Starts the sender unless it runs; wakes it if it sleeps.
     func startSendingEdits() {
-        guard !isSendingEdits, !outbox.isEmpty else { return }
+        guard !isSendingEdits else { return edits.nudge() }
+        guard !outbox.isEmpty else { return }
         isSendingEdits = true
         edits.start()
     }

@@ -87,10 +87,11 @@ extension ProfileClient {
     }
 
     /// Sends the queued edits one at a time until none is left. After an edit got no answer it
-    /// sleeps with backoff (``ProfileClientConfiguration/liveUpdates``) or until the network is
-    /// back (``NetworkWakeUps``). Holds the client only while it sends.
+    /// sleeps with backoff (``ProfileClientConfiguration/liveUpdates``), until the network is
+    /// back (``NetworkWakeUps``), or until the next edit is made. Holds the client only while it
+    /// sends.
     func startEditSender() {
-        Task { [weak self, networkWakeUps, sleep, randomUnit, policy = configuration.liveUpdates] in
+        Task { [weak self, networkWakeUps, sleep, randomUnit, policy = configuration.liveUpdates, edits = cache.edits] in
             var failures = 0
             while let step = await self?.sendNextEdit() {
                 switch step {
@@ -99,7 +100,13 @@ extension ProfileClient {
                 case .noAnswer:
                     failures += 1
                     let delay = policy.delay(afterFailures: failures, serverDelay: nil, randomUnit: randomUnit())
-                    guard await networkWakeUps.sleep(delay, using: sleep) else { return }
+                    await withTaskGroup(of: Void.self) { group in
+                        group.addTask { _ = await networkWakeUps.sleep(delay, using: sleep) }
+                        group.addTask { await edits.untilNudged() }
+                        await group.next()
+                        group.cancelAll()
+                    }
+                    if Task.isCancelled { return }
                 }
             }
         }

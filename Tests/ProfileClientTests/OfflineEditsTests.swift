@@ -224,6 +224,21 @@ import TestSupport
         #expect(await client.entry(id: 3)?.profile == Self.profile(3, "Three", version: 2))
     }
 
+    @Test func aNewEditTriesTheQueuedOnesAgainAtOnce() async throws {
+        let service = FlakyService([Self.profile(1, "Start", version: 1)])
+        var configuration = ProfileClientConfiguration(baseURL: URL(string: "http://profiles.test")!)
+        configuration.liveUpdates = LiveUpdatePolicy(initialDelay: .seconds(600), maximumDelay: .seconds(600))
+        let client = ProfileClient(configuration: configuration, transport: service.transport, eventTransport: nil)
+        _ = try await client.fetch(id: 1)
+        service.isOnline.withLock { $0 = false }
+        let first = Task { try await client.edit(id: 1, ProfileChanges(displayName: "First")) }
+        try await Task.sleep(for: .milliseconds(100))  // its attempt found no network; the sender sleeps 5 to 10 min
+        service.isOnline.withLock { $0 = true }  // back, and nothing of the client was answered yet
+        let second = try await client.edit(id: 1, ProfileChanges(fields: ["bio": "Second"]))
+        #expect(try await first.value.displayName == "First")
+        #expect(second.displayName == "First" && second.fields == ["bio": "Second"] && second.version == 3)
+    }
+
     @Test func anEditWhoseAnswerWasLostIsNotAppliedTwice() async throws {
         let service = FlakyService([Self.profile(1, "Start", version: 1)])
         let client = Self.client(service)
