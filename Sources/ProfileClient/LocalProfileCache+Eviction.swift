@@ -10,12 +10,13 @@ extension LocalProfileCache {
         let target = capacity - capacity / 10
         let instant = now()
         let idle = records.filter { id, record in
-            record.intents.isEmpty && lanes[id] == nil && (record.written.map { $0.expires <= instant } ?? true)
+            record.intents.isEmpty && (record.written.map { $0.expires <= instant } ?? true)
                 && !observers.isObserved(id) && !lists.holds(id)
         }
         for (id, _) in idle.sorted(by: { $0.value.lastUse < $1.value.lastUse }).prefix(records.count - target) {
             records[id] = nil
             observers.forget(id)
+            metadata.set(nil, for: id)
         }
         nextEvictionScanAt = records.count > target ? records.count + max(1, capacity / 10) : 0
     }

@@ -1,3 +1,5 @@
+import Foundation
+
 /// What one ``ProfileClient`` knows per profile id: the read-your-writes entries, the newest
 /// confirmed profile and the floor every later read passes, the optimistic edits in flight, and
 /// which ids the service said do not exist. Every change of what is shown for an id is published
@@ -10,31 +12,32 @@
 ///   newer of the answer and the confirmed profile.
 /// - An optimistic profile is shown only while it is newer than the confirmed one.
 actor LocalProfileCache {
+    /// An edit not answered yet: queued, or being sent (``LocalProfileCache+Edits.swift``).
     struct Intent {
         var sequence: UInt64
-        /// The name it sets, if it sets one.
-        var displayName: String?
-        /// The username it sets (a rename), if it sets one.
-        var username: String? = nil
-        /// The fields it sets (`nil`: unsets).
-        var fields: [String: String?] = [:]
-        /// The version the edit was made over: the one the caller expects
-        /// (``ProfileClient/updateDisplayName(id:to:expectedVersion:)``), or the confirmed version
-        /// the user saw when making a serialized edit (``ProfileClient/setDisplayName(_:id:)``);
-        /// `nil` when no version was known: such an edit is shown once the id's first confirmed
-        /// version arrives (a serialized edit reads it first), and stands over that version.
+        var changes: ProfileChanges
+        /// The version the edit is made over and is sent with (`If-Match`): the caller's
+        /// `expectedVersion`; else the version the user saw — the confirmed one, or the one an
+        /// edit of this client before it will write, while that one is shown pending. `nil` while
+        /// no version of the id is known: the first one known then stands for it.
         var base: Int32?
-        /// A patch without a version (``ProfileClient/setFields(_:id:expectedVersion:)``): the
-        /// service applies it over whichever version it holds, so it is shown over whichever is
-        /// confirmed — until a confirmed version above ``base`` already holds what it sets (its
-        /// own event, most likely), which then stands for it.
-        var floats = false
+        /// The caller named the version: the edit is never moved over another.
+        var isExact: Bool
+        /// What the user saw of each member the edit sets, in the version it was made over: a
+        /// change made elsewhere to one of them since is a conflict; a change to any other member
+        /// is not, and the edit moves over it.
+        var seen: [String: String?] = [:]
+        /// The edit of this client whose pending version this one was made over (that edit's
+        /// number), if it was: it then follows that edit's fate — over the version it writes, or,
+        /// refused, over what it stood on.
+        var madeOver: UInt64? = nil
+        /// It is the edit being sent now.
+        var isSending = false
 
-        /// Whether `profile` holds every value this edit sets.
-        func isHeld(by profile: Profile) -> Bool {
-            displayName.map { $0 == profile.displayName } ?? true
-                && username.map { $0 == profile.username } ?? true
-                && fields.allSatisfy { name, value in profile.fields[name] == value }
+        /// Whether the edit goes over `profile`, a version above its base, without overwriting
+        /// a change the user has not seen: every member it sets is as the user saw it.
+        func fits(over profile: Profile) -> Bool {
+            seen.allSatisfy { name, value in profile.member(name) == value }
         }
     }
 
@@ -61,30 +64,39 @@ actor LocalProfileCache {
         /// When the record was last read or changed, for eviction (a counter, not a clock).
         var lastUse: UInt64 = 0
 
-        /// What is shown: from the confirmed profile, the newest intent made over its version, as
-        /// the version it would become (pending), then the newest made over that one, and so on —
-        /// an edit waiting behind one in flight stands over the version the first will write. An
-        /// intent over any other version is not shown. So a newer confirmed version — another
-        /// device's change, or an edit's own event arriving before its answer — is shown as it is,
-        /// at once, and no version is shown that the service could not write next. Patches without
-        /// a version (floating) come last, each over what is shown so far, oldest first.
-        var shown: (profile: Profile, isPending: Bool)? {
+        /// Whether the service has not confirmed ``confirmed`` since the client started: it was
+        /// restored from the persisted store.
+        var isFromStore = false
+        /// When the service last confirmed ``confirmed``, by the device's clock.
+        var confirmedAt: Date?
+
+        /// What is shown: from the confirmed profile, each edit in the order made, as the version
+        /// it would become (pending) — an edit made over the version shown so far, or, unless the
+        /// caller named its version, one made over an older version whose members the versions
+        /// since left as the user saw them (the service will take it over them). An edit the
+        /// confirmed version already holds (its own event arrived first) is shown by it, and
+        /// one that would overwrite a change the user has not seen is not shown. So a newer
+        /// confirmed version — another device's change, or an edit's own event arriving before
+        /// its answer — is shown at once, and no version is shown that the service could not
+        /// write next.
+        /// `top` is the number of the last edit shown.
+        var shown: (profile: Profile, isPending: Bool, top: UInt64?)? {
             guard var shown = confirmed else { return nil }
             var isPending = false
-            func show(_ intent: Intent) {
-                if let displayName = intent.displayName { shown.displayName = displayName }
-                if let username = intent.username { shown.username = username }
-                for (name, value) in intent.fields { shown.fields[name] = value }
+            var top: UInt64?
+            for intent in intents where shown.version < Int32.max {
+                guard let base = intent.base else { continue }
+                let goesOver =
+                    base == shown.version
+                    || (!intent.isExact && base < shown.version && !intent.changes.isHeld(by: shown)
+                        && intent.fits(over: shown))
+                guard goesOver else { continue }
+                shown = intent.changes.applied(to: shown)
                 shown.version += 1
                 isPending = true
+                top = intent.sequence
             }
-            while shown.version < Int32.max,
-                let intent = intents.last(where: { !$0.floats && $0.base == shown.version })
-            {
-                show(intent)
-            }
-            for intent in intents where intent.floats && shown.version < Int32.max { show(intent) }
-            return (shown, isPending)
+            return (shown, isPending, top)
         }
 
         /// What lists show for the id; `nil` while nothing is known.
@@ -121,8 +133,22 @@ actor LocalProfileCache {
     /// of those edits are not the store's any more.
     var clearedThrough: UInt64 = 0
     var useCounter: UInt64 = 0
-    /// The serialized edits of each id (``ProfileClient/setDisplayName(_:id:)``).
-    var lanes: [Int64: EditLane] = [:]
+    /// The ids of the edits not answered yet, in the order made (one entry per edit): the order
+    /// they are sent in. Each edit is an ``Intent`` of its id's record.
+    var outbox: [(id: Int64, sequence: UInt64)] = []
+    /// The callers waiting for each edit's answer, by edit sequence number, then by caller.
+    var editCallers: [UInt64: [UInt64: CheckedContinuation<Result<Profile, ProfileClientError>, Never>]] = [:]
+    /// Whether the client's edit sender runs; ``edits`` starts it when an edit is queued.
+    var isSendingEdits = false
+    let edits: EditSenderStart
+    /// The outcomes of edits no caller was waiting for, until someone asks (``editOutcomes()``).
+    let outcomes: EditOutcomes
+    /// What ``ObservableProfiles`` reads beside each id's events.
+    let metadata: StoreMetadata
+    /// The ids whose restored profile the service confirmed since their last publication: their
+    /// state is published again even if equal, so entries stop saying they are from the store.
+    var confirmedSinceRestore: Set<Int64> = []
+    let wallClock: @Sendable () -> Date
     /// Whether a profile changed since the store was last written to disk.
     var hasUnsavedChanges = false
     /// The store's size at which ``evictIfFull()`` looks again after a scan that left it above
@@ -139,8 +165,14 @@ actor LocalProfileCache {
     init(
         window: Duration, capacity: Int, observers: ProfileObservers, lists: ProfileListObservers,
         now: @escaping @Sendable () -> ContinuousClock.Instant, file: ProfileStoreFile? = nil,
-        persistsPrivateProfiles: Bool = false
+        persistsPrivateProfiles: Bool = false, edits: EditSenderStart = EditSenderStart(),
+        outcomes: EditOutcomes = EditOutcomes(), metadata: StoreMetadata = StoreMetadata(),
+        wallClock: @escaping @Sendable () -> Date = { Date() }
     ) {
+        self.edits = edits
+        self.outcomes = outcomes
+        self.metadata = metadata
+        self.wallClock = wallClock
         self.persistsPrivateProfiles = persistsPrivateProfiles
         self.window = window
         self.capacity = max(1, capacity)
@@ -153,17 +185,37 @@ actor LocalProfileCache {
 
     /// Reads the store's file once, if there is one not read yet: its profiles (most recently
     /// used first) are held as confirmed, each raising its id's floor, as if fetched — versions
-    /// the service did commit — and are what a new observer of their ids starts with.
+    /// the service did commit — and are what a new observer of their ids starts with. Its edits
+    /// not answered yet are queued again, shown pending, and sent.
     func restoreIfNeeded() {
         guard let (file, maximumBytes) = unreadFile else { return }
         unreadFile = nil
-        let restored = file.loadTagged(maximumBytes: maximumBytes)
-        for (rank, (profile, tag)) in restored.prefix(capacity).enumerated() where storedRecords[profile.id] == nil {
-            storedRecords[profile.id] = Record(
-                confirmed: profile, confirmedTag: tag, floor: profile.version, lastUse: UInt64(restored.count - rank))
-            observers.publish(.updated(profile), for: profile.id)
+        let restored = file.loadStore(maximumBytes: maximumBytes)
+        for (rank, held) in restored.profiles.prefix(capacity).enumerated() where storedRecords[held.profile.id] == nil {
+            storedRecords[held.profile.id] = Record(
+                confirmed: held.profile, confirmedTag: held.tag, floor: held.profile.version,
+                lastUse: UInt64(restored.profiles.count - rank), isFromStore: true, confirmedAt: held.confirmedAt)
         }
-        useCounter = UInt64(restored.count)
+        useCounter = UInt64(restored.profiles.count)
+        var sequences: [UInt64] = []
+        for edit in restored.edits {
+            nextSequence += 1
+            let madeOver = edit.over.flatMap { $0 >= 0 && $0 < sequences.count ? sequences[$0] : nil }
+            storedRecords[edit.id, default: Record()].intents.append(
+                Intent(
+                    sequence: nextSequence, changes: edit.changes, base: edit.base, isExact: edit.isExact, seen: edit.seen,
+                    madeOver: madeOver))
+            outbox.append((edit.id, nextSequence))
+            sequences.append(nextSequence)
+        }
+        for id in Set(restored.profiles.prefix(capacity).map(\.profile.id) + restored.edits.map(\.id)) {
+            guard let record = storedRecords[id] else { continue }
+            metadata.set(StoreMetadata.Item(record), for: id)
+            if let shown = record.shown {
+                observers.publish(shown.isPending ? .pending(shown.profile) : .updated(shown.profile), for: id)
+            }
+        }
+        if !outbox.isEmpty { startSendingEdits() }
     }
 
     /// The profile this client wrote for `id` while its window lasts and nothing newer is known.
@@ -269,55 +321,9 @@ actor LocalProfileCache {
         return records[profile.id]?.confirmed ?? profile
     }
 
-    /// Starts an optimistic update made over version `base` and shows it to observers at once
-    /// (while `base` is the newest confirmed version), marked pending. With `base` `nil`, a
-    /// patch (`floats`) is shown over whichever version is confirmed, any other edit over the
-    /// first version confirmed.
-    /// - Returns: the intent's sequence number, for ``finishUpdate(id:sequence:outcome:)``.
-    func beginUpdate(
-        id: Int64, displayName: String?, username: String? = nil, fields: [String: String?] = [:], base: Int32?,
-        floats: Bool = false
-    ) -> UInt64 {
-        nextSequence += 1
-        let base = floats ? records[id]?.confirmed?.version : base
-        records[id, default: Record()].intents.append(
-            Intent(
-                sequence: nextSequence, displayName: displayName, username: username, fields: fields, base: base,
-                floats: floats))
-        publish([id])
-        return nextSequence
-    }
-
-    enum UpdateOutcome {
-        case written(Profile)
-        case conflict(current: Profile)
-        case failed
-    }
-
-    /// Ends intents: the answer to the one numbered `sequence` supersedes it and every older one
-    /// of the id (the latest intent wins) — except older patches without a version, which the
-    /// service applies on their own: each stays shown until its answer. A failure drops the
-    /// intents through `sequence` (the same patches excepted), so observers get the newest
-    /// confirmed profile back unless a later intent shows. The outcome of an update begun
-    /// before a ``clear(removing:)`` is dropped.
-    ///
-    /// - Returns: the newer of the answer and the confirmed profile, for a written or 409 answer.
-    @discardableResult
-    func finishUpdate(id: Int64, sequence: UInt64, outcome: UpdateOutcome) -> Profile? {
-        guard sequence > clearedThrough else { return nil }
-        records[id]?.intents.removeAll { $0.sequence == sequence || ($0.sequence < sequence && !$0.floats) }
-        switch outcome {
-        case .written(let profile): record(written: profile)
-        case .conflict(let current): confirm(current)
-        case .failed: break
-        }
-        publish([id])
-        return records[id]?.confirmed
-    }
-
     // MARK: Private
 
-    private func apply(_ event: ProfileStreamEvent) {
+    func apply(_ event: ProfileStreamEvent) {
         switch event {
         case .profile(let profile):
             confirm(profile)
@@ -333,19 +339,20 @@ actor LocalProfileCache {
 
     /// - Parameter tag: the service's entity tag of `profile`, if it sent one; the same profile
     ///   without one keeps the tag held.
-    private func confirm(_ profile: Profile, tag: String? = nil) {
+    func confirm(_ profile: Profile, tag: String? = nil) {
         var record = records[profile.id, default: Record()]
         if let deletedAbove = record.deletedAbove {
             guard profile.version > deletedAbove else { return }  // older than the deletion
             record.deletedAbove = nil
         }
         if record.confirmed == nil {
-            // The first version known: the edits made without one stand over it.
-            for (index, intent) in record.intents.enumerated() where intent.base == nil && !intent.floats {
+            // The first version known: the edits made without one stand over it, as the user sees it.
+            for index in record.intents.indices where record.intents[index].base == nil {
                 record.intents[index].base = profile.version
-            }
-            if lanes[profile.id] != nil, lanes[profile.id]?.sendingBase == nil {
-                lanes[profile.id]?.sendingBase = profile.version
+                for name in record.intents[index].changes.members.keys where record.intents[index].seen[name] == nil {
+                    record.intents[index].seen[name] = .some(profile.member(name))
+                }
+                hasUnsavedChanges = true
             }
         }
         if record.confirmed.map({ $0.version <= profile.version }) ?? true {
@@ -353,14 +360,13 @@ actor LocalProfileCache {
             if record.confirmed != profile || record.confirmedTag != tag { hasUnsavedChanges = true }
             record.confirmed = profile
             record.confirmedTag = tag
-        }
-        // A patch a newer confirmed version already holds is shown by it, not over it.
-        for index in record.intents.indices where record.intents[index].floats {
-            let intent = record.intents[index]
-            if intent.base.map({ profile.version > $0 }) ?? true, intent.isHeld(by: profile) {
-                record.intents[index].floats = false
-                record.intents[index].base = profile.version - 1
-            }
+            if record.isFromStore { confirmedSinceRestore.insert(profile.id) }
+            record.isFromStore = false
+            let now = wallClock()
+            // The file's date may lag by an hour: a revalidation that changes nothing else
+            // rewrites the file at most that often.
+            if record.confirmedAt.map({ now.timeIntervalSince($0) > 3_600 }) ?? true { hasUnsavedChanges = true }
+            record.confirmedAt = now
         }
         record.floor = max(record.floor, profile.version)
         if let written = record.written, written.profile.version < profile.version {
@@ -369,7 +375,7 @@ actor LocalProfileCache {
         records[profile.id] = record
     }
 
-    private func record(written profile: Profile) {
+    func record(written profile: Profile) {
         confirm(profile)
         if records[profile.id]?.confirmed?.version == profile.version {
             records[profile.id]?.written = (profile, now() + window)
@@ -387,8 +393,10 @@ actor LocalProfileCache {
         for id in ids {
             touch(id)
             guard let record = records[id] else { continue }
+            metadata.set(StoreMetadata.Item(record), for: id)
+            let again = confirmedSinceRestore.remove(id) != nil
             if let shown = record.shown {
-                observers.publish(shown.isPending ? .pending(shown.profile) : .updated(shown.profile), for: id)
+                observers.publish(shown.isPending ? .pending(shown.profile) : .updated(shown.profile), for: id, again: again)
             } else if record.deletedAbove != nil {
                 observers.publish(.deleted(id: id), for: id)
             }

@@ -1,3 +1,4 @@
+public import Foundation
 public import Observation
 
 /// The profiles of one ``ProfileClient`` as an `@Observable` store that SwiftUI views read
@@ -34,6 +35,14 @@ public final class ObservableProfiles {
         public var isDeleted = false
         /// The last failure of following the id or of reading it; cleared when it resumes.
         public var failure: ProfileClientError?
+        /// ``profile`` came from the persisted store and the service has not confirmed it since
+        /// the client started (offline, or not read yet).
+        public var isFromStore = false
+        /// When the service last confirmed the profile (a read, a list, a write, an event), as of
+        /// the entry's last change (``ProfileClient/entry(id:)`` says it now); `nil` when unknown.
+        public var confirmedAt: Date?
+        /// Edits of the id wait to be sent or answered (offline, they wait for the network).
+        public var hasPendingEdits = false
     }
 
     /// One box per id, each observed on its own: a view that reads one id is redrawn when that
@@ -162,6 +171,11 @@ public final class ObservableProfiles {
         case .resumed:
             entry.failure = nil
         }
+        // Set by the store before it published the event.
+        let metadata = client.cache.metadata[id]
+        entry.isFromStore = metadata?.isFromStore ?? false
+        entry.confirmedAt = metadata?.confirmedAt
+        entry.hasPendingEdits = metadata?.hasPendingEdits ?? false
         if box.entry != entry { box.entry = entry }
     }
 

@@ -7,10 +7,11 @@ import Foundation
 ///   for ``ProfileClientConfiguration/readYourWritesWindow`` without a network call. Every version
 ///   the client learns (a read, a list, a write, a 409, an event) becomes the id's floor: later
 ///   reads pass it as `min_version`, and return the newer of the answer and what the client holds.
-/// - **Edits.** ``setDisplayName(_:id:)`` shows the edit at once and serializes the edits of one
-///   id, sending only the newest of those made while one is in flight, so rapid edits never
-///   conflict with each other and the last one wins. An optimistic value is shown only while it
-///   is newer than the confirmed one; a failure rolls back to the newest confirmed profile.
+/// - **Edits.** ``edit(id:_:expectedVersion:)`` shows the edit at once and sends edits one at a
+///   time, in the order made, joining those made while one waits, so rapid edits never conflict
+///   with each other and the last one wins. An optimistic value is shown only over the version it
+///   was made on; a refusal rolls back to the newest confirmed profile. Offline, edits are kept
+///   (persisted with the store) and sent when the network is back.
 /// - **Observation.** ``events(for:)`` says what happens to a profile (updated, deleted, following
 ///   failed or resumed), ``updates(for:)`` gives its profiles, ``observeList(ids:)`` a live list,
 ///   and ``ObservableProfiles`` is the same for SwiftUI. While an id is observed, the client
@@ -24,7 +25,7 @@ import Foundation
 /// ```swift
 /// let client = ProfileClient(configuration: .init(baseURL: URL(string: "http://127.0.0.1:8080")!))
 /// let profile = try await client.fetch(id: 42)
-/// let renamed = try await client.setDisplayName("Ada", id: 42)
+/// let renamed = try await client.edit(id: 42, ProfileChanges(displayName: "Ada"))
 /// ```
 public final class ProfileClient: Sendable {
     public let configuration: ProfileClientConfiguration
@@ -106,6 +107,7 @@ public final class ProfileClient: Sendable {
             followedStreams = nil
         }
         followedStreams?.fillAppeared { [weak self] ids in await self?.fill(appeared: ids) }
+        cache.edits.set { [weak self] in self?.startEditSender() }
         if let storeFile {
             let (cache, interval) = (cache, configuration.persistenceInterval)
             storeWriter.withLock {
@@ -124,6 +126,7 @@ public final class ProfileClient: Sendable {
         liveSubscriptions.cancelAll()
         observers.finishAll()
         listObservers.finishAll()
+        cache.outcomes.finishAll()
     }
 
     /// Writes the store to ``ProfileClientConfiguration/persistenceFile`` now (when it changed):
@@ -135,7 +138,8 @@ public final class ProfileClient: Sendable {
     }
 
     /// Forgets everything of the session that ends, on logout: every profile, floor and pending
-    /// edit this client holds, what new observers would start with, and the store's file.
+    /// edit this client holds (queued edits are not sent), what new observers would start with,
+    /// and the store's file.
     ///
     /// Nothing of the previous session comes back afterwards: the answers of requests in flight
     /// (a read, an edit — its caller still gets it) are not put into the store, nor written to

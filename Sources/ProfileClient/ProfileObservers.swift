@@ -39,12 +39,13 @@ final class ProfileObservers: Sendable {
     }
 
     /// Gives `event` to every observer of `id`; a state equal to the last one given is not given
-    /// again.
-    func publish(_ event: ProfileEvent, for id: Int64) {
+    /// again, unless `again` (what goes with it changed: a profile restored from the persisted
+    /// store, now confirmed by the service).
+    func publish(_ event: ProfileEvent, for id: Int64, again: Bool = false) {
         let receivers: [Observer] = state.withLock { state in
             switch event {
             case .updated, .pending, .deleted:
-                guard state.latest[id] != event else { return [] }
+                guard state.latest[id] != event || again else { return [] }
                 state.latest[id] = event
             case .failed, .resumed:
                 break

@@ -72,6 +72,30 @@ struct ProfileCtl: AsyncParsableCommand {
         FileHandle.standardOutput.write(data + Data("\n".utf8))
     }
 
+    /// Edits the profile, reading it first: a network failure then ends the command, where an
+    /// edit alone would wait for the network to come back; one that still gets no answer within
+    /// 30 s ends it with `timedOut`.
+    static func edit(_ client: ProfileClient, id: Int64, _ changes: ProfileChanges, expectedVersion: Int32?)
+        async throws(ProfileClientError) -> Profile
+    {
+        _ = try await client.fetch(id: id)
+        do {
+            return try await withThrowingTaskGroup(of: Profile.self) { group in
+                group.addTask { try await client.edit(id: id, changes, expectedVersion: expectedVersion) }
+                group.addTask {
+                    try await Task.sleep(for: .seconds(30))
+                    throw ProfileClientError.timedOut
+                }
+                defer { group.cancelAll() }
+                return try await group.next()!
+            }
+        } catch let error as ProfileClientError {
+            throw error
+        } catch {
+            throw .cancelled
+        }
+    }
+
     /// Reports a client error on standard error and exits with status 1.
     static func fail(_ error: ProfileClientError) -> ExitCode {
         let message: String
@@ -191,9 +215,8 @@ extension ProfileCtl {
                     ProfileCtl.print(try await client.create(id: id, username: username, displayName: displayName))
                     return
                 }
-                let expected: Int32
-                if let version { expected = version } else { expected = try await client.fetch(id: id).version }
-                ProfileCtl.print(try await client.updateDisplayName(id: id, to: displayName, expectedVersion: expected))
+                ProfileCtl.print(
+                    try await ProfileCtl.edit(client, id: id, ProfileChanges(displayName: displayName), expectedVersion: version))
             } catch {
                 throw ProfileCtl.fail(error)
             }
@@ -205,7 +228,8 @@ extension ProfileCtl {
             abstract: "Change a display name, username or fields with a patch (no version needed) and print the result.",
             discussion: """
                 Only what is named changes: --set bio='Hello' --unset website leaves every other field as it is. \
-                Without --version the patch applies to whatever version is stored: it never conflicts. \
+                Without --version the patch applies over the version read first, and over any change made since \
+                to other members; a change made since to a member it sets is a conflict. \
                 --username renames the profile; its old username stays reserved for it for a while, and \
                 lookups of the old one find it. A username another profile holds or has reserved is refused.
                 """)
@@ -244,9 +268,8 @@ extension ProfileCtl {
 
         func run() async throws {
             do {
-                ProfileCtl.print(
-                    try await connection.makeClient().patch(
-                        id: id, displayName: displayName, username: username, fields: fields, expectedVersion: version))
+                let changes = ProfileChanges(displayName: displayName, username: username, fields: fields)
+                ProfileCtl.print(try await ProfileCtl.edit(connection.makeClient(), id: id, changes, expectedVersion: version))
             } catch {
                 throw ProfileCtl.fail(error)
             }

@@ -31,7 +31,7 @@ import TestSupport
             "every row shows its profile from the stream")
 
         for member in members {
-            _ = try await admin.updateDisplayName(id: member.id, to: "Written", expectedVersion: 1)
+            _ = try await admin.edit(id: member.id, ProfileChanges(displayName: "Written"), expectedVersion: 1)
         }
         let all = await Self.wait { members.allSatisfy { profiles.profile($0.id)?.version == 2 } }
         let behind = members.filter { profiles.profile($0.id)?.version != 2 }.map(\.id)

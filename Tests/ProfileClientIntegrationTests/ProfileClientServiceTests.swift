@@ -74,7 +74,7 @@ import TestSupport
         // The tablet never fetches: the stream brings the current profile, then the phone's write.
         let renamer = Task {
             try await Task.sleep(for: .milliseconds(500))
-            return try await phone.updateDisplayName(id: id, to: "Renamed on the phone", expectedVersion: created.version)
+            return try await phone.edit(id: id, ProfileChanges(displayName: "Renamed on the phone"), expectedVersion: created.version)
         }
         let seen = await Self.values(of: updates) { $0.version == 2 }
         let renamed = try await renamer.value
@@ -93,7 +93,7 @@ import TestSupport
         let client = try Self.client(service, id: id, window: .seconds(3))
         let created = try await client.create(id: id, username: "rw\(id % 1_000_000)", displayName: "First")
         #expect(created.version == 1)
-        let written = try await client.updateDisplayName(id: id, to: "Second", expectedVersion: 1)
+        let written = try await client.edit(id: id, ProfileChanges(displayName: "Second"), expectedVersion: 1)
         let windowEnds = ContinuousClock.now + .seconds(3)  // the window began inside the call
         #expect(written.version == 2)
 
@@ -128,19 +128,19 @@ import TestSupport
         let tokens = Mutex(0)
         let client = try Self.client(service, id: id) { tokens.withLock { $0 += 1 } }
         _ = try await client.create(id: id, username: "cf\(id % 1_000_000)", displayName: "Mine")  // token 1
-        let theirs = try await bystander.updateDisplayName(id: id, to: "Theirs", expectedVersion: 1)
+        let theirs = try await bystander.edit(id: id, ProfileChanges(displayName: "Theirs"), expectedVersion: 1)
         let first = client.updates(for: id)
         let second = client.updates(for: id)
 
         await #expect(throws: ProfileClientError.conflict(current: theirs)) {  // token 2
-            try await client.updateDisplayName(id: id, to: "Lost", expectedVersion: 1)
+            try await client.edit(id: id, ProfileChanges(displayName: "Lost"), expectedVersion: 1)
         }
         for stream in [first, second] {
             let seen = await Self.values(of: stream) { $0 == theirs }
             #expect(seen.map(\.displayName) == ["Mine", "Lost", "Theirs"])
         }
         do {
-            _ = try await client.updateDisplayName(id: id, to: "", expectedVersion: 2)  // token 3
+            _ = try await client.edit(id: id, ProfileChanges(displayName: ""), expectedVersion: 2)  // token 3
             Issue.record("an empty display name was accepted")
         } catch {
             guard case .validation(let field, _) = error else { throw error }
@@ -148,9 +148,9 @@ import TestSupport
         }
         #expect(tokens.withLock { $0 } == 3)  // create, the 409, the 422: one attempt each
         #expect(try service.profileRequests("PUT", status: 201) == 1)
-        #expect(try service.profileRequests("PUT", status: 200) == 1)  // the bystander's
-        #expect(try service.profileRequests("PUT", status: 409) == 1, "the conflicting write arrived once")
-        #expect(try service.profileRequests("PUT", status: 422) == 1, "the refused write arrived once")
+        #expect(try service.profileRequests("PATCH", status: 200) == 1)  // the bystander's
+        #expect(try service.profileRequests("PATCH", status: 409) == 1, "the conflicting write arrived once")
+        #expect(try service.profileRequests("PATCH", status: 422) == 1, "the refused write arrived once")
         #expect(try await bystander.fetch(id: id, policy: .reloadFromServer) == theirs)
     }
 
@@ -163,7 +163,7 @@ import TestSupport
         // "Another part of the app": its own task, the same client instance.
         let writer = Task {
             let created = try await client.create(id: id, username: "ob\(id % 1_000_000)", displayName: "Start")
-            return try await client.updateDisplayName(id: id, to: "Renamed", expectedVersion: created.version)
+            return try await client.edit(id: id, ProfileChanges(displayName: "Renamed"), expectedVersion: created.version)
         }
         let written = try await writer.value
         for stream in observers {
@@ -198,11 +198,11 @@ import TestSupport
         service.terminate()
         let writeAttempts = Mutex(0)
         let writer = try Self.client(service, id: id, retry: patient) { writeAttempts.withLock { $0 += 1 } }
-        let write = Task { try await writer.updateDisplayName(id: id, to: "After", expectedVersion: 1) }
+        let write = Task { try await writer.edit(id: id, ProfileChanges(displayName: "After"), expectedVersion: 1) }
         #expect(await Eventually.waitAsync { writeAttempts.withLock { $0 } >= 2 }, "the writer never retried")
         service = try ServiceProcess(port: port)
         #expect(try await write.value.version == 2)
-        #expect(try service.profileRequests("PUT", status: 200) == 1, "the retried write arrived once")
+        #expect(try service.profileRequests("PATCH", status: 200) == 1, "the retried write arrived once")
         #expect(try await reader.fetch(id: id, policy: .reloadFromServer).version == 2)
         service.terminate()
     }
@@ -223,7 +223,7 @@ import TestSupport
         let found = try await reader.fetch(username: old.uppercased())
         #expect(found.id == id && found.username == old)
         let updates = reader.updates(for: id)
-        let renamed = try await owner.patch(id: id, username: new)
+        let renamed = try await owner.edit(id: id, ProfileChanges(username: new))
         #expect(renamed.username == new)
         let seen = await ProfileClientServiceTests.values(of: updates, until: { $0.username == new })
         #expect(seen.last?.username == new, "the reader following the id sees the rename: \(seen.map(\.username))")

@@ -74,7 +74,7 @@ import TestSupport
             "the first list: \(list.seen), \(String(describing: list.error))")
 
         // A write through another client.
-        let renamed = try await admin.updateDisplayName(id: ids[1], to: "Renamed elsewhere", expectedVersion: 1)
+        let renamed = try await admin.edit(id: ids[1], ProfileChanges(displayName: "Renamed elsewhere"), expectedVersion: 1)
         #expect(await list.wait { $0.last?.profiles[1] == renamed }, "\(list.seen)")
 
         // An UPDATE in SQL, which only the change feed sees; it reaches the id's observers too.
@@ -133,7 +133,7 @@ import TestSupport
         #expect(
             await list.wait { $0.last == ProfileList(profiles: created, missing: absent) },
             "\(list.seen.last.map { ($0.profiles.count, $0.missing.count) } as Any), \(String(describing: list.error))")
-        let renamed = try await admin.updateDisplayName(id: created[1].id, to: "At the end", expectedVersion: 1)
+        let renamed = try await admin.edit(id: created[1].id, ProfileChanges(displayName: "At the end"), expectedVersion: 1)
         #expect(await list.wait { $0.last?.profiles.last == renamed })
         #expect(list.error == nil)
     }
@@ -156,7 +156,7 @@ import TestSupport
         #expect(lines().prefix(2).map { $0["id"] as? Int } == created.map { Int($0.id) })
         #expect(lines().dropFirst(2).first?["deleted"] as? Int == Int(absent))
 
-        _ = try await admin.updateDisplayName(id: created[1].id, to: "Second", expectedVersion: 1)
+        _ = try await admin.edit(id: created[1].id, ProfileChanges(displayName: "Second"), expectedVersion: 1)
         #expect(Eventually.wait(timeout: .seconds(10)) { lines().count >= 4 }, "\(lines())")
         #expect(lines().last?["display_name"] as? String == "Second")
 

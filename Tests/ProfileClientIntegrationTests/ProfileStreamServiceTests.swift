@@ -98,7 +98,7 @@ import TestSupport
         let updates = tablet.updates(for: id)
         let events = StreamRecorder(tablet.events(for: id))
         try await Task.sleep(for: .seconds(4))  // the first token expired, and its stream with it
-        let renamed = try await admin.updateDisplayName(id: id, to: "After the expiry", expectedVersion: 1)
+        let renamed = try await admin.edit(id: id, ProfileChanges(displayName: "After the expiry"), expectedVersion: 1)
         let seen = await ProfileClientServiceTests.values(of: updates) { $0.version == renamed.version }
         #expect(seen.last == renamed, "\(seen)")
         #expect(tokens.tokensMinted >= 2, "a fresh token after the 401")
@@ -114,14 +114,14 @@ import TestSupport
         let created = try await phone.create(id: id, username: "ne\(id % 1_000_000)", displayName: "One")
         let log = StreamRecorder(tablet.events(for: id))
         _ = try await tablet.fetch(id: id)
-        _ = try await phone.updateDisplayName(id: id, to: "Two", expectedVersion: created.version)
-        let three = try await phone.updateDisplayName(id: id, to: "Three", expectedVersion: created.version + 1)
+        _ = try await phone.edit(id: id, ProfileChanges(displayName: "Two"), expectedVersion: created.version)
+        let three = try await phone.edit(id: id, ProfileChanges(displayName: "Three"), expectedVersion: created.version + 1)
         #expect(await log.wait { $0.last == .updated(three) }, "the tablet's stream brings version 3: \(log.elements)")
 
         // The tablet still acts on version 1: its PUT fails with 409, and its intent (version 2)
         // is older than the version 3 it shows, so it is never shown.
         await #expect(throws: ProfileClientError.conflict(current: three)) {
-            try await tablet.updateDisplayName(id: id, to: "Tablet", expectedVersion: created.version)
+            try await tablet.edit(id: id, ProfileChanges(displayName: "Tablet"), expectedVersion: created.version)
         }
         let seen = log.elements.compactMap { event -> Profile? in
             if case .updated(let profile) = event { return profile }

@@ -33,7 +33,7 @@ import TestSupport
                 let id = ids.randomElement()!
                 let version = written.version(of: id)
                 do {
-                    let profile = try await admin.updateDisplayName(id: id, to: "Written \(version + 1)", expectedVersion: version)
+                    let profile = try await admin.edit(id: id, ProfileChanges(displayName: "Written \(version + 1)"), expectedVersion: version)
                     written.record(profile.version, of: id)
                 } catch {
                     failures += 1

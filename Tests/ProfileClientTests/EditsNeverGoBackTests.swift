@@ -30,7 +30,7 @@ import TestSupport
         let client = FakeTransport.client(service.transport)
         _ = try await client.fetch(id: Self.id)
         let seen = EventRecorder(client.events(for: Self.id))
-        let edit = Task { try await client.setDisplayName("New", id: Self.id) }
+        let edit = Task { try await client.edit(id: Self.id, ProfileChanges(displayName: "New")) }
         #expect(await seen.wait { Self.versions($0).last == "New v2 pending" })
         // The service publishes a write's event before it answers the PUT.
         await client.cache.didReceiveEvent(FakeTransport.profile(Self.id, "New", version: 2))
@@ -48,7 +48,7 @@ import TestSupport
         let client = FakeTransport.client(service.transport)
         _ = try await client.fetch(id: Self.id)
         let seen = EventRecorder(client.events(for: Self.id))
-        let edit = Task { try await client.setDisplayName("Mine", id: Self.id) }
+        let edit = Task { try await client.edit(id: Self.id, ProfileChanges(displayName: "Mine")) }
         #expect(await seen.wait { Self.versions($0).last == "Mine v2 pending" })
         // Another device renamed the profile; its event arrives while the edit is in flight.
         let theirs = service.stored.withLock { stored in
@@ -58,14 +58,14 @@ import TestSupport
         await client.cache.didReceiveEvent(theirs)
         #expect(await seen.wait { Self.versions($0).last == "Theirs v2" }, "shown before the edit's answer")
         // A later edit is made over what the user now sees.
-        let next = Task { try await client.setDisplayName("Mine again", id: Self.id) }
+        let next = Task { try await client.edit(id: Self.id, ProfileChanges(displayName: "Mine again")) }
         #expect(await seen.wait { Self.versions($0).last == "Mine again v3 pending" })
         await service.answer(1)
         await #expect(throws: ProfileClientError.conflict(current: theirs)) { try await edit.value }
         await service.answer(2)
         let written = try await next.value
         #expect(written.displayName == "Mine again" && written.version == 3)
-        #expect(service.puts.withLock { $0.map(\.version) } == [1, 2], "the second edit expected the version the user saw")
+        #expect(service.writes.withLock { $0.map(\.version) } == [1, 2], "the second edit expected the version the user saw")
         #expect(!Self.versions(seen.events).contains("Mine v2"), "a version the service never wrote: \(seen.events)")
     }
 
@@ -73,8 +73,8 @@ import TestSupport
         let gate = Gate()
         let stored = Mutex(FakeTransport.profile(Self.id, "Start", version: 1))
         let transport = FakeTransport { request, index throws(TransportError) in
-            guard request.method == "PUT" else { return FakeTransport.json(stored.withLock { $0 }) }
-            if index == 2 {  // the first PUT (after the fetch): held, then refused by a restarting instance
+            guard request.method == "PATCH" else { return FakeTransport.json(stored.withLock { $0 }) }
+            if index == 2 {  // the first edit (after the fetch): held, then refused by a restarting instance
                 await gate.wait()
                 return FakeTransport.problem(503, kind: "database-unavailable")
             }
@@ -87,10 +87,10 @@ import TestSupport
         let client = FakeTransport.client(transport)
         _ = try await client.fetch(id: Self.id)
         let seen = EventRecorder(client.events(for: Self.id))
-        let failing = Task { try await client.setDisplayName("A", id: Self.id) }
+        let failing = Task { try await client.edit(id: Self.id, ProfileChanges(displayName: "A")) }
         #expect(await seen.wait { Self.versions($0).last == "A v2 pending" })
         // Made while A is shown pending: over the version A will write.
-        let queued = Task { try await client.setDisplayName("B", id: Self.id) }
+        let queued = Task { try await client.edit(id: Self.id, ProfileChanges(displayName: "B")) }
         #expect(await seen.wait { Self.versions($0).last == "B v3 pending" })
         gate.open()
         await #expect(throws: ProfileClientError.unavailable(retryAfter: nil)) { try await failing.value }
@@ -108,7 +108,7 @@ import TestSupport
         _ = try await client.fetch(id: Self.id)
         let lists = StreamRecorder(client.observeList(ids: [Self.id]))
         #expect(await lists.wait { $0.last?.pending.isEmpty == true })
-        let edit = Task { try await client.setDisplayName("Pending", id: Self.id) }
+        let edit = Task { try await client.edit(id: Self.id, ProfileChanges(displayName: "Pending")) }
         #expect(await lists.wait { $0.last?.pending == [Self.id] && $0.last?.profiles.first?.displayName == "Pending" })
         await service.answer(1)
         _ = try await edit.value

@@ -94,12 +94,12 @@ import ProfileClientTesting
             configuration: ProfileClientConfiguration(baseURL: URL(string: "http://preview.invalid")!), transport: service,
             eventTransport: nil)
         #expect(try await client.fetch(id: Self.id).displayName == "Ada")
-        let renamed = try await client.setDisplayName("Ada L", id: Self.id)
+        let renamed = try await client.edit(id: Self.id, ProfileChanges(displayName: "Ada L"))
         #expect(renamed.version == 2 && service.profiles[Self.id]?.displayName == "Ada L")
         // A change "on another device", then a stale edit: the in-memory service refuses it as the real one does.
         service.store(FakeTransport.profile(Self.id, "Elsewhere", version: 3))
         await #expect(throws: ProfileClientError.conflict(current: FakeTransport.profile(Self.id, "Elsewhere", version: 3))) {
-            try await client.updateDisplayName(id: Self.id, to: "Stale", expectedVersion: 2)
+            try await client.edit(id: Self.id, ProfileChanges(displayName: "Stale"), expectedVersion: 2)
         }
         let created = try await client.create(id: 10, username: "grace", displayName: "Grace")
         #expect(created.version == 1)
@@ -107,23 +107,31 @@ import ProfileClientTesting
         #expect(list.profiles.map(\.id) == [Self.id, 10] && list.missing == [11])
         await #expect(throws: ProfileClientError.notFound) { try await client.fetch(id: 11) }
         #expect(service.receivedRequests.allSatisfy { $0.url.host == "preview.invalid" })
-        #expect(service.receivedRequests.count == 6, "fetch, PUT, stale PUT, creation, list, 404")
+        #expect(service.receivedRequests.count == 6, "fetch, edit, stale edit, creation, list, 404")
     }
 
-    /// A patch needs no version and never conflicts; with `expectedVersion` it does as `PUT`.
-    @Test func aPatchAppliesToWhateverVersionUnlessItNamesOne() async throws {
+    /// An edit without a version goes over another device's change of other members (no
+    /// conflict: the service's 409 teaches the client the new version, and the edit is sent over
+    /// it); with `expectedVersion` it applies to that version only.
+    @Test func anEditGoesOverOtherMembersChangesUnlessItNamesAVersion() async throws {
         let service = InMemoryProfileService(profiles: [FakeTransport.profile(Self.id, "Ada", version: 4)])
         let client = ProfileClient(
             configuration: ProfileClientConfiguration(baseURL: URL(string: "http://preview.invalid")!), transport: service,
             eventTransport: nil)
-        let patched = try await client.patchDisplayName(id: Self.id, to: "Ada L")
-        #expect(patched.version == 5 && patched.displayName == "Ada L")
-        #expect(service.receivedRequests.last?.method == "PATCH")
-        #expect(service.receivedRequests.last?.headers["If-Match"] == nil)
+        let edited = try await client.edit(id: Self.id, ProfileChanges(displayName: "Ada L"))
+        #expect(edited.version == 5 && edited.displayName == "Ada L")
+        #expect(service.receivedRequests.map(\.method) == ["GET", "PATCH"], "a profile never read is read first")
+        #expect(service.receivedRequests.last?.headers["If-Match"] == "\"4\"")
+        var elsewhere = edited
+        (elsewhere.fields, elsewhere.version) = (["bio": "Elsewhere"], 6)
+        service.store(elsewhere)  // another device set the bio
+        let over = try await client.edit(id: Self.id, ProfileChanges(displayName: "Ada Lovelace"))
+        #expect(over.version == 7 && over.displayName == "Ada Lovelace" && over.fields == ["bio": "Elsewhere"])
+        #expect(service.receivedRequests.suffix(2).map { $0.headers["If-Match"] } == ["\"5\"", "\"6\""])
         await #expect(throws: ProfileClientError.conflict(current: service.profiles[Self.id]!)) {
-            try await client.patchDisplayName(id: Self.id, to: "Stale", expectedVersion: 4)
+            try await client.edit(id: Self.id, ProfileChanges(displayName: "Stale"), expectedVersion: 4)
         }
-        #expect(try await client.patchDisplayName(id: Self.id, to: "Named", expectedVersion: 5).version == 6)
+        #expect(try await client.edit(id: Self.id, ProfileChanges(displayName: "Named"), expectedVersion: 7).version == 8)
     }
 
     /// Profile fields through the client: decoded from every member that is not the profile's
@@ -140,18 +148,18 @@ import ProfileClientTesting
         #expect(decoded.fields == ["bio": "Hi"], "an unset field is absent")
         #expect(try JSONDecoder().decode(Profile.self, from: JSONEncoder().encode(decoded)) == decoded)
 
-        let patched = try await client.setFields(["bio": "Poetical science", "location": nil], id: Self.id)
+        let patched = try await client.edit(id: Self.id, ProfileChanges(fields: ["bio": "Poetical science", "location": nil]))
         #expect(patched.version == 5 && patched.fields == ["bio": "Poetical science"] && patched.displayName == "Ada")
         let request = try #require(service.receivedRequests.last)
         #expect(request.method == "PATCH" && request.headers["Content-Type"] == "application/merge-patch+json")
         let body = try #require(request.body.flatMap { try JSONSerialization.jsonObject(with: $0) as? [String: Any] })
         #expect(body["bio"] as? String == "Poetical science" && body["location"] is NSNull && body.count == 2)
         #expect(try await client.fetch(id: Self.id).fields == ["bio": "Poetical science"], "the client reads its own write")
-        await #expect(throws: ProfileClientError.self) { try await client.setFields(["pronouns": "she/her"], id: Self.id) }
+        await #expect(throws: ProfileClientError.self) { try await client.edit(id: Self.id, ProfileChanges(fields: ["pronouns": "she/her"])) }
         await #expect(throws: ProfileClientError.conflict(current: service.profiles[Self.id]!)) {
-            try await client.setFields(["bio": "Stale"], id: Self.id, expectedVersion: 4)
+            try await client.edit(id: Self.id, ProfileChanges(fields: ["bio": "Stale"]), expectedVersion: 4)
         }
-        let both = try await client.patch(id: Self.id, displayName: "Ada L", fields: ["website": "https://example.com/ada"])
+        let both = try await client.edit(id: Self.id, ProfileChanges(displayName: "Ada L", fields: ["website": "https://example.com/ada"]))
         #expect(both.displayName == "Ada L" && both.fields == ["bio": "Poetical science", "website": "https://example.com/ada"])
     }
 

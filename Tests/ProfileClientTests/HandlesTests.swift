@@ -124,7 +124,7 @@ import ProfileClientTesting
         }
         let client = FakeTransport.client(transport)
         await client.cache.didFetch(Self.profile(42, "ada", version: 1))
-        #expect(try await client.patch(id: 42, username: "Ada_L") == renamed)
+        #expect(try await client.edit(id: 42, ProfileChanges(username: "Ada_L")) == renamed)
         #expect(try await client.fetch(username: "ada_l") == renamed)
         #expect(transport.requests.count == 1)
     }
@@ -138,7 +138,7 @@ import ProfileClientTesting
         }
         let client = FakeTransport.client(transport)
         await client.cache.didFetch(ada)
-        let rename = Task { () throws(ProfileClientError) -> Profile in try await client.patch(id: 42, username: "bob") }
+        let rename = Task { () throws(ProfileClientError) -> Profile in try await client.edit(id: 42, ProfileChanges(username: "bob")) }
         while await client.cache.records[42]?.shown?.isPending != true { await Task.yield() }
         #expect(await client.cache.records[42]?.shown?.profile.username == "bob", "shown at once, pending")
         answer.open()
@@ -203,12 +203,12 @@ import ProfileClientTesting
             configuration: ProfileClientConfiguration(baseURL: URL(string: "http://preview.invalid")!), transport: service,
             eventTransport: nil)
         #expect(try await client.fetch(username: "Ada").id == 1)
-        #expect(try await client.patch(id: 1, username: "ada_l").username == "ada_l")
+        #expect(try await client.edit(id: 1, ProfileChanges(username: "ada_l")).username == "ada_l")
         let found = try await client.fetch(username: "ada", policy: .reloadFromServer)
         #expect(found.id == 1 && found.username == "ada_l")
-        await #expect(throws: ProfileClientError.usernameTaken) { try await client.patch(id: 2, username: "ADA") }
-        await #expect(throws: ProfileClientError.usernameTaken) { try await client.patch(id: 2, username: "ada_l") }
-        #expect(try await client.patch(id: 1, username: "ada").username == "ada", "its owner takes it back")
+        await #expect(throws: ProfileClientError.usernameTaken) { try await client.edit(id: 2, ProfileChanges(username: "ADA")) }
+        await #expect(throws: ProfileClientError.usernameTaken) { try await client.edit(id: 2, ProfileChanges(username: "ada_l")) }
+        #expect(try await client.edit(id: 1, ProfileChanges(username: "ada")).username == "ada", "its owner takes it back")
         let list = try await client.profiles(usernames: ["Ada_L", "bob", "Zed"])
         #expect(list.profiles.map(\.id) == [1, 2] && list.missing == ["Zed"] && list.renamed == ["Ada_L": "ada"])
         await #expect(throws: ProfileClientError.notFound) { try await client.fetch(username: "zed") }

@@ -43,7 +43,7 @@ import TestSupport
         let client = Self.client(service.transport, file: file)
         _ = try await client.fetch(id: Self.id)
         let before = EventRecorder(client.events(for: Self.id))
-        let edit = Task { try await client.setDisplayName("Private", id: Self.id) }
+        let edit = Task { try await client.edit(id: Self.id, ProfileChanges(displayName: "Private")) }
         #expect(await before.wait { EditsNeverGoBackTests.versions($0).last == "Private v2 pending" })
 
         await client.clear()

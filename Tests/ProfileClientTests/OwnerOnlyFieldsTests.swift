@@ -105,7 +105,7 @@ import ProfileClientTesting
         let stranger = Self.client(Self.service(readerIsOwner: false), file: file, token: Self.token(subject: 9))
         #expect(try await stranger.fetch(id: 7).fields["email"] == nil)
         try await stranger.saveStore()
-        #expect(ProfileStoreFile(url: file).loadTagged(maximumBytes: 1 << 20).map(\.tag) == ["\"2-public\""], "kept with its tag")
+        #expect(ProfileStoreFile(url: file).loadStore(maximumBytes: 1 << 20).profiles.map(\.tag) == ["\"2-public\""], "kept with its tag")
 
         // The owner launches with the public view on disk: its tag must not pass for the owner's.
         let transport = Self.service(readerIsOwner: true)
@@ -177,7 +177,7 @@ import ProfileClientTesting
             configuration: ProfileClientConfiguration(
                 baseURL: URL(string: "http://profiles.test")!, tokenProvider: { Self.token(subject: 7) }),
             transport: service, eventTransport: nil)
-        let written = try await client.setFields(["email": "ada@example.com"], id: 7)
+        let written = try await client.edit(id: 7, ProfileChanges(fields: ["email": "ada@example.com"]))
         let sent = try #require(service.receivedRequests.last)
         #expect(sent.method == "PATCH")
         #expect(sent.headers["Authorization"] == "Bearer \(Self.token(subject: 7))")

@@ -5,9 +5,10 @@ import TestSupport
 
 @testable import ProfileClient
 
-/// Every edit is shown at once, pending, and never goes back: patches without a version (shown
-/// over whichever version is confirmed, as the service applies them), and edits of an id the
-/// client never read (shown as soon as a version of it is known).
+/// Every edit is shown at once, pending, and never goes back: edits without a version (shown over
+/// a newer confirmed version that leaves what they set as the user saw it, as the service will
+/// take them over it), and edits of an id the client never read (shown as soon as a version of it
+/// is known).
 @Suite(.timeLimit(.minutes(1))) struct PendingPatchesTests {
     static let id: Int64 = 11
     static let versions = EditsNeverGoBackTests.versions
@@ -70,7 +71,7 @@ import TestSupport
 
     @Test func fieldsSetWithoutAVersionAreShownAtOnceAndNeverGoBack() async throws {
         let (service, client, seen) = try await Self.started()
-        let edit = Task { try await client.setFields(["bio": "Hi"], id: Self.id) }
+        let edit = Task { try await client.edit(id: Self.id, ProfileChanges(fields: ["bio": "Hi"])) }
         let pending = Self.profile("Start", ["bio": "Hi"], version: 2, pendingOver: 1)
         #expect(await seen.wait { $0.last == .pending(pending) }, "shown before the answer: \(seen.events)")
         await service.answer(1)
@@ -80,9 +81,9 @@ import TestSupport
         #expect(seen.events == [.updated(Self.profile("Start", version: 1)), .pending(pending), .updated(written)])
     }
 
-    @Test func aPatchWithoutAVersionStaysShownOverAnotherDevicesChange() async throws {
+    @Test func anEditWithoutAVersionStaysShownOverAnotherDevicesChangeOfOtherMembers() async throws {
         let (service, client, seen) = try await Self.started()
-        let edit = Task { try await client.patchDisplayName(id: Self.id, to: "Mine") }
+        let edit = Task { try await client.edit(id: Self.id, ProfileChanges(displayName: "Mine")) }
         #expect(await seen.wait { Self.versions($0).last == "Mine v2 pending" })
         // Another device set a field meanwhile; the patch will land over it, not conflict.
         let theirs = service.stored.withLock { stored in
@@ -101,9 +102,9 @@ import TestSupport
             !Self.versions(seen.events).contains("Start v2"), "never back to a name without the patch: \(seen.events)")
     }
 
-    @Test func aPatchWhoseOwnEventArrivesFirstIsShownAsWrittenNeverAboveIt() async throws {
+    @Test func anEditWhoseOwnEventArrivesFirstIsShownAsWrittenNeverAboveIt() async throws {
         let (service, client, seen) = try await Self.started()
-        let edit = Task { try await client.setFields(["bio": "Hi"], id: Self.id) }
+        let edit = Task { try await client.edit(id: Self.id, ProfileChanges(fields: ["bio": "Hi"])) }
         #expect(await seen.wait { $0.last == .pending(Self.profile("Start", ["bio": "Hi"], version: 2, pendingOver: 1)) })
         // The service publishes the patch's event before it answers.
         await client.cache.didReceiveEvent(Self.profile("Start", ["bio": "Hi"], version: 2))
@@ -119,7 +120,7 @@ import TestSupport
 
     @Test func anEditOfAnIdNeverReadIsShownOnceItsVersionIsRead() async throws {
         let (service, client, seen) = try await Self.started(reading: false)
-        let edit = Task { try await client.setDisplayName("New", id: Self.id) }
+        let edit = Task { try await client.edit(id: Self.id, ProfileChanges(displayName: "New")) }
         // The client reads the version first, then sends the edit over it: shown pending then.
         #expect(
             await seen.wait { $0.last == .pending(Self.profile("New", version: 2, pendingOver: 1)) }, "before the answer: \(seen.events)")
@@ -128,9 +129,9 @@ import TestSupport
         #expect(Self.versions(seen.events) == ["New v2 pending", "New v2"], "the version read comes with the edit over it")
     }
 
-    @Test func aPatchOfAnIdNeverReadIsShownOnceAVersionIsKnown() async throws {
+    @Test func aFieldsEditOfAnIdNeverReadIsShownOnceAVersionIsKnown() async throws {
         let (service, client, seen) = try await Self.started(reading: false)
-        let edit = Task { try await client.setFields(["bio": "Hi"], id: Self.id) }
+        let edit = Task { try await client.edit(id: Self.id, ProfileChanges(fields: ["bio": "Hi"])) }
         while service.gates.withLock({ $0.isEmpty }) { try await Task.sleep(for: .milliseconds(1)) }
         _ = try await client.fetch(id: Self.id, policy: .reloadFromServer)
         #expect(await seen.wait { $0.last == .pending(Self.profile("Start", ["bio": "Hi"], version: 2, pendingOver: 1)) }, "\(seen.events)")
@@ -139,16 +140,16 @@ import TestSupport
         #expect(Self.versions(seen.events) == ["Start v2 pending", "Start v2"], "the version read comes with the patch over it")
     }
 
-    @Test func aPatchAnsweredFirstDoesNotHideAnotherStillInFlight() async throws {
+    @Test func anEditQueuedBehindAnotherKeepsBothShownUntilEachIsAnswered() async throws {
         let (service, client, seen) = try await Self.started()
-        let bio = Task { try await client.setFields(["bio": "Hi"], id: Self.id) }
+        let bio = Task { try await client.edit(id: Self.id, ProfileChanges(fields: ["bio": "Hi"])) }
         #expect(await seen.wait { Self.versions($0).last == "Start v2 pending" })
-        let location = Task { try await client.setFields(["location": "Oslo"], id: Self.id) }
+        let location = Task { try await client.edit(id: Self.id, ProfileChanges(fields: ["location": "Oslo"])) }
         #expect(await seen.wait { Self.versions($0).last == "Start v3 pending" })
-        await service.answer(2)  // the service applies the later patch first
-        #expect(try await location.value.fields == ["location": "Oslo"])
         await service.answer(1)
-        #expect(try await bio.value.fields == ["bio": "Hi", "location": "Oslo"])
+        #expect(try await bio.value.fields == ["bio": "Hi"])
+        await service.answer(2)
+        #expect(try await location.value.fields == ["bio": "Hi", "location": "Oslo"])
         let shown = seen.events.compactMap { event -> Profile? in
             switch event {
             case .updated(let profile), .pending(let profile): profile
@@ -157,5 +158,7 @@ import TestSupport
         }
         #expect(
             shown.dropFirst().allSatisfy { $0.fields["bio"] == "Hi" }, "the bio never disappears while in flight: \(seen.events)")
+        #expect(
+            shown.dropFirst(2).allSatisfy { $0.fields["location"] == "Oslo" }, "nor the location: \(seen.events)")
     }
 }

@@ -129,7 +129,7 @@ final class FakeEventTransport: EventStreamTransport {
             transport: FakeTransport { _, _ throws(TransportError) in FakeTransport.json(v2) },
             eventTransport: GatedEventTransport(events, gate: gate), randomUnit: { 0 })
         let updates = client.updates(for: id)
-        _ = try await client.updateDisplayName(id: id, to: "Mine", expectedVersion: 1)
+        _ = try await client.edit(id: id, ProfileChanges(displayName: "Mine"), expectedVersion: 1)
         gate.set()
         let seen = await Self.collect(updates, count: 2)
         #expect(seen.map { $0.version } == [2, 3], "v1 from the stream is never shown after the own v2")

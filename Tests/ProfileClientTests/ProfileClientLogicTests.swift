@@ -35,11 +35,11 @@ import Testing
             if index == 1 { throw TransportError(kind: .notSent, description: "refused") }
             return FakeTransport.json(FakeTransport.profile(7, "New", version: 2))
         }
-        _ = try await FakeTransport.client(refusedOnce).updateDisplayName(id: 7, to: "New", expectedVersion: 1)
+        _ = try await FakeTransport.client(refusedOnce).edit(id: 7, ProfileChanges(displayName: "New"), expectedVersion: 1)
         #expect(refusedOnce.requests.count == 2)
 
+        // A lost connection is not a refusal: the edit is kept and sent again (OfflineEditsTests).
         let failures: [Result<TransportResponse, TransportError>] = [
-            .failure(TransportError(kind: .connection, description: "lost")),
             .success(FakeTransport.problem(503, kind: "database-unavailable")),
             .success(FakeTransport.problem(422, kind: "invalid-field", field: "display_name")),
             .success(
@@ -49,7 +49,7 @@ import Testing
         for failure in failures {
             let transport = FakeTransport { _, _ throws(TransportError) in try failure.get() }
             await #expect(throws: ProfileClientError.self) {
-                try await FakeTransport.client(transport).updateDisplayName(id: 7, to: "New", expectedVersion: 1)
+                try await FakeTransport.client(transport).edit(id: 7, ProfileChanges(displayName: "New"), expectedVersion: 1)
             }
             #expect(transport.requests.count == 1)
         }
@@ -81,11 +81,11 @@ import Testing
     @Test func localWriteAnswersInsideTheWindowThenReadsPassMinVersion() async throws {
         let clock = ManualInstant()
         let transport = FakeTransport { request, _ in
-            if request.method == "PUT" { return FakeTransport.json(FakeTransport.profile(9, "Mine", version: 4)) }
+            if request.method == "PATCH" { return FakeTransport.json(FakeTransport.profile(9, "Mine", version: 4)) }
             return FakeTransport.json(FakeTransport.profile(9, "Mine", version: 4))
         }
         let client = FakeTransport.client(transport, clock: clock, window: .seconds(10))
-        _ = try await client.updateDisplayName(id: 9, to: "Mine", expectedVersion: 3)
+        _ = try await client.edit(id: 9, ProfileChanges(displayName: "Mine"), expectedVersion: 3)
         #expect(try await client.fetch(id: 9).version == 4)
         #expect(transport.requests.count == 1)
         clock.advance(by: .seconds(11))
@@ -96,20 +96,19 @@ import Testing
 
     @Test func aLocalEntryNeverHidesANewerFetchedVersion() async throws {
         let transport = FakeTransport { request, _ in
-            if request.method == "PUT" { return FakeTransport.json(FakeTransport.profile(9, "Mine", version: 4)) }
+            if request.method == "PATCH" { return FakeTransport.json(FakeTransport.profile(9, "Mine", version: 4)) }
             return FakeTransport.json(FakeTransport.profile(9, "Theirs", version: 6))
         }
         let client = FakeTransport.client(transport)
-        _ = try await client.updateDisplayName(id: 9, to: "Mine", expectedVersion: 3)
+        _ = try await client.edit(id: 9, ProfileChanges(displayName: "Mine"), expectedVersion: 3)
         #expect(try await client.fetch(id: 9, policy: .reloadFromServer).version == 6)
         let next = try await client.fetch(id: 9)
         #expect(next.version == 6)
         #expect(next.displayName == "Theirs")
     }
 
-    @Test func latestIntentWinsWhenAnswersArriveOutOfOrder() async throws {
+    @Test func anEditMadeOverAPendingVersionWaitsForItAndTheLatestWins() async throws {
         let first = Gate()
-        let second = Gate()
         let later = Mutex(false)
         let transport = FakeTransport { request, _ in
             if request.method == "GET" {
@@ -121,7 +120,6 @@ import Testing
                 await first.wait()
                 return FakeTransport.json(FakeTransport.profile(5, "First", version: 2))
             }
-            await second.wait()
             return FakeTransport.json(FakeTransport.profile(5, "Second", version: 3))
         }
         let client = FakeTransport.client(transport)
@@ -129,18 +127,22 @@ import Testing
         var updates = client.updates(for: 5).makeAsyncIterator()
         #expect(await updates.next()?.displayName == "Base")
 
-        let older = Task { try await client.updateDisplayName(id: 5, to: "First", expectedVersion: 1) }
+        let older = Task { try await client.edit(id: 5, ProfileChanges(displayName: "First"), expectedVersion: 1) }
         #expect(await updates.next()?.displayName == "First")  // optimistic, at once
-        let newer = Task { try await client.updateDisplayName(id: 5, to: "Second", expectedVersion: 2) }
+        // At the version the pending one shows: sent once the first is written, never conflicting with it.
+        let newer = Task { try await client.edit(id: 5, ProfileChanges(displayName: "Second"), expectedVersion: 2) }
         #expect(await updates.next()?.displayName == "Second")
-
-        second.open()
-        #expect(try await newer.value.version == 3)
-        #expect(await updates.next() == FakeTransport.profile(5, "Second", version: 3))
         first.open()
-        #expect(try await older.value.version == 2)  // the older answer arrives last: not shown
+        #expect(try await older.value.version == 2)
+        #expect(try await newer.value.version == 3)
+        #expect(transport.requests.map { $0.headers["If-Match"] } == [nil, "\"1\"", "\"2\""])
+        // Second stays shown (pending over First's v2, then written): never back to First v2.
+        var shown = await updates.next()
+        while let profile = shown, profile != FakeTransport.profile(5, "Second", version: 3) {
+            #expect(profile.displayName == "Second" && profile.version == 3)
+            shown = await updates.next()
+        }
         #expect(try await client.fetch(id: 5) == FakeTransport.profile(5, "Second", version: 3))
-        // Had the older answer been shown, it would come before the next version observers get.
         later.withLock { $0 = true }
         #expect(try await client.fetch(id: 5, policy: .reloadFromServer).version == 4)
         #expect(await updates.next() == FakeTransport.profile(5, "Later", version: 4))
@@ -150,7 +152,7 @@ import Testing
         let transport = FakeTransport { request, index throws(TransportError) in
             if request.method == "GET" { return FakeTransport.json(FakeTransport.profile(3, "Base", version: 1)) }
             let body = String(decoding: request.body ?? Data(), as: UTF8.self)
-            if body.contains("Lost") { throw TransportError(kind: .connection, description: "lost") }
+            if body.contains("Refused") { return FakeTransport.problem(422, kind: "invalid-field", field: "display_name") }
             return FakeTransport.problem(
                 409, kind: "version-conflict", current: FakeTransport.profile(3, "Server", version: 2))
         }
@@ -159,14 +161,14 @@ import Testing
         var updates = client.updates(for: 3).makeAsyncIterator()
         #expect(await updates.next()?.displayName == "Base")
 
-        await #expect(throws: ProfileClientError.transport("lost")) {
-            try await client.updateDisplayName(id: 3, to: "Lost", expectedVersion: 1)
+        await #expect(throws: ProfileClientError.validation(field: "display_name", detail: "invalid-field")) {
+            try await client.edit(id: 3, ProfileChanges(displayName: "Refused"), expectedVersion: 1)
         }
-        #expect(await updates.next()?.displayName == "Lost")
+        #expect(await updates.next()?.displayName == "Refused")
         #expect(await updates.next()?.displayName == "Base")
 
         await #expect(throws: ProfileClientError.conflict(current: FakeTransport.profile(3, "Server", version: 2))) {
-            try await client.updateDisplayName(id: 3, to: "Mine", expectedVersion: 1)
+            try await client.edit(id: 3, ProfileChanges(displayName: "Mine"), expectedVersion: 1)
         }
         #expect(await updates.next()?.displayName == "Mine")
         #expect(await updates.next() == FakeTransport.profile(3, "Server", version: 2))
@@ -217,12 +219,12 @@ import Testing
 @Suite(.timeLimit(.minutes(1))) struct ProfileClientListTests {
     @Test func aListCarriesTheFloorsOfTheClientsWritesAndReachesObservers() async throws {
         let transport = FakeTransport { request, _ throws(TransportError) in
-            if request.method == "PUT" { return FakeTransport.json(FakeTransport.profile(2, "Mine", version: 5)) }
+            if request.method == "PATCH" { return FakeTransport.json(FakeTransport.profile(2, "Mine", version: 5)) }
             let body = #"{"profiles":[\#(String(decoding: try! JSONEncoder().encode(FakeTransport.profile(2, "Mine", version: 5)), as: UTF8.self)),\#(String(decoding: try! JSONEncoder().encode(FakeTransport.profile(1, "One", version: 1)), as: UTF8.self))],"missing":[3]}"#
             return TransportResponse(status: 200, headers: ["content-type": "application/json"], body: Data(body.utf8))
         }
         let client = FakeTransport.client(transport)
-        _ = try await client.updateDisplayName(id: 2, to: "Mine", expectedVersion: 4)
+        _ = try await client.edit(id: 2, ProfileChanges(displayName: "Mine"), expectedVersion: 4)
         let updates = client.updates(for: 1)
         let list = try await client.profiles(ids: [2, 1, 3, 2])
         #expect(list.profiles.map(\.id) == [2, 1])

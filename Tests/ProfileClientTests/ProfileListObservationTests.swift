@@ -75,7 +75,7 @@ import Testing
         let reader = ListReader(client.observeList(ids: [1, 2]))
         #expect(await reader.wait { $0.count >= 1 })
 
-        _ = try await client.updateDisplayName(id: 1, to: "Mine", expectedVersion: 4)
+        _ = try await client.edit(id: 1, ProfileChanges(displayName: "Mine"), expectedVersion: 4)
         #expect(await reader.wait { $0.last == Self.list([written, Self.p(2, "B", 1)]) })
         #expect(reader.seen.contains { $0.profiles.first?.displayName == "Mine" && $0.profiles.first != written },
             "the optimistic profile came first")
@@ -117,7 +117,7 @@ import Testing
             .close,
         ]])
         let client = Self.client(events, http: http)
-        _ = try await client.updateDisplayName(id: 3, to: "Mine", expectedVersion: 6)  // this client's write
+        _ = try await client.edit(id: 3, ProfileChanges(displayName: "Mine"), expectedVersion: 6)  // this client's write
         let list = client.observeList(ids: [1, 2, 3, 4])
         #expect(await events.waitForConnections(2))
         let requests = events.requests

@@ -29,7 +29,7 @@ import TestSupport
         let client = FakeTransport.client(transport)
         let seen = StreamRecorder(client.updates(for: Self.id))
         await client.cache.didReceiveEvent(Self.profile("Five", 5))
-        let update = Task { try await client.updateDisplayName(id: Self.id, to: "X", expectedVersion: 3) }
+        let update = Task { try await client.edit(id: Self.id, ProfileChanges(displayName: "X"), expectedVersion: 3) }
         try await Task.sleep(for: .milliseconds(50))  // the intent is registered and would be shown by now
         answer.open()
         await #expect(throws: ProfileClientError.self) { try await update.value }
@@ -48,13 +48,13 @@ import TestSupport
         let client = FakeTransport.client(transport)
         _ = try await client.fetch(id: Self.id)
         let seen = StreamRecorder(client.updates(for: Self.id))
-        let update = Task { try await client.updateDisplayName(id: Self.id, to: "Mine", expectedVersion: 1) }
+        let update = Task { try await client.edit(id: Self.id, ProfileChanges(displayName: "Mine"), expectedVersion: 1) }
         #expect(await seen.wait { $0.last == Self.profile("One", 1).renamed("Mine", 2) })
         await client.cache.didReceiveEvent(Self.profile("Two", 2))
         await client.cache.didReceiveEvent(Self.profile("Three", 3))
         #expect(
             await seen.wait { $0.last == Self.profile("Three", 3) },
-            "events v2 and v3 show while the PUT is in flight: \(seen.elements)")
+            "events v2 and v3 show while the edit is in flight: \(seen.elements)")
         answer.open()
         _ = try? await update.value
         #expect(Self.neverWentBack(seen.elements), "\(seen.elements)")
@@ -63,26 +63,26 @@ import TestSupport
     @Test func aFetchThatLeftBeforeAWriteReturnsTheWritesNewerVersion() async throws {
         let slowRead = Gate()
         let transport = FakeTransport { request, _ throws(TransportError) in
-            if request.method == "PUT" { return FakeTransport.json(Self.profile("Written", 5)) }
+            if request.method == "PATCH" { return FakeTransport.json(Self.profile("Written", 5)) }
             await slowRead.wait()
             return FakeTransport.json(Self.profile("Old", 4))
         }
         let client = FakeTransport.client(transport)
         let read = Task { try await client.fetch(id: Self.id, policy: .reloadFromServer) }
         try await Task.sleep(for: .milliseconds(50))  // the read has left
-        let written = try await client.updateDisplayName(id: Self.id, to: "Written", expectedVersion: 4)
+        let written = try await client.edit(id: Self.id, ProfileChanges(displayName: "Written"), expectedVersion: 4)
         slowRead.open()
         #expect(try await read.value == written, "the newer of the store's v5 and the answer's v4")
     }
 
     @Test func aListReturnsTheNewerOfTheStoreAndTheAnswer() async throws {
         let transport = FakeTransport { request, _ throws(TransportError) in
-            if request.method == "PUT" { return FakeTransport.json(Self.profile("Written", 5)) }
+            if request.method == "PATCH" { return FakeTransport.json(Self.profile("Written", 5)) }
             let old = String(decoding: try! JSONEncoder().encode(Self.profile("Old", 4)), as: UTF8.self)
             return TransportResponse(status: 200, headers: [:], body: Data(#"{"profiles":[\#(old)],"missing":[]}"#.utf8))
         }
         let client = FakeTransport.client(transport)
-        let written = try await client.updateDisplayName(id: Self.id, to: "Written", expectedVersion: 4)
+        let written = try await client.edit(id: Self.id, ProfileChanges(displayName: "Written"), expectedVersion: 4)
         #expect(try await client.profiles(ids: [Self.id]).profiles == [written])
     }
 
@@ -96,7 +96,7 @@ import TestSupport
         }
         let client = FakeTransport.client(transport)
         _ = try await client.fetch(id: Self.id)
-        _ = try? await client.updateDisplayName(id: Self.id, to: "Mine", expectedVersion: 3)
+        _ = try? await client.edit(id: Self.id, ProfileChanges(displayName: "Mine"), expectedVersion: 3)
         _ = try await client.fetch(id: Self.id, policy: .reloadFromServer)
         #expect(transport.requests[2].url.query == "min_version=7", "the 409's current version is the floor")
         await client.cache.didReceiveEvent(Self.profile("Event", 8))
