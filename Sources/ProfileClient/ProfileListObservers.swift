@@ -24,8 +24,36 @@ final class ProfileListObservers: Sendable {
         var members: [Int64: ListMember] = [:]
         var continuation: Continuation
         var lastYielded: ProfileList?
+        /// Where each member shown as a profile sits in ``lastYielded``'s `profiles`.
+        var profileIndex: [Int64: Int] = [:]
         /// Why following each of the list's streams fails now, by stream.
         var failures: [Int: ProfileClientError] = [:]
+
+        /// The next value to yield once `changed` members changed (none: a stream's failure
+        /// changed); `nil` when there is none, or it is the one yielded last. When each changed
+        /// member was a profile and still is one, the last value with those profiles replaced in
+        /// place — the cost of what changed, not of the list; else the list built anew (``value``).
+        mutating func next(changed: [Int64]) -> ProfileList? {
+            if !changed.isEmpty, var list = lastYielded, failures.isEmpty, list.streamFailure == nil {
+                var inPlace = true
+                for id in changed {
+                    guard let index = profileIndex[id], case .profile(let profile, let isPending)? = members[id] else {
+                        inPlace = false
+                        break
+                    }
+                    list.profiles[index] = profile
+                    if isPending { list.pending.insert(id) } else { list.pending.remove(id) }
+                }
+                if inPlace { return list }
+            }
+            rebuilds += 1
+            guard let list = value, list != lastYielded else { return nil }
+            profileIndex = Dictionary(uniqueKeysWithValues: list.profiles.enumerated().map { ($1.id, $0) })
+            return list
+        }
+
+        /// How many times the list was built anew (for tests of the cost).
+        var rebuilds = 0
 
         /// The list to show: once every member is known, or at once while following fails (with
         /// the members not known yet as ``ProfileList/unknown``).
@@ -74,18 +102,19 @@ final class ProfileListObservers: Sendable {
     /// had.
     func update(_ changes: [Int64: ListMember]) {
         let yields: [(Continuation, ProfileList)] = state.withLock { state in
-            var touched = Set<UInt64>()
+            var touched: [UInt64: [Int64]] = [:]
             for (id, member) in changes {
                 for token in state.listsByID[id] ?? [] where state.lists[token]?.members[id] != member {
                     state.lists[token]?.members[id] = member
-                    touched.insert(token)
+                    touched[token, default: []].append(id)
                 }
             }
             var yields: [(Continuation, ProfileList)] = []
-            for token in touched {
-                guard let list = state.lists[token], let value = list.value, value != list.lastYielded else { continue }
+            for (token, changed) in touched {
+                guard let value = state.lists[token]?.next(changed: changed), let continuation = state.lists[token]?.continuation
+                else { continue }
                 state.lists[token]?.lastYielded = value
-                yields.append((list.continuation, value))
+                yields.append((continuation, value))
             }
             return yields
         }
@@ -98,11 +127,17 @@ final class ProfileListObservers: Sendable {
         let yield: (Continuation, ProfileList)? = state.withLock { state in
             guard state.lists[token] != nil else { return nil }
             state.lists[token]?.failures[stream] = failure
-            guard let list = state.lists[token], let value = list.value, value != list.lastYielded else { return nil }
+            guard let value = state.lists[token]?.next(changed: []), let continuation = state.lists[token]?.continuation
+            else { return nil }
             state.lists[token]?.lastYielded = value
-            return (list.continuation, value)
+            return (continuation, value)
         }
         if let (continuation, value) = yield { continuation.yield(value) }
+    }
+
+    /// How many times each list was built anew, by token (for tests of the cost).
+    var rebuilds: [UInt64: Int] {
+        state.withLock { $0.lists.mapValues(\.rebuilds) }
     }
 
     /// Whether an observed list holds `id`.

@@ -32,6 +32,29 @@ import Testing
         ProfileList(profiles: profiles, missing: missing)
     }
 
+    @Test func aChangeOfOneMemberCostsWhatChangedNotTheList() async throws {
+        let observers = ProfileListObservers()
+        let (stream, continuation) = AsyncThrowingStream<ProfileList, any Error>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let ids = Array(Int64(1)...5_000)
+        let token = observers.register(ids: ids, continuation: continuation)
+        observers.update(
+            Dictionary(uniqueKeysWithValues: ids.map { ($0, ListMember.profile(FakeTransport.profile($0, "A", version: 1), isPending: false)) }))
+        for version in Int32(2)...101 {
+            observers.update([7: .profile(FakeTransport.profile(7, "B", version: version), isPending: version % 2 == 0)])
+        }
+        #expect(observers.rebuilds[token] == 1, "built once when complete; 100 changes of a member in place")
+        observers.update([9: .missing])  // a member moves to `missing`: built anew
+        var iterator = stream.makeAsyncIterator()
+        let last = try #require(try await iterator.next())
+        #expect(last.profiles.count == 4_999 && last.missing == [9])
+        #expect(last.profiles.map(\.id) == ids.filter { $0 != 9 }, "in the order asked")
+        #expect(last.profiles.first { $0.id == 7 }?.version == 101 && last.pending.isEmpty)
+        #expect(observers.rebuilds[token] == 2)
+        observers.update([7: .profile(FakeTransport.profile(7, "C", version: 102), isPending: true)])
+        let pending = try #require(try await iterator.next())
+        #expect(pending.pending == [7] && pending.profiles[6].displayName == "C", "in place after a rebuild too")
+    }
+
     @Test func aBurstOfEventsBecomesOneValue() async throws {
         let events = Events(scripts: [[.read([Events.profile(Self.p(1, "A", 1)), Events.profile(Self.p(2, "B", 1)), Events.deleted(3)])]])
         let client = Self.client(events)
