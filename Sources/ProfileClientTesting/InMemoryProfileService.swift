@@ -24,18 +24,18 @@ public import ProfileClient
 /// service.store(…)  // a change made "on another device"
 /// ```
 public final class InMemoryProfileService: HTTPTransport {
-    private let stored: Locked<[Int64: Profile]>
+    private let stored: LockedValue<[Int64: Profile]>
     /// The last version of each deleted id, which a profile created again continues above.
-    private let deletedVersions = Locked<[Int64: Int32]>([:])
+    private let deletedVersions = LockedValue<[Int64: Int32]>([:])
     /// The handles given up, each with the profile it is reserved for.
-    private let reserved = Locked<[String: Int64]>([:])
-    private let requests = Locked<[TransportRequest]>([])
+    private let reserved = LockedValue<[String: Int64]>([:])
+    private let requests = LockedValue<[TransportRequest]>([])
     /// The fields it declares beside the name.
     public let fieldNames: Set<String>
 
     /// - Parameter fieldNames: the declared fields; the service's standard ones by default.
     public init(profiles: [Profile] = [], fieldNames: Set<String> = ["bio", "avatar_url", "location", "website"]) {
-        stored = Locked(Dictionary(profiles.map { ($0.id, $0) }) { _, last in last })
+        stored = LockedValue(Dictionary(profiles.map { ($0.id, $0) }) { _, last in last })
         self.fieldNames = fieldNames
     }
 
@@ -295,21 +295,5 @@ public final class InMemoryProfileService: HTTPTransport {
         return TransportResponse(
             status: status, headers: ["content-type": "application/problem+json"],
             body: (try? JSONSerialization.data(withJSONObject: object)) ?? Data())
-    }
-}
-
-/// A value behind a lock (the client's platforms predate `Synchronization`).
-private final class Locked<Value>: @unchecked Sendable {
-    private var value: Value
-    private let lock = NSLock()
-
-    init(_ value: Value) {
-        self.value = value
-    }
-
-    func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&value)
     }
 }

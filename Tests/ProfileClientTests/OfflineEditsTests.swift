@@ -250,14 +250,22 @@ import TestSupport
         #expect(service.edits.withLock { $0.map(\.status) } == [200, 409], "the second attempt found it there")
     }
 
-    @Test func anEntrySaysItIsFromTheStoreUntilTheServiceConfirmsIt() async throws {
-        let file = PersistentStoreTests.file()
-        defer { try? FileManager.default.removeItem(at: file) }
-        let confirmed = Date(timeIntervalSince1970: 1_700_000_000)
+    /// The date the store file says profile 1 was confirmed.
+    static let confirmed = Date(timeIntervalSince1970: 1_700_000_000)
+
+    /// A client started offline over a store file holding profile 1, confirmed at ``confirmed``.
+    static func restoredOffline(file: URL) throws -> (FlakyService, ProfileClient) {
         try ProfileStoreFile(url: file).save([Self.profile(1, "Kept", version: 3)], confirmedAt: [1: confirmed])
         let service = FlakyService([Self.profile(1, "Kept", version: 3)])
         service.isOnline.withLock { $0 = false }
-        let client = Self.client(service, file: file)
+        return (service, Self.client(service, file: file))
+    }
+
+    @Test func anEntrySaysItIsFromTheStoreUntilTheServiceConfirmsIt() async throws {
+        let file = PersistentStoreTests.file()
+        defer { try? FileManager.default.removeItem(at: file) }
+        let confirmed = Self.confirmed
+        let (service, client) = try Self.restoredOffline(file: file)
         let restored = try #require(await client.entry(id: 1))
         #expect(restored.isFromStore && restored.confirmedAt == confirmed && restored.profile?.version == 3)
         _ = try? await client.fetch(id: 1, policy: .reloadFromServer)
@@ -277,11 +285,8 @@ import TestSupport
     @Test func anObservableEntrySaysItIsFromTheStoreUntilTheServiceConfirmsIt() async throws {
         let file = PersistentStoreTests.file()
         defer { try? FileManager.default.removeItem(at: file) }
-        let confirmed = Date(timeIntervalSince1970: 1_700_000_000)
-        try ProfileStoreFile(url: file).save([Self.profile(1, "Kept", version: 3)], confirmedAt: [1: confirmed])
-        let service = FlakyService([Self.profile(1, "Kept", version: 3)])
-        service.isOnline.withLock { $0 = false }
-        let client = Self.client(service, file: file)
+        let confirmed = Self.confirmed
+        let (service, client) = try Self.restoredOffline(file: file)
         let profiles = ObservableProfiles(client: client)
         let following = Task { await profiles.follow(1) }
         defer { following.cancel() }
