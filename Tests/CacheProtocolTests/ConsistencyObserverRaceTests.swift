@@ -25,12 +25,13 @@ import TestSupport
         }
     }
 
-    private func observe(_ change: ProfileChange, store: RacingStore, backends: InMemoryBackends, shared: ProfileCacheShared)
-        -> ConsistencyObserver
-    {
+    private func observe(
+        _ change: ProfileChange, store: RacingStore, backends: InMemoryBackends, shared: ProfileCacheShared,
+        delay: Duration = .milliseconds(1)
+    ) -> ConsistencyObserver {
         var logger = Logger(label: "observer-race")
         logger.logLevel = .critical
-        let observer = ConsistencyObserver(sampleRate: 1, delay: .milliseconds(1), logger: logger)
+        let observer = ConsistencyObserver(sampleRate: 1, delay: delay, logger: logger)
         observer.start { [logger] in
             ProfileWorker(store: store, cache: InMemoryBackends.cluster.client(), shared: shared, logger: logger)
         }
@@ -57,6 +58,33 @@ import TestSupport
         let store = RacingStore(backends.store)
         store.hook = { _ = try? writer.updateDisplayName(id: profile.id, to: "Later", expectedVersion: again.version) }
         let observer = observe(.deleted(id: profile.id), store: store, backends: backends, shared: shared)
+        #expect(observer.count(.violation) == 0)
+        #expect(observer.count(.consistent) == 1)
+    }
+
+    /// A profile deleted and created again is cached; while the observer confirms the first
+    /// deletion's sample, a second deletion commits and its writer's repair comes 20 ms later, as
+    /// a write-through does: the entry was stale only within that repair — not a violation.
+    /// (Before the second look, every soak with deleters counted such an instant as one.)
+    @Test func aDeletionCommittedDuringTheCheckWhoseRepairFollowsIsNoViolation() throws {
+        let backends = try InMemoryBackends()
+        let shared = ProfileCacheShared()
+        let writer = ProfileRepository(store: backends.store, cache: backends.cache, shared: shared, logger: Logger(label: "w"))
+        let profile = try backends.seed()
+        _ = try writer.delete(id: profile.id, expectedVersion: nil)
+        let again = try writer.create(id: profile.id, username: "again\(profile.id % 1_000_000)", displayName: "Again")
+        #expect(backends.cachedVersion(profile.id, shared: shared) == again.version)
+        let store = RacingStore(backends.store)
+        // The deleting writer: used on its own thread only, once the hook hands it over.
+        nonisolated(unsafe) let deleter = writer
+        store.hook = {
+            _ = try? backends.store.delete(id: profile.id, expectedVersion: again.version)  // committed, not yet repaired
+            Thread.detachNewThread {
+                Thread.sleep(forTimeInterval: 0.02)
+                deleter.refresh(after: .deleted(id: profile.id))  // its own repair, 20 ms later
+            }
+        }
+        let observer = observe(.deleted(id: profile.id), store: store, backends: backends, shared: shared, delay: .milliseconds(300))
         #expect(observer.count(.violation) == 0)
         #expect(observer.count(.consistent) == 1)
     }

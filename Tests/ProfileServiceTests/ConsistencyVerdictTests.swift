@@ -29,4 +29,9 @@ import TestSupport
         #expect(Verdict.confirm(cachedVersion: 4, stored: .row(version: 4)) == .consistent, "the row is what is cached")
         #expect(Verdict.confirm(cachedVersion: 4, stored: .unreachable) == .inconclusive)
     }
+
+    @Test func aProfileOfAGoneRowIsLookedAtOnceMoreBeforeItCounts() {
+        #expect(Verdict.confirmsAtOnce(.row(version: 5)), "older than a row that is there: stale since the sampled change")
+        #expect(!Verdict.confirmsAtOnce(.absent), "the deletion may have committed an instant ago")
+    }
 }

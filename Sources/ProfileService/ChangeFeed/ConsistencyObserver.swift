@@ -36,6 +36,9 @@ public final class ConsistencyObserver: Sendable {
         /// 0 for a deletion.
         var version: Int32
         var due: ContinuousClock.Instant
+        /// A cached profile of a row found gone, to be looked at once more: the entry seen (its
+        /// CAS value) and its version.
+        var secondLook: (cas: UInt64, cachedVersion: Int32)?
     }
 
     public init(sampleRate: Double, delay: Duration, capacity: Int = 10_000, logger: Logger) {
@@ -130,8 +133,29 @@ public final class ConsistencyObserver: Sendable {
     /// between the two reads — a write committed and written through meanwhile, a profile created
     /// again after its deletion and then changed — proves nothing, and is checked again from the
     /// new entry, twice at most.
+    ///
+    /// A cached profile of a row found gone needs one more look, a delay later
+    /// (``ConsistencyVerdict/confirmsAtOnce(_:)``): the deletion that made it stale may be one
+    /// that committed an instant before the row was read, its writer's repair still on its way
+    /// (the sample's own deletion may be long repaired, and the profile created again since).
+    /// Only an entry that stays unchanged through that delay is a violation.
     private func check(_ sample: Sample, _ worker: ProfileWorker) {
         var lookup = worker.cacheLookup(id: sample.id)
+        if let second = sample.secondLook {
+            guard case .hit(let item) = lookup, item.cas == second.cas else {
+                record(.consistent)  // repaired or replaced within the delay
+                return
+            }
+            let row: Profile?
+            do {
+                row = try worker.store.profile(id: sample.id)
+            } catch {
+                record(.inconclusive)
+                return
+            }
+            confirmViolation(sample, cachedVersion: second.cachedVersion, row: row, worker)
+            return
+        }
         for _ in 0..<3 {
             let cached: ConsistencyVerdict.Cached
             var seenCAS: UInt64 = 0
@@ -174,21 +198,33 @@ public final class ConsistencyObserver: Sendable {
                 lookup = again
                 continue
             }
-            record(.violation)
-            logger.warning(
-                "consistency violation: memcached held an older version than PostgreSQL; repaired",
-                metadata: [
-                    "id": "\(sample.id)", "cached_version": "\(cachedVersion)", "row_version": "\(row?.version ?? 0)",
-                    "change_version": "\(sample.version)",
-                ])
-            if let row {
-                worker.repository.refresh(after: .changed(id: row.id, version: row.version, row: row))
-            } else {
-                worker.repository.refresh(after: .deleted(id: sample.id))
+            guard ConsistencyVerdict.confirmsAtOnce(row.map { .row(version: $0.version) } ?? .absent) else {
+                var later = sample
+                later.due = ContinuousClock.now + delay
+                later.secondLook = (seenCAS, cachedVersion)
+                queue.withLock { $0.append(later) }  // due after every sample already queued
+                return
             }
+            confirmViolation(sample, cachedVersion: cachedVersion, row: row, worker)
             return
         }
         record(.inconclusive)
+    }
+
+    /// Counts, logs and repairs a violation: `cachedVersion` stayed in memcached over `row`.
+    private func confirmViolation(_ sample: Sample, cachedVersion: Int32, row: Profile?, _ worker: ProfileWorker) {
+        record(.violation)
+        logger.warning(
+            "consistency violation: memcached held an older version than PostgreSQL; repaired",
+            metadata: [
+                "id": "\(sample.id)", "cached_version": "\(cachedVersion)", "row_version": "\(row?.version ?? 0)",
+                "change_version": "\(sample.version)",
+            ])
+        if let row {
+            worker.repository.refresh(after: .changed(id: row.id, version: row.version, row: row))
+        } else {
+            worker.repository.refresh(after: .deleted(id: sample.id))
+        }
     }
 
     private func record(_ outcome: ConsistencyVerdict.Outcome) {

@@ -47,6 +47,15 @@ public enum ConsistencyVerdict {
         }
     }
 
+    /// Whether a confirmed suspect is a violation at once, given the row it was confirmed
+    /// against. A row that is gone is not: versions continue past a deleted row's last, so the
+    /// entry may hold a profile created again after the sample's deletion, which a later deletion
+    /// committed an instant ago made stale — within that deletion's own repair. The entry must
+    /// stay unchanged a delay longer to count.
+    static func confirmsAtOnce(_ stored: Stored) -> Bool {
+        stored != .absent
+    }
+
     /// The verdict on a suspect entry at `cachedVersion` (0: an absent entry), given the row.
     static func confirm(cachedVersion: Int32, stored: Stored) -> Outcome {
         switch stored {
