@@ -47,7 +47,7 @@ final class FollowedStreams: Sendable {
         self.settleDelay = settleDelay
     }
 
-    /// How the ids that appear are filled before their stream's first events.
+    /// How the ids that appear are filled, beside their new stream (which may be buffered).
     func fillAppeared(with fill: @escaping @Sendable ([Int64]) async -> Void) {
         state.withLock { $0.fill = fill }
     }
