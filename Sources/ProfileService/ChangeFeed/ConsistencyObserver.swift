@@ -146,13 +146,7 @@ public final class ConsistencyObserver: Sendable {
                 record(.consistent)  // repaired or replaced within the delay
                 return
             }
-            let row: Profile?
-            do {
-                row = try worker.store.profile(id: sample.id)
-            } catch {
-                record(.inconclusive)
-                return
-            }
+            guard let row = storedRow(of: sample.id, worker) else { return }
             confirmViolation(sample, cachedVersion: second.cachedVersion, row: row, worker)
             return
         }
@@ -180,13 +174,7 @@ public final class ConsistencyObserver: Sendable {
             case .absent: cachedVersion = 0
             case .unreachable, .nothing: return
             }
-            let row: Profile?
-            do {
-                row = try worker.store.profile(id: sample.id)
-            } catch {
-                record(.inconclusive)
-                return
-            }
+            guard let row = storedRow(of: sample.id, worker) else { return }
             let outcome = ConsistencyVerdict.confirm(
                 cachedVersion: cachedVersion, stored: row.map { .row(version: $0.version) } ?? .absent)
             guard outcome == .violation else {
@@ -209,6 +197,17 @@ public final class ConsistencyObserver: Sendable {
             return
         }
         record(.inconclusive)
+    }
+
+    /// The row of `id` (`nil` inside: no such row); `nil` when PostgreSQL did not answer, the
+    /// check then recorded inconclusive.
+    private func storedRow(of id: Int64, _ worker: ProfileWorker) -> Profile?? {
+        do {
+            return .some(try worker.store.profile(id: id))
+        } catch {
+            record(.inconclusive)
+            return nil
+        }
     }
 
     /// Counts, logs and repairs a violation: `cachedVersion` stayed in memcached over `row`.
