@@ -45,9 +45,8 @@ import TestSupport
         return observer
     }
 
-    /// A profile deleted, created again and cached; while the observer confirms the deletion's
-    /// sample, the profile changes again (a new entry): not a violation.
-    @Test func aProfileCreatedAgainAndChangedDuringTheCheckIsNoViolation() throws {
+    /// A profile deleted and created again through `writer`, whose write-through cached it.
+    static func deletedAndCreatedAgain() throws -> (InMemoryBackends, ProfileCacheShared, ProfileRepository, Profile) {
         let backends = try InMemoryBackends()
         let shared = ProfileCacheShared()
         let writer = ProfileRepository(store: backends.store, cache: backends.cache, shared: shared, logger: Logger(label: "w"))
@@ -55,9 +54,16 @@ import TestSupport
         _ = try writer.delete(id: profile.id, expectedVersion: nil)
         let again = try writer.create(id: profile.id, username: "again\(profile.id % 1_000_000)", displayName: "Again")
         #expect(backends.cachedVersion(profile.id, shared: shared) == again.version)
+        return (backends, shared, writer, again)
+    }
+
+    /// A profile deleted, created again and cached; while the observer confirms the deletion's
+    /// sample, the profile changes again (a new entry): not a violation.
+    @Test func aProfileCreatedAgainAndChangedDuringTheCheckIsNoViolation() throws {
+        let (backends, shared, writer, again) = try Self.deletedAndCreatedAgain()
         let store = RacingStore(backends.store)
-        store.hook = { _ = try? writer.updateDisplayName(id: profile.id, to: "Later", expectedVersion: again.version) }
-        let observer = observe(.deleted(id: profile.id), store: store, backends: backends, shared: shared)
+        store.hook = { _ = try? writer.updateDisplayName(id: again.id, to: "Later", expectedVersion: again.version) }
+        let observer = observe(.deleted(id: again.id), store: store, backends: backends, shared: shared)
         #expect(observer.count(.violation) == 0)
         #expect(observer.count(.consistent) == 1)
     }
@@ -67,24 +73,18 @@ import TestSupport
     /// a write-through does: the entry was stale only within that repair — not a violation.
     /// (Before the second look, every soak with deleters counted such an instant as one.)
     @Test func aDeletionCommittedDuringTheCheckWhoseRepairFollowsIsNoViolation() throws {
-        let backends = try InMemoryBackends()
-        let shared = ProfileCacheShared()
-        let writer = ProfileRepository(store: backends.store, cache: backends.cache, shared: shared, logger: Logger(label: "w"))
-        let profile = try backends.seed()
-        _ = try writer.delete(id: profile.id, expectedVersion: nil)
-        let again = try writer.create(id: profile.id, username: "again\(profile.id % 1_000_000)", displayName: "Again")
-        #expect(backends.cachedVersion(profile.id, shared: shared) == again.version)
+        let (backends, shared, writer, again) = try Self.deletedAndCreatedAgain()
         let store = RacingStore(backends.store)
         // The deleting writer: used on its own thread only, once the hook hands it over.
         nonisolated(unsafe) let deleter = writer
         store.hook = {
-            _ = try? backends.store.delete(id: profile.id, expectedVersion: again.version)  // committed, not yet repaired
+            _ = try? backends.store.delete(id: again.id, expectedVersion: again.version)  // committed, not yet repaired
             Thread.detachNewThread {
                 Thread.sleep(forTimeInterval: 0.02)
-                deleter.refresh(after: .deleted(id: profile.id))  // its own repair, 20 ms later
+                deleter.refresh(after: .deleted(id: again.id))  // its own repair, 20 ms later
             }
         }
-        let observer = observe(.deleted(id: profile.id), store: store, backends: backends, shared: shared, delay: .milliseconds(300))
+        let observer = observe(.deleted(id: again.id), store: store, backends: backends, shared: shared, delay: .milliseconds(300))
         #expect(observer.count(.violation) == 0)
         #expect(observer.count(.consistent) == 1)
     }

@@ -106,13 +106,21 @@ import TestSupport
         #expect(await Eventually.waitAsync(timeout: .seconds(5)) { released == nil }, "the client was released")
     }
 
+    /// Makes `client`, persisting to `file` if any, read profile 1 (version 1) from a service that then
+    /// loses the network; returns the service. (The test holds the only reference, to quit it.)
+    static func readThenOffline(file: URL? = nil, client: inout ProfileClient?) async throws -> FlakyService {
+        let service = FlakyService([Self.profile(1, "Start", version: 1)])
+        client = Self.client(service, file: file)
+        _ = try await client!.fetch(id: 1)
+        service.isOnline.withLock { $0 = false }
+        return service
+    }
+
     @Test func anEditMadeOfflineSurvivesARestartAndIsSentOnceWhenTheNetworkIsBack() async throws {
         let file = PersistentStoreTests.file()
         defer { try? FileManager.default.removeItem(at: file) }
-        let service = FlakyService([Self.profile(1, "Start", version: 1)])
-        var first: ProfileClient? = Self.client(service, file: file)
-        _ = try await first!.fetch(id: 1)
-        service.isOnline.withLock { $0 = false }
+        var first: ProfileClient?
+        let service = try await Self.readThenOffline(file: file, client: &first)
         let before = EventRecorder(first!.events(for: 1))
         let edit = Task { [first] in try await first!.edit(id: 1, ProfileChanges(displayName: "Offline")) }
         let pending = ProfileEvent.pending(Self.pending(1, "Offline", version: 2, over: 1))
@@ -148,10 +156,8 @@ import TestSupport
     @Test func aChangeMadeOnAnotherDeviceMeanwhileIsAConflictAfterTheRestart() async throws {
         let file = PersistentStoreTests.file()
         defer { try? FileManager.default.removeItem(at: file) }
-        let service = FlakyService([Self.profile(1, "Start", version: 1)])
-        var first: ProfileClient? = Self.client(service, file: file)
-        _ = try await first!.fetch(id: 1)
-        service.isOnline.withLock { $0 = false }
+        var first: ProfileClient?
+        let service = try await Self.readThenOffline(file: file, client: &first)
         let edit = Task { [first] in try await first!.edit(id: 1, ProfileChanges(displayName: "Mine")) }
         #expect(await Eventually.waitAsync { await first!.entry(id: 1)?.isPending == true })
         try await Self.quit(&first, waiting: [edit])
@@ -170,10 +176,9 @@ import TestSupport
     }
 
     @Test func theCallerStillWaitingGetsTheConflict() async throws {
-        let service = FlakyService([Self.profile(1, "Start", version: 1)])
-        let client = Self.client(service)
-        _ = try await client.fetch(id: 1)
-        service.isOnline.withLock { $0 = false }
+        var held: ProfileClient?
+        let service = try await Self.readThenOffline(client: &held)
+        let client = held!
         let edit = Task { try await client.edit(id: 1, ProfileChanges(displayName: "Mine")) }
         #expect(await Eventually.waitAsync { await client.entry(id: 1)?.isPending == true })
         let theirs = service.change(1) { $0.displayName = "Theirs" }
@@ -183,10 +188,9 @@ import TestSupport
     }
 
     @Test func aChangeOfOtherMembersMeanwhileIsKeptAndTheEditLandsOverIt() async throws {
-        let service = FlakyService([Self.profile(1, "Start", version: 1)])
-        let client = Self.client(service)
-        _ = try await client.fetch(id: 1)
-        service.isOnline.withLock { $0 = false }
+        var held: ProfileClient?
+        let service = try await Self.readThenOffline(client: &held)
+        let client = held!
         let edit = Task { try await client.edit(id: 1, ProfileChanges(displayName: "Mine")) }
         #expect(await Eventually.waitAsync { await client.entry(id: 1)?.isPending == true })
         _ = service.change(1) { $0.fields["bio"] = "Theirs" }
